@@ -1,0 +1,28 @@
+"""einsat: a tensor-program superoptimizer on equality saturation.
+
+    import einsat
+    g = einsat.load_onnx("model.onnx")
+    outs = einsat.run(g, {"x": x})
+"""
+
+from einsat.errors import EinsatError
+from einsat.gpu.interpreter import run
+from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
+
+__version__ = "0.1.0"
+
+
+def load_onnx(path_or_model, **kwargs) -> Graph:
+    """Import an ONNX model (a path, bytes or a ModelProto) as an `einsat.Graph`."""
+    from einsat.ir.onnx_io import load_onnx as _load
+    return _load(path_or_model, **kwargs)
+
+
+def save_onnx(graph: Graph, path, **kwargs) -> None:
+    """Write `graph` as an ONNX model; nothing is left at `path` if it fails."""
+    from einsat.ir.onnx_io import save_onnx as _save
+    _save(graph, path, **kwargs)
+
+
+__all__ = ["EinsatError", "Graph", "GraphBuilder", "Node", "Op", "TensorType", "load_onnx",
+           "run", "save_onnx"]

@@ -1,0 +1,169 @@
+"""Convolution (strided, dilated, grouped; any number of spatial dims).
+
+Layouts are ONNX's: input [N, C, *spatial], weight [F, C/groups, *kernel], bias [F].
+`padding` is ONNX's `pads`: all begins, then all ends.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, positive, register, same_dtype
+from einsat.ir.types import TensorType
+
+# im2col buffers above this many bytes are built one batch slice at a time
+IM2COL_BYTES = 256 << 20
+
+
+def spatial_attrs(attrs, nsp: int, names=("stride", "dilation")) -> dict:
+    """Expand int / per-dim shorthands: stride=2 -> (2, 2); padding=1 -> (1, 1, 1, 1);
+    padding=(1, 2) -> (1, 2, 1, 2)."""
+    out = dict(attrs)
+    for name in names:
+        v = out[name]
+        if len(v) == 1 and nsp != 1:
+            v = v * nsp
+        if len(v) != nsp:
+            raise ShapeError(f"{name}={v} needs {nsp} values, one per spatial dim")
+        out[name] = v
+    p = out.get("padding")
+    if p is not None:
+        if len(p) == 1:
+            p = p * (2 * nsp)
+        elif len(p) == nsp:
+            p = p + p
+        if len(p) != 2 * nsp:
+            raise ShapeError(f"padding={p} needs {2 * nsp} values (begins, then ends)")
+        out["padding"] = p
+    return out
+
+
+def conv_out_dims(in_dims, kernel, stride, dilation, padding) -> tuple[int, ...]:
+    nsp = len(in_dims)
+    out = []
+    for i in range(nsp):
+        span = dilation[i] * (kernel[i] - 1) + 1
+        padded = in_dims[i] + padding[i] + padding[nsp + i]
+        if padded < span:
+            raise ShapeError(f"spatial dim {i}: padded size {padded} is smaller than the "
+                             f"dilated kernel {span}")
+        out.append((padded - span) // stride[i] + 1)
+    return tuple(out)
+
+
+def windows(x: np.ndarray, kernel, stride, dilation, padding) -> np.ndarray:
+    """A strided view [N, C, *out, *kernel] of x's (padded) sliding windows: no copy but padding."""
+    nsp = x.ndim - 2
+    pads = [(0, 0), (0, 0)] + [(padding[i], padding[nsp + i]) for i in range(nsp)]
+    if any(padding):
+        x = np.pad(x, pads)
+    span = tuple(dilation[i] * (kernel[i] - 1) + 1 for i in range(nsp))
+    v = sliding_window_view(x, span, axis=tuple(range(2, 2 + nsp)))
+    idx = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride) \
+        + tuple(slice(None, None, d) for d in dilation)
+    return v[idx]
+
+
+def conv_numpy(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, dilation, padding, groups):
+    """im2col as a strided view, then one batched BLAS matmul per batch slice."""
+    n, c = x.shape[:2]
+    f, cg = w.shape[:2]
+    kernel = w.shape[2:]
+    nsp = len(kernel)
+    v = windows(x, kernel, stride, dilation, padding)          # [N, C, *out, *k]
+    out_dims = v.shape[2:2 + nsp]
+    npix, kk = prod(out_dims), prod(kernel)
+    v = v.reshape((n, groups, cg) + out_dims + tuple(kernel))
+    # -> [N, G, *out, Cg, *k]
+    v = v.transpose((0, 1) + tuple(range(3, 3 + nsp)) + (2,) + tuple(range(3 + nsp, 3 + 2 * nsp)))
+    wm = w.reshape(groups, f // groups, cg * kk).transpose(0, 2, 1)  # [G, Cg*k, Fg]
+    per_item = groups * npix * cg * kk * x.dtype.itemsize
+    step = max(1, IM2COL_BYTES // max(per_item, 1))
+    y = np.empty((n, groups, npix, f // groups), dtype=np.result_type(x, w))
+    for s in range(0, n, step):
+        cols = v[s:s + step].reshape(-1, groups, npix, cg * kk)
+        np.matmul(cols, wm, out=y[s:s + step])
+    y = y.transpose(0, 1, 3, 2).reshape((n, f) + out_dims)
+    if b is not None:
+        y = y + b.reshape((1, f) + (1,) * nsp)
+    return np.ascontiguousarray(y)
+
+
+@register
+class Conv(OpDef):
+    op = Op.CONV
+    arity = (2, 3)
+    multilinear = True  # in the input and in the weight (bias aside)
+    onnx_type = "Conv"
+    attrs = {
+        "stride": Attr("ints", (1,), positive),
+        "padding": Attr("ints", (0,), non_negative, "ONNX pads: begins, then ends"),
+        "dilation": Attr("ints", (1,), positive),
+        "groups": Attr("int", 1, positive),
+    }
+
+    def normalize(self, attrs, types):
+        w = types[1]
+        if w is None or w.rank < 3:
+            raise ShapeError(f"the weight must be [F, C/groups, *kernel], got {w}")
+        return spatial_attrs(attrs, w.rank - 2, ("stride", "dilation"))
+
+    def infer(self, types, attrs):
+        x, w = types[0], types[1]
+        bias = types[2] if len(types) > 2 else None
+        g = attrs["groups"]
+        if x.rank != w.rank:
+            raise ShapeError(f"input {x} and weight {w} must have the same rank")
+        if x.shape[1] != w.shape[1] * g:
+            raise ShapeError(f"input channels {x.shape[1]} != weight channels {w.shape[1]} x groups {g}")
+        if w.shape[0] % g:
+            raise ShapeError(f"output channels {w.shape[0]} are not divisible by groups {g}")
+        if bias is not None and bias.shape != (w.shape[0],):
+            raise ShapeError(f"bias {bias} must be [{w.shape[0]}]")
+        dims = conv_out_dims(x.shape[2:], w.shape[2:], attrs["stride"], attrs["dilation"], attrs["padding"])
+        return [TensorType((x.shape[0], w.shape[0]) + dims, same_dtype(types))]
+
+    def numpy(self, args, attrs):
+        x, w = args[0], args[1]
+        b = args[2] if len(args) > 2 else None
+        return [conv_numpy(x, w, b, attrs["stride"], attrs["dilation"], attrs["padding"], attrs["groups"])]
+
+    def flops(self, ins, outs, attrs):
+        w = ins[1]
+        macs = outs[0].size * prod(w.shape[1:])
+        return 2 * macs + (outs[0].size if len(ins) > 2 and ins[2] is not None else 0)
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        x, w = ctx.type(onode.input[0]), ctx.type(onode.input[1])
+        nsp = w.rank - 2
+        stride = tuple(a.get("strides", (1,) * nsp))
+        dilation = tuple(a.get("dilations", (1,) * nsp))
+        pads = tuple(a.get("pads", (0,) * 2 * nsp))
+        auto = a.get("auto_pad", "NOTSET")
+        if auto in ("SAME_UPPER", "SAME_LOWER"):
+            pads = same_pads(x.shape[2:], w.shape[2:], stride, dilation, upper=auto == "SAME_UPPER")
+        elif auto == "VALID":
+            pads = (0,) * 2 * nsp
+        attrs = {"stride": stride, "dilation": dilation, "padding": pads, "groups": a.get("group", 1)}
+        return [i for i in onode.input], attrs
+
+    def to_onnx(self, ctx, node):
+        a = node.attrs
+        ctx.node("Conv", node.inputs, node.outputs, strides=a["stride"], pads=a["padding"],
+                 dilations=a["dilation"], group=a["groups"])
+
+
+def same_pads(in_dims, kernel, stride, dilation, upper: bool) -> tuple[int, ...]:
+    """ONNX auto_pad SAME_UPPER / SAME_LOWER as explicit pads."""
+    begins, ends = [], []
+    for d, k, s, dl in zip(in_dims, kernel, stride, dilation):
+        out = -(-d // s)
+        total = max(0, (out - 1) * s + dl * (k - 1) + 1 - d)
+        small, big = total // 2, total - total // 2
+        begins.append(small if upper else big)
+        ends.append(big if upper else small)
+    return tuple(begins + ends)

@@ -1,0 +1,302 @@
+"""The op registry: each op is defined exactly once, as one small class.
+
+An `OpDef` subclass carries everything about its op: attributes (with defaults and
+validation), arity, shape inference, NumPy reference semantics, the ONNX mapping both ways,
+FLOP and byte counts and the flags the optimizer reads (multi-linear, element-wise,
+layout-only). Every other layer looks the op up here with `opdef(op)`; `tests/ir/test_registry.py`
+walks the registry and checks each op has all of them.
+
+Attributes are static: shape-like ONNX inputs (Reshape's shape, Slice's starts, ...) become
+attributes at import, so that the e-graph sees them as primitives.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Mapping, Sequence
+
+import numpy as np
+
+from einsat.errors import AttributeValueError, ShapeError
+from einsat.ir.types import TensorType
+
+
+class Op(enum.Enum):
+    """Every op einsat knows. The value is the builder's method name (`b.conv(...)`)."""
+
+    # element-wise arithmetic and activations
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    RELU = "relu"
+    SIGMOID = "sigmoid"
+    TANH = "tanh"
+    ERF = "erf"
+    GELU = "gelu"
+    LEAKY_RELU = "leaky_relu"
+    WHERE = "where"
+    # linear algebra
+    MATMUL = "matmul"
+    BATCHMATMUL = "batchmatmul"
+    GEMM = "gemm"
+    # convolution and pooling
+    CONV = "conv"
+    CONV_TRANSPOSE = "conv_transpose"
+    AVGPOOL = "avgpool"
+    MAXPOOL = "maxpool"
+    GLOBAL_AVGPOOL = "global_avgpool"
+    # normalization
+    BATCHNORM = "batchnorm"
+    LAYERNORM = "layernorm"
+    SOFTMAX = "softmax"
+    # reductions
+    REDUCE_SUM = "reduce_sum"
+    REDUCE_MEAN = "reduce_mean"
+    # layout
+    TRANSPOSE = "transpose"
+    RESHAPE = "reshape"
+    FLATTEN = "flatten"
+    SQUEEZE = "squeeze"
+    UNSQUEEZE = "unsqueeze"
+    EXPAND = "expand"
+    CONCAT = "concat"
+    SPLIT = "split"
+    SLICE = "slice"
+    PAD = "pad"
+    GATHER = "gather"
+    # sources, plumbing
+    CONSTANT = "constant"
+    IDENTITY = "identity"
+    CORRECT = "correct"
+    OPAQUE = "opaque"
+
+
+REQUIRED = object()
+
+_KINDS: dict[str, Callable[[Any], Any]] = {}
+
+
+def _kind(name):
+    def deco(fn):
+        _KINDS[name] = fn
+        return fn
+    return deco
+
+
+@_kind("int")
+def _to_int(v):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TypeError("expected an int")
+    return int(v)
+
+
+@_kind("float")
+def _to_float(v):
+    if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
+        raise TypeError("expected a number")
+    return float(v)
+
+
+@_kind("ints")
+def _to_ints(v):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v),)
+    return tuple(_to_int(x) for x in v)
+
+
+@_kind("floats")
+def _to_floats(v):
+    return tuple(_to_float(x) for x in v)
+
+
+@_kind("str")
+def _to_str(v):
+    if not isinstance(v, str):
+        raise TypeError("expected a string")
+    return v
+
+
+@_kind("bool")
+def _to_bool(v):
+    if not isinstance(v, (bool, np.bool_, int)):
+        raise TypeError("expected a bool")
+    return bool(v)
+
+
+@_kind("tensor")
+def _to_tensor(v):
+    a = np.array(v)  # a private copy that nobody else can write
+    a.setflags(write=False)
+    return a
+
+
+@_kind("any")
+def _to_any(v):
+    return v
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One attribute of an op: its kind, default (`REQUIRED` if none) and an optional check.
+
+    `check(value) -> str | None` returns a reason when the value is invalid.
+    """
+
+    kind: str
+    default: Any = REQUIRED
+    check: Callable[[Any], str | None] | None = None
+    doc: str = ""
+
+
+class OpDef:
+    """The definition of one op. Subclass, fill the class attributes, override the methods.
+
+    Arity is `(min, max)` tensor inputs (max None: variadic). Optional inputs in the middle
+    are passed as `None` to `infer`/`numpy` (their name in the node is the empty string).
+    """
+
+    op: ClassVar[Op]
+    attrs: ClassVar[Mapping[str, Attr]] = {}
+    arity: ClassVar[tuple[int, int | None]] = (1, 1)
+    multilinear: ClassVar[bool] = False   # linear in each input separately (PET §3)
+    elementwise: ClassVar[bool] = False   # out[i] depends on in[i] only (after broadcasting)
+    layout_only: ClassVar[bool] = False   # moves data, computes nothing
+    onnx_type: ClassVar[str | None] = None  # the ONNX op it exports to / imports from
+    doc: ClassVar[str] = ""
+
+    # -- attributes -------------------------------------------------------------------
+    def normalize(self, attrs: dict[str, Any], types: Sequence[TensorType | None]) -> dict[str, Any]:
+        """Hook: canonicalize attributes once input types are known (e.g. stride=2 -> (2, 2))."""
+        return attrs
+
+    def num_outputs(self, attrs: Mapping[str, Any]) -> int:
+        return 1
+
+    # -- semantics ----------------------------------------------------------------------
+    def infer(self, types: Sequence[TensorType | None], attrs: Mapping[str, Any]) -> list[TensorType]:
+        """Output types from input types; raise `ShapeError(reason)` when they do not fit."""
+        raise NotImplementedError
+
+    def numpy(self, args: Sequence[np.ndarray | None], attrs: Mapping[str, Any]) -> list[np.ndarray]:
+        """The reference semantics: the executable specification of the op."""
+        raise NotImplementedError
+
+    # -- costs --------------------------------------------------------------------------
+    def flops(self, ins: Sequence[TensorType | None], outs: Sequence[TensorType],
+              attrs: Mapping[str, Any]) -> int:
+        """Floating-point operations (a multiply-add counts 2)."""
+        raise NotImplementedError
+
+    def bytes(self, ins: Sequence[TensorType | None], outs: Sequence[TensorType],
+              attrs: Mapping[str, Any]) -> int:
+        """Bytes moved to and from memory if each input is read once and each output written once."""
+        return sum(t.nbytes for t in ins if t is not None) + sum(t.nbytes for t in outs)
+
+    # -- ONNX ---------------------------------------------------------------------------
+    def from_onnx(self, ctx, onode) -> tuple[list[str], dict[str, Any]]:
+        """(einsat inputs, attributes) for an ONNX node of type `onnx_type`.
+
+        Default: the same inputs, and the ONNX attributes of the same names. `ctx` is the
+        import context of `einsat.ir.onnx_io` (`ctx.attrs(onode)`, `ctx.constant(name)`,
+        `ctx.type(name)`, `ctx.opset`, `ctx.emit(...)`); raise `ctx.not_representable(reason)`
+        to keep the node opaque instead.
+        """
+        onnx_attrs = ctx.attrs(onode)
+        return list(onode.input), {k: v for k, v in onnx_attrs.items() if k in self.attrs}
+
+    def to_onnx(self, ctx, node) -> None:
+        """Emit ONNX nodes for `node` through the export context (`ctx.node(...)`,
+        `ctx.constant(array)`). Default: one `onnx_type` node with the same attributes."""
+        ctx.node(self.onnx_type, node.inputs, node.outputs, **dict(node.attrs))
+
+
+REGISTRY: dict[Op, OpDef] = {}
+
+
+def register(cls: type[OpDef]) -> type[OpDef]:
+    """Class decorator: add an op definition to the registry (once per op)."""
+    if cls.op in REGISTRY:
+        raise RuntimeError(f"op {cls.op} is defined twice: {REGISTRY[cls.op]} and {cls}")
+    REGISTRY[cls.op] = cls()
+    return cls
+
+
+def opdef(op: Op) -> OpDef:
+    try:
+        return REGISTRY[op]
+    except KeyError:
+        raise AttributeValueError(f"op {op.value!r} has no definition in the registry") from None
+
+
+def normalize_attrs(op: Op, attrs: Mapping[str, Any], types: Sequence[TensorType | None],
+                    where: str = "") -> dict[str, Any]:
+    """Fill defaults, convert kinds and validate: the one gate every node's attributes pass."""
+    d = opdef(op)
+    where = where or f"op {op.value!r}"
+    unknown = set(attrs) - set(d.attrs)
+    if unknown:
+        raise AttributeValueError(
+            f"{where}: unknown attribute(s) {sorted(unknown)}; {op.value} takes {sorted(d.attrs) or 'none'}")
+    out: dict[str, Any] = {}
+    for name, spec in d.attrs.items():
+        if name in attrs and attrs[name] is not None:
+            try:
+                value = _KINDS[spec.kind](attrs[name])
+            except (TypeError, ValueError) as e:
+                raise AttributeValueError(
+                    f"{where}: attribute {name}={attrs[name]!r} is not a valid {spec.kind}: {e}") from None
+        elif spec.default is REQUIRED:
+            raise AttributeValueError(f"{where}: attribute {name!r} is required")
+        else:
+            value = spec.default
+        out[name] = value
+    try:
+        out = d.normalize(out, types)
+    except ShapeError as e:
+        raise ShapeError(f"{where}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise AttributeValueError(f"{where}: {e}") from None
+    for name, spec in d.attrs.items():
+        if spec.check is not None and out[name] is not None:
+            reason = spec.check(out[name])
+            if reason:
+                raise AttributeValueError(f"{where}: attribute {name}={out[name]!r} {reason}")
+    return out
+
+
+# -- helpers shared by op definitions ----------------------------------------------------
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeError(f"shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast") from None
+
+
+def same_dtype(types: Sequence[TensorType | None]) -> np.dtype:
+    dts = {t.dtype for t in types if t is not None}
+    if len(dts) > 1:
+        raise ShapeError(f"inputs have different dtypes {sorted(d.name for d in dts)}")
+    return dts.pop()
+
+
+def positive(v) -> str | None:
+    vals = v if isinstance(v, tuple) else (v,)
+    return None if all(x > 0 for x in vals) else "must be positive"
+
+
+def non_negative(v) -> str | None:
+    vals = v if isinstance(v, tuple) else (v,)
+    return None if all(x >= 0 for x in vals) else "must be non-negative"
+
+
+def one_of(*choices) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"must be one of {choices}"
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < max(rank, 1):
+        raise ShapeError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank if rank else 0

@@ -31,6 +31,14 @@ class ExecutionError(EinsatError):
     """A node failed while running."""
 
 
+class ExtractionError(EinsatError):
+    """No valid program can be extracted from an e-graph (or a selection is invalid)."""
+
+
+class VerificationError(EinsatError):
+    """An optimized program does not compute what its input program computes."""
+
+
 def describe_node(node, types=None) -> str:
     """`node 'conv1' (conv) with inputs x: [1, 3, 224, 224] f32, w: [...]` for error messages."""
     text = f"node {node.name!r} ({node.op_name})"

@@ -1,0 +1,78 @@
+"""`extract`: choose the cheapest program in an e-graph and rebuild it as an `ir.Graph`.
+
+Methods: "greedy-tree", "greedy" (DAG-aware greedy), "ilp" (HiGHS, started from the best
+greedy). Every method also considers the starting selections it is given (the input program's
+own selection, from `selection_of_graph`) and keeps the cheapest: extraction never returns a
+program costlier than its input.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from einsat.egraph.data import EGraphData
+from einsat.errors import ExtractionError
+from einsat.extract.cost import CostModel, cost_model
+from einsat.extract.from_graph import selection_of_graph
+from einsat.extract.greedy import greedy_dag, greedy_tree
+from einsat.extract.ilp import solve_ilp
+from einsat.extract.problem import Problem, Selection
+from einsat.extract.rebuild import rebuild
+from einsat.ir.graph import Graph
+
+METHODS = ("ilp", "greedy", "greedy-tree")
+
+
+@dataclass
+class Extraction:
+    """The extracted program and how it was found.
+
+    `cost` is the modeled cost of `graph` (µs for the roofline models); `status` says how the
+    method ended ("optimal", "time limit", "heuristic", ...); `gap` is the ILP's relative gap to
+    its lower bound (0 when optimal, None for heuristics); `starts` gives the cost of each
+    starting point considered ("greedy-tree", "greedy", "input")."""
+
+    graph: Graph
+    selection: Selection
+    cost: float
+    method: str
+    status: str
+    gap: float | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+    starts: dict[str, float] = field(default_factory=dict)
+    candidates: int = 0
+    classes: int = 0
+    ilp_size: tuple[int, int] | None = None  # (columns, rows)
+
+
+def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp",
+            time_limit: float = 10.0, start: Graph | None = None, fold_constants: bool = True,
+            name: str = "optimized") -> Extraction:
+    """Extract the cheapest program of `data` under `cost` (see the module docstring)."""
+    if method not in METHODS:
+        raise ExtractionError(f"unknown extraction method {method!r}; choose one of {METHODS}")
+    t0 = time.perf_counter()
+    problem = Problem(data, cost_model(cost), fold_constants=fold_constants)
+    starts: dict[str, Selection] = {}
+    tree, _ = greedy_tree(problem)
+    starts["greedy-tree"] = {c: tree[c] for c in problem.order(tree)}
+    if method != "greedy-tree":
+        starts["greedy"] = greedy_dag(problem)
+    if start is not None:
+        own = selection_of_graph(problem, start)
+        if own is not None:
+            starts["input"] = own
+    costs = {k: problem.cost(s) for k, s in starts.items()}
+    best = min(costs, key=lambda k: (costs[k], list(costs).index(k)))
+    selection, found = starts[best], costs[best]
+    result = dict(method=method, status="heuristic" if method != "ilp" else "", gap=None, bound=None)
+    if method == "ilp":
+        ilp = solve_ilp(problem, selection, time_limit=time_limit)
+        selection, found = ilp.selection, ilp.cost
+        result.update(status=ilp.status, gap=ilp.gap, bound=ilp.bound, ilp_size=(ilp.columns, ilp.rows))
+    graph = rebuild(problem, selection, name=name)
+    return Extraction(graph=graph, selection=selection, cost=found, seconds=time.perf_counter() - t0,
+                      starts=costs, candidates=problem.num_candidates(), classes=len(problem.classes),
+                      **result)

@@ -1,0 +1,137 @@
+"""From a selection back to a program: the chosen e-nodes as an `ir.Graph`.
+
+The graph keeps the source's interface: the same inputs (in order, even unused ones) and the
+same output names; weights keep their names. Each needed e-class becomes one value; the
+outputs of a multi-output op chosen for several e-classes come from one node. Constant
+e-classes (see `Problem`) are evaluated once with the registry's NumPy semantics and become
+weights. The `Graph` constructor validates the result (types re-inferred, no cycle).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.errors import EinsatError, ExtractionError
+from einsat.extract.problem import Problem, Selection, node_key
+from einsat.ir.graph import Graph, Node
+from einsat.ir.registry import Op, opdef
+
+
+class _Names:
+    def __init__(self, taken):
+        self.taken = set(taken)
+
+    def fresh(self, hint: str) -> str:
+        k = 0
+        while True:
+            name = f"{hint}_{k}" if k else hint
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+            k += 1
+
+
+def rebuild(problem: Problem, selection: Selection, name: str = "optimized") -> Graph:
+    """The `ir.Graph` of `selection` (which must be acyclic and cover every needed e-class)."""
+    data = problem.data
+    order = problem.order(selection)
+    owner: dict[int, str] = {}  # root e-class -> the output name its value takes
+    for r, o in zip(data.roots, data.output_names):
+        owner.setdefault(r, o)
+    names = _Names(set(data.input_types) | set(data.output_names) | set(data.weights))
+    value: dict[int, str] = {}
+    weights: dict[str, np.ndarray] = {}
+    nodes: list[Node] = []
+    group_outs: dict[tuple, list[str]] = {}
+    users = _group_users(problem, selection, order)
+    folder = _Folder(problem)
+
+    def name_for(cid, hint):
+        return owner[cid] if cid in owner else names.fresh(hint)
+
+    for cid in order:
+        cand = problem.candidates[selection[cid]]
+        node = cand.node
+        if node.leaf is not None and node.leaf[0] == "input":
+            value[cid] = node.leaf[1]
+        elif node.leaf is not None:
+            value[cid] = _weight(node.leaf[1], data, weights, names, owner.get(cid))
+        elif cand.folded:
+            value[cid] = name_for(cid, f"{node.op.value}_const")
+            weights[value[cid]] = folder.value(cid)
+        else:
+            key = node_key(node)
+            if key not in group_outs:
+                outs = []
+                for k in range(opdef(node.op).num_outputs(node.attrs)):
+                    user = users.get((key, k))
+                    outs.append(name_for(user, f"{node.op.value}_{user}") if user is not None
+                                else names.fresh(f"{node.op.value}_unused"))
+                group_outs[key] = outs
+                inputs = [value[c] if c >= 0 else "" for c in node.children]
+                nodes.append(Node(node.op, inputs, outs, dict(node.attrs)))
+            value[cid] = group_outs[key][node.output]
+
+    for r, o in zip(data.roots, data.output_names):
+        if value[r] != o:
+            nodes.append(Node(Op.IDENTITY, [value[r]], [o]))
+    try:
+        return Graph(nodes, data.input_types, list(data.output_names), weights, name)
+    except EinsatError as e:
+        raise ExtractionError(f"the extracted program is invalid: {e}") from e
+
+
+def _weight(leaf: str, data, weights, names: _Names, output: str | None) -> str:
+    """A source weight's value name: its own, unless that is another value's output name."""
+    if leaf not in data.weights:
+        raise ExtractionError(f"weight {leaf!r} is used but the e-graph has no array for it")
+    name = leaf
+    if leaf in data.output_names and leaf != output:
+        name = names.fresh(leaf + "_w")
+    weights[name] = data.weights[leaf]
+    return name
+
+
+def _group_users(problem: Problem, selection: Selection, order) -> dict[tuple, int]:
+    """(group key, output index) -> the e-class that uses it (the first one, in order)."""
+    users: dict[tuple, int] = {}
+    for cid in order:
+        cand = problem.candidates[selection[cid]]
+        if cand.node.leaf is None and not cand.folded:
+            users.setdefault((node_key(cand.node), cand.node.output), cid)
+    return users
+
+
+class _Folder:
+    """Evaluates constant e-classes along their derivations (memoized)."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.memo: dict[int, np.ndarray] = {}
+
+    def value(self, cid: int) -> np.ndarray:
+        if cid in self.memo:
+            return self.memo[cid]
+        stack = [cid]
+        while stack:
+            c = stack[-1]
+            node = self.problem.constants[c]
+            todo = [k for k in node.children if k >= 0 and k not in self.memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            if c in self.memo:
+                continue
+            if node.leaf is not None:
+                out = np.asarray(self.problem.data.weights[node.leaf[1]])
+            else:
+                args = [self.memo[k] if k >= 0 else None for k in node.children]
+                out = opdef(node.op).numpy(args, node.attrs)[node.output]
+            want = self.problem.types[c]
+            out = np.asarray(out)
+            if out.shape != want.shape or out.dtype != want.dtype:
+                raise ExtractionError(f"folding {node.op.value if node.op else node.leaf} gave "
+                                      f"{out.shape} {out.dtype}, its e-class is {want}")
+            self.memo[c] = out
+        return self.memo[cid]

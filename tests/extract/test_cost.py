@@ -1,0 +1,98 @@
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from einsat.errors import EinsatError
+from einsat.extract.cost import ProfiledCost, RooflineCost, cost_model, register_cost_model
+from einsat.extract.devices import H100, H200
+from einsat.ir import GraphBuilder, Op, TensorType
+
+MODELS = [RooflineCost("h100"), RooflineCost("h200"), RooflineCost("h100", tf32=True)]
+
+
+def one_op(kind: str, dims: tuple[int, ...]):
+    """A one-node program of `kind` whose tensors grow with every entry of `dims`."""
+    a, b, c, d = dims
+    g = GraphBuilder(seed=0)
+    if kind == "matmul":
+        y = g.matmul(g.input("x", (a, b)), g.input("w", (b, c)))
+    elif kind == "conv":
+        y = g.conv(g.input("x", (1, a, b + 2, c + 2)), g.input("w", (d, a, 3, 3)), padding=1)
+    elif kind == "add":
+        y = g.add(g.input("x", (a, b, c)), g.input("y", (a, b, c)))
+    elif kind == "relu":
+        y = g.relu(g.input("x", (a, b, d)))
+    elif kind == "transpose":
+        y = g.transpose(g.input("x", (a, b, c)), perm=(2, 0, 1))
+    elif kind == "softmax":
+        y = g.softmax(g.input("x", (a, b)), axis=-1)
+    elif kind == "concat":
+        y = g.concat(g.input("x", (a, b)), g.input("y", (c, b)), axis=0)
+    else:
+        y = g.reduce_sum(g.input("x", (a, b, c)), axes=(1,))
+    return g.build(y)
+
+
+KINDS = ["matmul", "conv", "add", "relu", "transpose", "softmax", "concat", "reduce_sum"]
+dims = st.tuples(*[st.integers(1, 300)] * 4)
+
+
+@given(st.sampled_from(KINDS), dims, dims)
+def test_roofline_is_monotone_in_tensor_sizes(kind, small, grow):
+    big = tuple(s + g for s, g in zip(small, grow))
+    for model in MODELS:
+        lo, hi = model.graph_cost(one_op(kind, small)), model.graph_cost(one_op(kind, big))
+        assert 0 < lo <= hi
+
+
+@given(st.sampled_from(KINDS), dims)
+def test_every_kernel_pays_a_launch_and_h200_is_never_slower(kind, size):
+    g = one_op(kind, size)
+    h100, h200 = RooflineCost("h100").graph_cost(g), RooflineCost("h200").graph_cost(g)
+    assert h100 >= H100.launch_us and h200 <= h100
+
+
+def test_roofline_matches_hand_computed_times():
+    g = one_op("matmul", (4096, 4096, 4096, 1))  # compute bound: 2*4096^3 FLOPs
+    want = H100.launch_us + 2 * 4096 ** 3 / (H100.fp32_flops * H100.compute_efficiency) * 1e6
+    assert RooflineCost("h100").graph_cost(g) == pytest.approx(want)
+    tf32 = H100.launch_us + 2 * 4096 ** 3 / (H100.tf32_flops * H100.compute_efficiency) * 1e6
+    assert RooflineCost("h100", tf32=True).graph_cost(g) == pytest.approx(tf32)
+    r = one_op("relu", (1024, 1024, 1, 64))  # memory bound: read and write 256 MiB
+    moved = 2 * 1024 * 1024 * 64 * 4
+    assert RooflineCost("h200").graph_cost(r) == pytest.approx(H200.launch_us + moved / H200.bandwidth * 1e6)
+
+
+def test_sources_are_free_and_views_cheap_but_not_free():
+    model = RooflineCost("h100")
+    t = TensorType((64, 1024))
+    assert model.node_cost(Op.CONSTANT, {"value": np.zeros(3)}, [], [t]) == 0.0
+    for op in (Op.RESHAPE, Op.SQUEEZE, Op.IDENTITY, Op.SPLIT):
+        assert 0 < model.node_cost(op, {}, [t], [t]) == H100.view_us < H100.launch_us
+
+
+class FakeProfile:
+    def lookup(self, op, attrs, ins, outs):
+        return 7.5 if op is Op.MATMUL else None
+
+
+def test_profiled_cost_uses_measurements_and_falls_back():
+    model = ProfiledCost(FakeProfile(), RooflineCost("h100"))
+    g = one_op("matmul", (8, 8, 8, 1))
+    assert model.graph_cost(g) == 7.5
+    r = one_op("relu", (8, 8, 1, 8))
+    assert model.graph_cost(r) == RooflineCost("h100").graph_cost(r)
+
+
+def test_cost_models_by_name():
+    assert cost_model("h100").device is H100 and cost_model("h200").device is H200
+    assert cost_model("h200-tf32").tf32
+    mine = RooflineCost("h100")
+    assert cost_model(mine) is mine
+    register_cost_model("test-profiled", lambda: ProfiledCost(FakeProfile(), RooflineCost("h100")))
+    assert isinstance(cost_model("test-profiled"), ProfiledCost)
+    with pytest.raises(EinsatError, match="unknown cost model 'a100'"):
+        cost_model("a100")
+    with pytest.raises(EinsatError, match="unknown device"):
+        RooflineCost("tpu")

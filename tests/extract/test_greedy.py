@@ -1,0 +1,41 @@
+from hypothesis import given
+
+from einsat.extract.greedy import greedy_dag, greedy_tree, lower_bound
+from einsat.extract.problem import Problem
+from tests.extract.egraphs import AttrCost, brute_force, leaf, make, node, random_egraphs
+
+
+def sharing_egraph():
+    """R = r1(A1, B) | r2(A2, B) with A1 = a(x) [3], A2 = f(S) [1], B = g(S) [1], S = s(x) [4].
+
+    Tree costs: r1 = 1 + 3 + 5 = 9 < r2 = 1 + 5 + 5 = 11. As DAGs r2 pays S once: 1+1+1+4 = 7."""
+    x, s, a1, a2, b, r = range(6)
+    return make({x: [leaf("x")], s: [node(4, x)], a1: [node(3, x, x)], a2: [node(1, s)],
+                 b: [node(1, s, s)], r: [node(1, a1, b), node(1, a2, b)]}, roots=[r])
+
+
+def test_dag_greedy_pays_a_shared_value_once():
+    problem = Problem(sharing_egraph(), AttrCost())
+    tree, _ = greedy_tree(problem)
+    dag = greedy_dag(problem)
+    assert problem.cost(tree) == 9
+    assert problem.cost(dag) == 7 == brute_force(problem)
+
+
+def test_tree_greedy_is_acyclic_when_the_cycle_is_cheaper():
+    # A = a(x) [5] | b(B) [1];  B = c(x) [7] | d(A) [1]: the cheap e-nodes form a cycle
+    data = make({0: [leaf("x")], 1: [node(5, 0), node(1, 2)], 2: [node(7, 0), node(1, 1)]}, roots=[1, 2])
+    problem = Problem(data, AttrCost())
+    for selection in (greedy_tree(problem)[0], greedy_dag(problem)):
+        assert problem.is_acyclic(selection)
+        assert problem.cost(selection) == 6  # a + d
+
+
+@given(random_egraphs())
+def test_greedy_selections_are_acyclic_and_bounded_below(data):
+    problem = Problem(data, AttrCost())
+    best = brute_force(problem)
+    assert lower_bound(problem) <= best
+    for selection in (greedy_tree(problem)[0], greedy_dag(problem)):
+        assert problem.is_acyclic(selection)
+        assert problem.cost(selection) >= best

@@ -1,0 +1,68 @@
+import random
+
+from hypothesis import given
+
+from einsat.extract.greedy import greedy_dag, greedy_tree
+from einsat.extract.ilp import solve_ilp
+from einsat.extract.problem import Problem
+from tests.extract.egraphs import AttrCost, brute_force, leaf, make, node, random_egraphs
+
+
+@given(random_egraphs())
+def test_ilp_is_optimal_and_never_worse_than_greedy(data):
+    problem = Problem(data, AttrCost())
+    tree, _ = greedy_tree(problem)
+    dag = greedy_dag(problem)
+    start = min((tree, dag), key=problem.cost)
+    result = solve_ilp(problem, start, time_limit=20)
+    assert result.status == "optimal"
+    assert problem.is_acyclic(result.selection)
+    assert result.cost == problem.cost(result.selection)
+    assert abs(result.cost - brute_force(problem)) < 1e-9
+    assert result.cost <= problem.cost(tree) and result.cost <= problem.cost(dag)
+    assert result.gap == 0.0
+
+
+def test_ilp_breaks_a_cycle_that_would_be_cheaper():
+    # class 1 = a(x) [10] | b(class 2) [1];  class 2 = c(x) [12] | d(class 1) [1]
+    # choosing b and d is cheapest (2) but cyclic: the optimum is a + d = 11
+    data = make({0: [leaf("x")], 1: [node(10, 0), node(1, 2)], 2: [node(12, 0), node(1, 1)]},
+                roots=[1, 2])
+    problem = Problem(data, AttrCost())
+    tree, _ = greedy_tree(problem)
+    result = solve_ilp(problem, tree)
+    assert result.cost == 11 and problem.is_acyclic(result.selection)
+
+
+def test_ilp_finds_sharing_that_greedy_misses():
+    # two outputs; each can use its own cheap private class (3 each) or one shared class (4)
+    data = make({0: [leaf("x")], 1: [node(3, 0)], 2: [node(3, 0, 0)], 3: [node(4, 0)],
+                 4: [node(1, 1), node(1, 3)], 5: [node(1, 2), node(1, 3, 3)]}, roots=[4, 5])
+    problem = Problem(data, AttrCost())
+    tree, _ = greedy_tree(problem)
+    assert problem.cost(tree) == 8
+    result = solve_ilp(problem, tree)
+    assert result.cost == 6 == brute_force(problem)
+
+
+def big_random_egraph(classes=1500, seed=0):
+    rnd = random.Random(seed)
+    table = {0: [leaf("x")], 1: [leaf("y")]}
+    for c in range(2, classes):
+        nodes = [node(rnd.randint(1, 50), *rnd.sample(range(c), min(c, 2)))]
+        for _ in range(rnd.randint(0, 4)):
+            nodes.append(node(rnd.randint(1, 50), *rnd.sample(range(classes), 2)))
+        table[c] = list(dict.fromkeys(nodes))
+    return make(table, roots=list(range(classes - 20, classes)))
+
+
+def test_time_limit_reports_a_gap():
+    problem = Problem(big_random_egraph(), AttrCost())
+    tree, _ = greedy_tree(problem)
+    result = solve_ilp(problem, tree, time_limit=0.2)
+    assert "time limit" in result.status
+    assert result.bound is not None and result.gap is not None
+    assert 0.0 <= result.gap <= 1.0
+    assert result.bound <= result.cost <= problem.cost(tree)
+    assert abs(result.gap - (result.cost - result.bound) / result.cost) < 1e-9
+    assert problem.is_acyclic(result.selection)

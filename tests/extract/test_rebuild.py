@@ -1,0 +1,104 @@
+import numpy as np
+import pytest
+
+import einsat
+from einsat.egraph.data import EClass, EGraphData, ENode
+from einsat.errors import ExtractionError
+from einsat.extract import Problem, egraph_data_from_graph, extract, greedy_tree, rebuild
+from einsat.ir import GraphBuilder, Op, TensorType
+
+
+def mlp():
+    b = GraphBuilder("mlp", seed=1)
+    x = b.input("x", (8, 16))
+    h = b.relu(b.matmul(x, b.weight("w1", (16, 32))))
+    y = b.add(b.matmul(h, b.weight("w2", (32, 16))), x)
+    return b.build(y, h, names=["y", "hidden"])
+
+
+def feed(graph, seed=0):
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal(graph.types[n].shape).astype(graph.types[n].dtype) for n in graph.inputs}
+
+
+@pytest.mark.parametrize("method", ["greedy-tree", "greedy", "ilp"])
+def test_round_trip_gives_the_same_program(method):
+    g = mlp()
+    out = extract(egraph_data_from_graph(g), "h100", method=method, start=g).graph
+    assert out.inputs == g.inputs and out.outputs == g.outputs
+    assert out.op_counts() == g.op_counts()
+    assert set(out.weights) == set(g.weights)
+    x = feed(g)
+    for name, value in einsat.run(g, x).items():
+        np.testing.assert_array_equal(einsat.run(out, x)[name], value)
+
+
+def test_split_outputs_come_from_one_node():
+    b = GraphBuilder("split")
+    x = b.input("x", (4, 10))
+    p, q, r = b.split(x, axis=1, sizes=(3, 3, 4))
+    g = b.build(b.add(p, q), b.relu(r), names=["pq", "r"])
+    out = extract(egraph_data_from_graph(g), "h100", start=g).graph
+    assert out.op_counts()["split"] == 1
+    x = feed(g)
+    for name, value in einsat.run(g, x).items():
+        np.testing.assert_array_equal(einsat.run(out, x)[name], value)
+
+
+def test_weight_only_subgraphs_are_folded_into_weights():
+    b = GraphBuilder("fold", seed=2)
+    x = b.input("x", (8, 16))
+    w = b.weight("w", (32, 16))
+    g = b.build(b.matmul(x, b.transpose(b.mul(w, b.const(2.0)), perm=(1, 0)), name="y"))
+    result = extract(egraph_data_from_graph(g), "h100", start=g)
+    out = result.graph
+    assert out.op_counts() == {"matmul": 1}
+    (folded,) = out.weights.values()
+    np.testing.assert_array_equal(folded, (g.weights["w"] * 2.0).T)
+    np.testing.assert_array_equal(einsat.run(out, feed(g))["y"], einsat.run(g, feed(g))["y"])
+    assert result.cost == einsat.extract.cost_model("h100").graph_cost(out) < \
+        einsat.extract.cost_model("h100").graph_cost(g)
+
+
+def hand_egraph(roots, names, weights=None):
+    """x -> relu (class 1); class 2 = add(class 1, w_new), w_new a weight only the e-graph has."""
+    t = TensorType((2, 3))
+    classes = {0: EClass(0, [ENode(None, leaf=("input", "x"))], t),
+               1: EClass(1, [ENode(Op.RELU, (0,))], t),
+               3: EClass(3, [ENode(None, leaf=("weight", "w_new"))], t),
+               2: EClass(2, [ENode(Op.ADD, (1, 3))], t)}
+    w = {"w_new": np.ones((2, 3), np.float32)} if weights is None else weights
+    return EGraphData(classes, roots, names, {"x": t}, w)
+
+
+def test_outputs_keep_their_names_even_when_shared_or_inputs():
+    data = hand_egraph(roots=[2, 2, 0, 1], names=["a", "b", "x", "r"])
+    problem = Problem(data, einsat.extract.cost_model("h100"))
+    g = rebuild(problem, greedy_tree(problem)[0], name="named")
+    assert g.outputs == ("a", "b", "x", "r") and g.inputs == ("x",)
+    assert "w_new" in g.weights
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    outs = einsat.run(g, {"x": x})
+    np.testing.assert_array_equal(outs["a"], np.maximum(x, 0) + 1)
+    np.testing.assert_array_equal(outs["b"], outs["a"])
+    np.testing.assert_array_equal(outs["x"], x)
+    np.testing.assert_array_equal(outs["r"], np.maximum(x, 0))
+
+
+def test_a_weight_without_an_array_is_an_error():
+    data = hand_egraph(roots=[2], names=["a"], weights={})
+    with pytest.raises(ExtractionError, match="w_new"):
+        extract(data, "h100", method="greedy", fold_constants=False)
+
+
+def test_an_unextractable_output_is_an_error():
+    t = TensorType((2,))
+    data = EGraphData({0: EClass(0, [ENode(Op.RELU, (1,))], t), 1: EClass(1, [ENode(Op.RELU, (0,))], t)},
+                      [0], ["y"], {}, {})
+    with pytest.raises(ExtractionError, match="no finite term"):
+        extract(data, "h100")
+
+
+def test_unknown_method():
+    with pytest.raises(ExtractionError, match="unknown extraction method"):
+        extract(egraph_data_from_graph(mlp()), method="anneal")

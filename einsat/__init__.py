@@ -8,6 +8,7 @@
 from einsat.errors import EinsatError
 from einsat.gpu.interpreter import run
 from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
+from einsat.optimize import Result, optimize  # binds `einsat.optimize` to the function (not the module)
 
 __version__ = "0.1.0"
 
@@ -24,5 +25,5 @@ def save_onnx(graph: Graph, path, **kwargs) -> None:
     _save(graph, path, **kwargs)
 
 
-__all__ = ["EinsatError", "Graph", "GraphBuilder", "Node", "Op", "TensorType", "load_onnx",
-           "run", "save_onnx"]
+__all__ = ["EinsatError", "Graph", "GraphBuilder", "Node", "Op", "Result", "TensorType", "load_onnx",
+           "optimize", "run", "save_onnx"]

@@ -1,0 +1,60 @@
+"""`einsat optimize in.onnx -o out.onnx`: the optimizer from the command line.
+
+Progress goes to stderr (one redrawn line on a terminal, plain lines otherwise); the summary
+table goes to stdout. The output file is written only after verification passed, and
+atomically (`einsat.save_onnx`): a failure never leaves a half-written file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from einsat.errors import EinsatError
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("optimize", help="optimize an ONNX model and write the result",
+                       description="Grow an e-graph of the model with einsat's rewrites, extract the "
+                                   "cheapest equivalent program under a GPU cost model, check it "
+                                   "numerically against the input, and write it as ONNX.")
+    p.add_argument("model", type=Path, help="the input ONNX file")
+    p.add_argument("-o", "--output", type=Path, required=True, help="where to write the optimized ONNX file")
+    p.add_argument("--device", default="h100", help="cost model: h100, h200, h100-tf32, h200-tf32 (default h100)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds for the search: saturation and the ILP share it (default: their own limits)")
+    p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="extraction method (default ilp)")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    import einsat
+    from einsat.progress import ProgressDisplay
+
+    if not args.model.is_file():
+        raise EinsatError(f"{args.model}: no such file")
+    if args.output.resolve() == args.model.resolve():
+        raise EinsatError(f"{args.output}: refusing to overwrite the input model")
+    display = None if args.quiet else ProgressDisplay(sys.stderr)
+    limits, ilp_seconds = _split_time(args.time_limit)
+    try:
+        result = einsat.optimize(str(args.model), cost=args.device, extractor=args.extractor,
+                                 limits=limits, time_limit=ilp_seconds, progress=display)
+    finally:
+        if display is not None:
+            display.close()
+    einsat.save_onnx(result.graph, args.output)
+    print(result.report)
+    print(f"wrote {args.output}")
+    return 0
+
+
+def _split_time(total: float | None):
+    """Saturation limits and ILP seconds for a total budget: two thirds saturation, one third ILP."""
+    if total is None:
+        return None, None
+    if total <= 0:
+        raise EinsatError(f"--time-limit must be positive, got {total}")
+    from einsat.egraph.session import Limits
+    return Limits(time=total * 2 / 3), total / 3

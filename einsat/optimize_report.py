@@ -1,0 +1,121 @@
+"""The report `einsat.optimize` returns: what changed, what was searched, what was checked.
+
+`str(report)` is the summary the CLI prints; every figure is also a field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Verification:
+    """The numeric check of the optimized program against the input (see `verify_equivalent`)."""
+
+    trials: int
+    max_error: float      # the worst relative error over outputs and trials
+    tolerance: float      # the tolerance of that output
+    output: str           # the output with the worst error relative to its tolerance
+    method: str = "random inputs, NumPy"
+
+    def __str__(self) -> str:
+        return (f"passed: {self.trials} random input set(s), worst relative error "
+                f"{self.max_error:.2g} (output {self.output!r}, tolerance {self.tolerance:.2g})")
+
+
+@dataclass
+class SaturationSummary:
+    """The e-graph search: size, why it stopped, and the busiest rules."""
+
+    enodes: int
+    eclasses: int
+    stop_reason: str
+    iterations: int | None = None
+    seconds: float | None = None
+    rule_matches: dict[str, int] = field(default_factory=dict)
+
+    @staticmethod
+    def of(report: Any, data) -> "SaturationSummary":
+        """From a session's `SaturationReport` and the exported e-graph."""
+        stop = getattr(report, "stop_reason", None)
+        stop = getattr(stop, "value", stop)
+        matches = getattr(report, "rule_matches", None) or getattr(report, "matches", None) or {}
+        return SaturationSummary(enodes=data.num_nodes(), eclasses=len(data.classes),
+                                 stop_reason=str(stop) if stop is not None else "unknown",
+                                 iterations=getattr(report, "iterations", None),
+                                 seconds=getattr(report, "seconds", None),
+                                 rule_matches=dict(matches))
+
+    def __str__(self) -> str:
+        text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes, stopped: {self.stop_reason}"
+        if self.iterations is not None:
+            text += f" after {self.iterations} iteration(s)"
+        return text
+
+
+@dataclass
+class Report:
+    """Everything `optimize` measured. Costs are modeled by `model`, in `unit`."""
+
+    name: str
+    model: str
+    unit: str
+    cost_before: float
+    cost_after: float
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    saturation: SaturationSummary | None
+    extraction: Any  # einsat.extract.Extraction
+    verification: Verification | None
+    times: dict[str, float]
+
+    @property
+    def speedup(self) -> float:
+        """Modeled cost before / after (1.0: no change)."""
+        return self.cost_before / self.cost_after if self.cost_after > 0 else float("inf")
+
+    @property
+    def reduction(self) -> float:
+        """The fraction of the modeled cost removed."""
+        return 1 - self.cost_after / self.cost_before if self.cost_before > 0 else 0.0
+
+    @property
+    def verified(self) -> bool:
+        return self.verification is not None
+
+    def table(self) -> list[tuple[str, str, str]]:
+        nodes = (str(sum(self.ops_before.values())), str(sum(self.ops_after.values())))
+        return [("", "input", "optimized"),
+                (f"modeled cost ({self.model}, {self.unit})", f"{self.cost_before:,.2f}",
+                 f"{self.cost_after:,.2f}"),
+                ("nodes", *nodes)] + \
+               [(f"  {op}", str(self.ops_before.get(op, 0)), str(self.ops_after.get(op, 0)))
+                for op in sorted(set(self.ops_before) | set(self.ops_after),
+                                 key=lambda o: (-max(self.ops_before.get(o, 0), self.ops_after.get(o, 0)), o))
+                if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
+
+    def __str__(self) -> str:
+        rows = self.table()
+        w0 = max(len(r[0]) for r in rows)
+        w1 = max(len(r[1]) for r in rows)
+        w2 = max(len(r[2]) for r in rows)
+        lines = [f"einsat optimize: {self.name}"]
+        lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
+        lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
+        if self.saturation is not None:
+            lines.append(f"  e-graph: {self.saturation}")
+            top = sorted(self.saturation.rule_matches.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+            if top:
+                lines.append("  busiest rules: " + ", ".join(f"{k} ({v:,})" for k, v in top))
+        x = self.extraction
+        gap = "" if x.gap is None else f", gap {x.gap:.1%}"
+        starts = ", ".join(f"{k} {v:,.2f}" for k, v in x.starts.items())
+        lines.append(f"  extraction: {x.method}, {x.status}{gap}; {x.candidates:,} candidates in "
+                     f"{x.classes:,} e-classes; starts: {starts}")
+        if self.verification is None:
+            lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
+        else:
+            lines.append(f"  verification: {self.verification}")
+        lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
+        return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""Export an `ir.Graph` to ONNX.
+
+Every node exports through its registry definition (`OpDef.to_onnx(ctx, node)`), which emits one
+or more standard ONNX nodes through an `ExportContext`. Weights become initializers; graph inputs,
+outputs and every einsat intermediate get value infos with their static shapes.
+
+Contract: the model is valid for `onnx.checker.check_model(model, full_check=True)` and runs on
+onnxruntime with the same outputs as `einsat.run` (tested op by op). `save_onnx` writes atomically:
+on any failure nothing is left at the target path.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
+
+from einsat.errors import EinsatError, OnnxError, describe_node
+from einsat.ir.graph import Graph
+from einsat.ir.types import TensorType
+
+EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
+MIN_OPSET = 18      # the axes of ReduceMean and Pad are inputs from 18 on
+IR_VERSION = 10     # onnxruntime 1.31 reads IR versions <= 13
+
+
+def onnx_dtype(dtype) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, onnx_dtype(t.dtype), list(t.shape))
+
+
+def _attribute(key: str, value) -> AttributeProto:
+    if isinstance(value, AttributeProto):
+        a = AttributeProto()
+        a.CopyFrom(value)
+        a.name = key
+        return a
+    if isinstance(value, np.ndarray):
+        return helper.make_attribute(key, numpy_helper.from_array(value))
+    if isinstance(value, (tuple, list)) and not value:
+        return helper.make_attribute(key, [], attr_type=AttributeProto.INTS)
+    if isinstance(value, (bool, np.bool_)):
+        return helper.make_attribute(key, int(value))
+    if isinstance(value, np.integer):
+        return helper.make_attribute(key, int(value))
+    if isinstance(value, np.floating):
+        return helper.make_attribute(key, float(value))
+    return helper.make_attribute(key, value)
+
+
+class ExportContext:
+    """What an op's `to_onnx` writes through.
+
+    - `node(op_type, inputs, outputs, domain="", **attrs) -> list[str]`: one ONNX node; attribute
+      values are Python ints/floats/strs, tuples of them, NumPy arrays (tensors) or
+      AttributeProtos; None leaves the attribute out. Returns the output names.
+    - `constant(array, hint="c") -> name`: a new initializer (e.g. Reshape's shape input).
+    - `fresh(hint) -> name`: a new unique value name (for the values of an expansion).
+    - `type(name) -> TensorType`: the einsat type of a graph value.
+    - `raw_node(proto, domain="", opset=None)`: a ready NodeProto (opaque nodes), declaring its
+      domain's opset.
+    - `opset`: the default-domain opset being written.
+    """
+
+    def __init__(self, graph: Graph, opset: int):
+        self.graph = graph
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[TensorProto] = []
+        self.domains: dict[str, int] = {"": opset}
+        self._taken: set[str] = set(graph.types)
+        self._node_names: set[str] = set()
+        self._current = ""  # the einsat node being exported: a prefix for fresh names
+
+    def type(self, name: str) -> TensorType:
+        return self.graph.types[name]
+
+    def fresh(self, hint: str = "t") -> str:
+        base = f"{self._current}/{hint}" if self._current else hint
+        name, k = base, 0
+        while name in self._taken:
+            k += 1
+            name = f"{base}_{k}"
+        self._taken.add(name)
+        return name
+
+    def constant(self, array, hint: str = "c") -> str:
+        name = self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def _node_name(self) -> str:
+        base = self._current or "node"
+        name, k = base, 0
+        while name in self._node_names:
+            k += 1
+            name = f"{base}/{k}"
+        self._node_names.add(name)
+        return name
+
+    def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], domain: str = "",
+             **attrs) -> list[str]:
+        if domain and domain not in self.domains:
+            self.domains[domain] = 1
+        inputs = list(inputs)
+        while inputs and not inputs[-1]:  # trailing absent optional inputs are simply left out
+            inputs.pop()
+        proto = helper.make_node(op_type, inputs, list(outputs), name=self._node_name(), domain=domain)
+        proto.attribute.extend(_attribute(k, v) for k, v in sorted(attrs.items()) if v is not None)
+        self.nodes.append(proto)
+        return list(outputs)
+
+    def raw_node(self, proto: onnx.NodeProto, domain: str = "", opset: int | None = None) -> None:
+        if domain and (opset is not None or domain not in self.domains):
+            self.domains[domain] = max(self.domains.get(domain, 1), opset or 1)
+        elif not domain and opset is not None and opset > self.opset:
+            raise OnnxError(f"a node needs default-domain opset {opset}, the export writes {self.opset}")
+        if not proto.name:
+            proto.name = self._node_name()
+        self.nodes.append(proto)
+
+
+def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
+    """The ONNX model of `graph` (opset `opset` >= 18, IR version 10). Raises `OnnxError` naming
+    the node that cannot be exported."""
+    if opset < MIN_OPSET:
+        raise OnnxError(f"einsat exports ONNX opset {MIN_OPSET} or newer, not {opset}")
+    ctx = ExportContext(graph, opset)
+    for node in graph.nodes:
+        ctx._current = node.name
+        try:
+            node.definition.to_onnx(ctx, node)
+        except OnnxError as e:
+            raise OnnxError(f"cannot export {describe_node(node, graph.types)}: {e}") from None
+        except (EinsatError, ValueError, TypeError, KeyError, NotImplementedError) as e:
+            raise OnnxError(f"cannot export {describe_node(node, graph.types)}: "
+                            f"{type(e).__name__}: {e}") from e
+    ctx._current = ""
+    weights = [numpy_helper.from_array(np.asarray(a), name) for name, a in graph.weights.items()]
+    outputs = set(graph.outputs)
+    intermediates = [value_info(o, graph.types[o]) for n in graph.nodes for o in n.outputs
+                     if o not in outputs]
+    g = helper.make_graph(
+        ctx.nodes, graph.name,
+        [value_info(i, graph.types[i]) for i in graph.inputs],
+        [value_info(o, graph.types[o]) for o in graph.outputs],
+        initializer=weights + ctx.initializers,
+        value_info=intermediates,
+    )
+    opsets = [helper.make_opsetid(d, v) for d, v in sorted(ctx.domains.items())]
+    return helper.make_model(g, opset_imports=opsets, ir_version=IR_VERSION,
+                             producer_name="einsat")
+
+
+def save_onnx(graph: Graph, path: str | os.PathLike, opset: int = EXPORT_OPSET) -> None:
+    """Write `graph` to `path` as an ONNX model: checked first, then written to a temporary file
+    in the same directory and moved into place, so that a failure leaves nothing at `path`."""
+    path = os.fspath(path)
+    model = to_onnx(graph, opset=opset)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as e:
+        raise OnnxError(f"graph {graph.name!r}: the exported model is not valid ONNX: {e}") from None
+    try:
+        data = model.SerializeToString()
+    except ValueError as e:  # protobuf's 2 GB limit
+        raise OnnxError(f"graph {graph.name!r}: cannot serialize the model ({e})") from None
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".einsat-", suffix=".onnx.tmp", dir=directory)
+    except OSError as e:
+        raise OnnxError(f"cannot write {path!r}: {e}") from e
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(e, OSError):
+            raise OnnxError(f"cannot write {path!r}: {e}") from e
+        raise

@@ -1,0 +1,269 @@
+"""Layout ops that change a tensor's shape, not its data: transpose, reshape, flatten, squeeze,
+unsqueeze, expand. (Concat, split, slice, pad and gather are in `slicing.py`.)
+
+All are layout-only and multi-linear. Attributes are normalized to one explicit form:
+transpose's perm filled in, reshape's -1 and 0 resolved, squeeze's axes filled in, axes sorted and
+non-negative, expand's shape the full output shape. Reshape, flatten, squeeze and unsqueeze are
+views of contiguous data and move no bytes; transpose and expand copy.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from einsat.ir.ops.onnx_args import const_ints, int64s
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register
+from einsat.ir.types import TensorType
+
+
+def normalize_axes(axes, rank: int) -> tuple[int, ...]:
+    """Axes in [-rank, rank) made non-negative and sorted; a repeated axis is an error."""
+    out = []
+    for a in axes:
+        if not -rank <= a < rank:
+            raise ShapeError(f"axis {a} is out of range for rank {rank}")
+        out.append(a % rank)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"axes {tuple(axes)} name an axis twice")
+    return tuple(sorted(out))
+
+
+class _View(OpDef):
+    """A reshape of contiguous data: no copy, no bytes moved, no flops."""
+
+    layout_only = True
+    multilinear = True
+
+    def numpy(self, args, attrs):
+        return [args[0].reshape(self.infer([TensorType.of(args[0])], attrs)[0].shape)]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def bytes(self, ins, outs, attrs):
+        return 0
+
+
+@register
+class Transpose(OpDef):
+    """out = x.transpose(perm); the default perm reverses the dims."""
+
+    op = Op.TRANSPOSE
+    layout_only = True
+    multilinear = True
+    onnx_type = "Transpose"
+    attrs = {"perm": Attr("ints", None, doc="default: reversed dims")}
+
+    def normalize(self, attrs, types):
+        x = types[0]
+        if x is not None:
+            perm = attrs["perm"]
+            if perm is None:
+                perm = tuple(reversed(range(x.rank)))
+            if any(not -x.rank <= p < x.rank for p in perm) or \
+                    sorted(p % x.rank for p in perm) != list(range(x.rank)):
+                raise ShapeError(f"perm {perm} is not a permutation of the {x.rank} dims")
+            attrs["perm"] = tuple(p % x.rank for p in perm)
+        return attrs
+
+    def infer(self, types, attrs):
+        x = types[0]
+        return [TensorType(tuple(x.shape[p] for p in attrs["perm"]), x.dtype)]
+
+    def numpy(self, args, attrs):
+        return [np.transpose(args[0], attrs["perm"]).copy()]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def from_onnx(self, ctx, onode):
+        return [onode.input[0]], {"perm": ctx.attrs(onode).get("perm")}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Transpose", node.inputs, node.outputs, perm=node.attrs["perm"])
+
+
+def resolve_shape(shape, in_shape) -> tuple[int, ...]:
+    """ONNX Reshape's shape with allowzero=0: 0 copies the input dim, one -1 is inferred. An empty
+    input keeps its zeros literally (the copy rule cannot be told apart there)."""
+    size = prod(in_shape)
+    out = list(shape)
+    for k, d in enumerate(out):
+        if d == 0 and size:
+            if k >= len(in_shape):
+                raise ShapeError(f"shape {tuple(shape)}: a 0 at position {k} has no input dim to copy")
+            out[k] = in_shape[k]
+        elif d < -1:
+            raise ShapeError(f"shape {tuple(shape)} has a negative dim {d}")
+    if out.count(-1) > 1:
+        raise ShapeError(f"shape {tuple(shape)} has more than one -1")
+    if -1 in out:
+        rest = prod(d for d in out if d != -1)
+        if rest == 0 or size % rest:
+            raise ShapeError(f"cannot reshape {list(in_shape)} ({size} elements) to {tuple(shape)}")
+        out[out.index(-1)] = size // rest
+    if prod(out) != size:
+        raise ShapeError(f"cannot reshape {list(in_shape)} ({size} elements) to {tuple(out)} "
+                         f"({prod(out)} elements)")
+    return tuple(out)
+
+
+@register
+class Reshape(_View):
+    op = Op.RESHAPE
+    onnx_type = "Reshape"
+    attrs = {"shape": Attr("ints", doc="-1 and 0 (copy) resolved at creation")}
+
+    def normalize(self, attrs, types):
+        if types[0] is not None:
+            attrs["shape"] = resolve_shape(attrs["shape"], types[0].shape)
+        return attrs
+
+    def infer(self, types, attrs):
+        x = types[0]
+        if prod(attrs["shape"]) != x.size:
+            raise ShapeError(f"cannot reshape {x} to {list(attrs['shape'])}")
+        return [TensorType(attrs["shape"], x.dtype)]
+
+    def from_onnx(self, ctx, onode):
+        shape = const_ints(ctx, onode, 1, "shape")
+        x = ctx.type(onode.input[0])
+        if not ctx.attrs(onode).get("allowzero", 0):  # 0 copies the input dim, even of an empty input
+            shape = tuple(x.shape[k] if d == 0 and k < x.rank else d for k, d in enumerate(shape))
+        return [onode.input[0]], {"shape": shape}
+
+    def to_onnx(self, ctx, node):
+        shape = node.attrs["shape"]
+        ctx.node("Reshape", [node.inputs[0], int64s(ctx, shape, "shape")], node.outputs,
+                 allowzero=1 if 0 in shape else None)
+
+
+@register
+class Flatten(_View):
+    """[d0, ..., dn] -> [d0·...·d(axis-1), d(axis)·...·dn]; axis in [0, rank]."""
+
+    op = Op.FLATTEN
+    onnx_type = "Flatten"
+    attrs = {"axis": Attr("int", 1)}
+
+    def normalize(self, attrs, types):
+        x = types[0]
+        if x is not None:
+            if not -x.rank <= attrs["axis"] <= x.rank:
+                raise ShapeError(f"axis {attrs['axis']} is out of range for rank {x.rank}")
+            if attrs["axis"] < 0:
+                attrs["axis"] += x.rank
+        return attrs
+
+    def infer(self, types, attrs):
+        x, a = types[0], attrs["axis"]
+        return [TensorType((prod(x.shape[:a]), prod(x.shape[a:])), x.dtype)]
+
+    def from_onnx(self, ctx, onode):
+        return [onode.input[0]], {"axis": ctx.attrs(onode).get("axis", 1)}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Flatten", node.inputs, node.outputs, axis=node.attrs["axis"])
+
+
+@register
+class Squeeze(_View):
+    """Removes size-1 dims `axes` (default: every size-1 dim)."""
+
+    op = Op.SQUEEZE
+    onnx_type = "Squeeze"
+    attrs = {"axes": Attr("ints", None, doc="default: all size-1 dims")}
+
+    def normalize(self, attrs, types):
+        x = types[0]
+        if x is not None:
+            if attrs["axes"] is None:
+                attrs["axes"] = tuple(k for k, d in enumerate(x.shape) if d == 1)
+            attrs["axes"] = normalize_axes(attrs["axes"], x.rank)
+        return attrs
+
+    def infer(self, types, attrs):
+        x = types[0]
+        bad = [a for a in attrs["axes"] if x.shape[a] != 1]
+        if bad:
+            raise ShapeError(f"cannot squeeze axes {bad} of {x}: their size is not 1")
+        return [TensorType(tuple(d for k, d in enumerate(x.shape) if k not in attrs["axes"]), x.dtype)]
+
+    def from_onnx(self, ctx, onode):
+        axes = const_ints(ctx, onode, 1, "axes")
+        return [onode.input[0]], {"axes": axes or None}  # no axes, or none listed: all size-1 dims
+
+    def to_onnx(self, ctx, node):
+        if not node.attrs["axes"]:  # ONNX would read "no axes" as "every size-1 dim"
+            ctx.node("Identity", node.inputs, node.outputs)
+            return
+        ctx.node("Squeeze", [node.inputs[0], int64s(ctx, node.attrs["axes"], "axes")], node.outputs)
+
+
+@register
+class Unsqueeze(_View):
+    """Inserts size-1 dims so that they sit at `axes` of the output (ONNX Unsqueeze)."""
+
+    op = Op.UNSQUEEZE
+    onnx_type = "Unsqueeze"
+    attrs = {"axes": Attr("ints", doc="positions in the output")}
+
+    def normalize(self, attrs, types):
+        x = types[0]
+        if x is not None:
+            attrs["axes"] = normalize_axes(attrs["axes"], x.rank + len(attrs["axes"]))
+        return attrs
+
+    def infer(self, types, attrs):
+        x = types[0]
+        dims = iter(x.shape)
+        rank = x.rank + len(attrs["axes"])
+        return [TensorType(tuple(1 if k in attrs["axes"] else next(dims) for k in range(rank)), x.dtype)]
+
+    def from_onnx(self, ctx, onode):
+        return [onode.input[0]], {"axes": const_ints(ctx, onode, 1, "axes")}
+
+    def to_onnx(self, ctx, node):
+        if not node.attrs["axes"]:
+            ctx.node("Identity", node.inputs, node.outputs)
+            return
+        ctx.node("Unsqueeze", [node.inputs[0], int64s(ctx, node.attrs["axes"], "axes")], node.outputs)
+
+
+@register
+class Expand(OpDef):
+    """Broadcast x against `shape` (ONNX Expand: bidirectional); the attribute is normalized to
+    the output shape."""
+
+    op = Op.EXPAND
+    layout_only = True
+    multilinear = True
+    onnx_type = "Expand"
+    attrs = {"shape": Attr("ints")}
+
+    def normalize(self, attrs, types):
+        if types[0] is not None:
+            if any(d < 0 for d in attrs["shape"]):
+                raise ShapeError(f"shape {attrs['shape']} has a negative dim")
+            attrs["shape"] = broadcast_shapes(types[0].shape, attrs["shape"])
+        return attrs
+
+    def infer(self, types, attrs):
+        x = types[0]
+        if broadcast_shapes(x.shape, attrs["shape"]) != attrs["shape"]:
+            raise ShapeError(f"{x} does not broadcast to {list(attrs['shape'])}")
+        return [TensorType(attrs["shape"], x.dtype)]
+
+    def numpy(self, args, attrs):
+        return [np.array(np.broadcast_to(args[0], attrs["shape"]))]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def from_onnx(self, ctx, onode):
+        return [onode.input[0]], {"shape": const_ints(ctx, onode, 1, "shape")}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Expand", [node.inputs[0], int64s(ctx, node.attrs["shape"], "shape")], node.outputs)

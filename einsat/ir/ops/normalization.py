@@ -1,0 +1,151 @@
+"""Normalizations: batchnorm (inference form), layernorm, softmax.
+
+    batchnorm(x, scale, bias, mean, var)[n, c, ...] = (x - mean[c]) · scale[c] / sqrt(var[c] + eps) + bias[c]
+    layernorm(x, scale, bias) = (x - E[x]) / sqrt(Var[x] + eps) · scale + bias,
+        E and Var (biased) over the dims axis..rank-1, computed in float32 at least
+    softmax(x)[..] = exp(x - max) / sum(exp(x - max)) along `axis`
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.ir.ops.onnx_args import first_output_only
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, \
+    register, same_dtype
+from einsat.ir.types import TensorType
+
+
+def broadcasts_to(shape, target) -> bool:
+    """Whether `shape` broadcasts to `target` (unidirectionally)."""
+    return len(shape) <= len(target) and all(d in (1, t) for d, t in zip(shape[::-1], target[::-1]))
+
+
+def _axis(attrs, types):
+    x = types[0]
+    if x is not None:
+        attrs["axis"] = normalize_axis(attrs["axis"], x.rank)
+    return attrs
+
+
+@register
+class BatchNorm(OpDef):
+    """Inference-form batch normalization over channel dim 1 (ONNX BatchNormalization,
+    training_mode 0). Affine in x, hence not flagged multi-linear."""
+
+    op = Op.BATCHNORM
+    arity = (5, 5)
+    onnx_type = "BatchNormalization"
+    attrs = {"epsilon": Attr("float", 1e-5, non_negative)}
+
+    def infer(self, types, attrs):
+        x = types[0]
+        if x.rank < 2:
+            raise ShapeError(f"batchnorm needs an input [N, C, ...], got {x}")
+        for name, t in zip(("scale", "bias", "mean", "var"), types[1:]):
+            if t.shape != (x.shape[1],):
+                raise ShapeError(f"{name} {t} must be [{x.shape[1]}] (one value per channel)")
+        return [TensorType(x.shape, same_dtype(types))]
+
+    def numpy(self, args, attrs):
+        x, scale, bias, mean, var = args
+        shape = (1, -1) + (1,) * (x.ndim - 2)
+        inv = scale / np.sqrt(var + np.asarray(attrs["epsilon"], var.dtype))
+        y = (x - mean.reshape(shape)) * inv.reshape(shape) + bias.reshape(shape)
+        return [y.astype(x.dtype, copy=False)]
+
+    def flops(self, ins, outs, attrs):
+        """2 per element (one multiply-add once the per-channel factors are folded) + 4 per channel."""
+        return 2 * outs[0].size + 4 * ins[1].size
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        if a.get("training_mode", 0):
+            raise ctx.not_representable("BatchNormalization in training mode")
+        first_output_only(ctx, onode)
+        return list(onode.input), {"epsilon": a.get("epsilon", 1e-5)}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("BatchNormalization", node.inputs, node.outputs, epsilon=node.attrs["epsilon"])
+
+
+@register
+class LayerNorm(OpDef):
+    """Normalization over the trailing dims from `axis` (ONNX LayerNormalization, first output);
+    scale and bias broadcast to x.shape[axis:]."""
+
+    op = Op.LAYERNORM
+    arity = (2, 3)
+    onnx_type = "LayerNormalization"
+    attrs = {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5, non_negative)}
+
+    def normalize(self, attrs, types):
+        return _axis(attrs, types)
+
+    def infer(self, types, attrs):
+        x = types[0]
+        if x.rank == 0:
+            raise ShapeError("layernorm needs an input of rank >= 1")
+        norm = x.shape[attrs["axis"]:]
+        for name, t in zip(("scale", "bias"), types[1:]):
+            if t is not None and not broadcasts_to(t.shape, norm):
+                raise ShapeError(f"{name} {t} does not broadcast to the normalized dims {list(norm)}")
+        return [TensorType(x.shape, same_dtype(types))]
+
+    def numpy(self, args, attrs):
+        x, scale = args[0], args[1]
+        bias = args[2] if len(args) > 2 else None
+        axes = tuple(range(attrs["axis"], x.ndim))
+        xf = x.astype(np.promote_types(x.dtype, np.float32), copy=False)
+        mean = xf.mean(axis=axes, keepdims=True)
+        d = xf - mean
+        var = (d * d).mean(axis=axes, keepdims=True)
+        y = d / np.sqrt(var + np.asarray(attrs["epsilon"], xf.dtype)) * scale
+        if bias is not None:
+            y = y + bias
+        return [y.astype(x.dtype, copy=False)]
+
+    def flops(self, ins, outs, attrs):
+        """8 per element: mean (1), centre (1), square and sum (2), divide (2), scale and shift (2)."""
+        return 8 * outs[0].size
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        first_output_only(ctx, onode)
+        return list(onode.input), {"axis": a.get("axis", -1), "epsilon": a.get("epsilon", 1e-5)}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("LayerNormalization", node.inputs, node.outputs, axis=node.attrs["axis"],
+                 epsilon=node.attrs["epsilon"])
+
+
+@register
+class Softmax(OpDef):
+    """Softmax along one axis (ONNX Softmax, opset 13 semantics)."""
+
+    op = Op.SOFTMAX
+    onnx_type = "Softmax"
+    attrs = {"axis": Attr("int", -1)}
+
+    def normalize(self, attrs, types):
+        return _axis(attrs, types)
+
+    def infer(self, types, attrs):
+        if types[0].rank == 0:
+            raise ShapeError("softmax needs an input of rank >= 1")
+        return [types[0]]
+
+    def numpy(self, args, attrs):
+        x = args[0]
+        e = np.exp(x - x.max(axis=attrs["axis"], keepdims=True))
+        return [(e / e.sum(axis=attrs["axis"], keepdims=True)).astype(x.dtype, copy=False)]
+
+    def flops(self, ins, outs, attrs):
+        """5 per element: max, subtract, exp, sum, divide."""
+        return 5 * outs[0].size
+
+    def from_onnx(self, ctx, onode):
+        return [onode.input[0]], {"axis": ctx.attrs(onode).get("axis", -1)}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Softmax", node.inputs, node.outputs, axis=node.attrs["axis"])

@@ -1,0 +1,78 @@
+"""Reductions: reduce_sum and reduce_mean over `axes` (ONNX ReduceSum / ReduceMean).
+
+Both are linear. `axes` is normalized to an explicit sorted tuple of non-negative axes; the
+default () means every axis and is filled in. keepdims=1 keeps reduced dims as size 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.ir.ops.layout import normalize_axes
+from einsat.ir.ops.onnx_args import const_ints, int64s
+from einsat.ir.registry import Attr, Op, OpDef, one_of, register
+from einsat.ir.types import TensorType
+
+
+class _Reduce(OpDef):
+    multilinear = True
+    attrs = {"axes": Attr("ints", (), doc="() = all axes; filled in"),
+             "keepdims": Attr("int", 1, one_of(0, 1))}
+
+    def normalize(self, attrs, types):
+        x = types[0]
+        if x is not None:
+            axes = attrs["axes"] or tuple(range(x.rank))
+            attrs["axes"] = normalize_axes(axes, x.rank)
+        return attrs
+
+    def infer(self, types, attrs):
+        x, axes = types[0], attrs["axes"]
+        if attrs["keepdims"]:
+            shape = tuple(1 if k in axes else d for k, d in enumerate(x.shape))
+        else:
+            shape = tuple(d for k, d in enumerate(x.shape) if k not in axes)
+        return [TensorType(shape, x.dtype)]
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        if ctx.opset >= 18 or self.onnx_type == "ReduceSum":  # axes became an input
+            axes = const_ints(ctx, onode, 1, "axes")
+        else:
+            axes = a.get("axes")
+        if not axes and a.get("noop_with_empty_axes", 0):
+            raise ctx.not_representable(f"{onode.op_type} with noop_with_empty_axes and no axes")
+        return [onode.input[0]], {"axes": tuple(axes or ()), "keepdims": a.get("keepdims", 1)}
+
+    def to_onnx(self, ctx, node):
+        axes = node.attrs["axes"]
+        ins = [node.inputs[0], int64s(ctx, axes, "axes") if axes else ""]
+        ctx.node(self.onnx_type, ins, node.outputs, keepdims=node.attrs["keepdims"])
+
+
+@register
+class ReduceSum(_Reduce):
+    op = Op.REDUCE_SUM
+    onnx_type = "ReduceSum"
+
+    def numpy(self, args, attrs):
+        x = args[0]
+        return [np.sum(x, axis=attrs["axes"], keepdims=bool(attrs["keepdims"]), dtype=x.dtype)]
+
+    def flops(self, ins, outs, attrs):
+        """One add per input element."""
+        return ins[0].size
+
+
+@register
+class ReduceMean(_Reduce):
+    op = Op.REDUCE_MEAN
+    onnx_type = "ReduceMean"
+
+    def numpy(self, args, attrs):
+        x = args[0]
+        return [np.mean(x, axis=attrs["axes"], keepdims=bool(attrs["keepdims"]), dtype=x.dtype)]
+
+    def flops(self, ins, outs, attrs):
+        """One add per input element, one divide per output element."""
+        return ins[0].size + outs[0].size

@@ -1,0 +1,292 @@
+"""Layout ops that cut and join: concat, split, slice, pad, gather.
+
+All are layout-only; all but `pad` in a non-zero mode are multi-linear (`gather` in its data).
+Attributes are normalized to one explicit form: axes non-negative; slice is listed on every axis
+with clamped, tightened bounds (see `canonical_slice`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.ir.ops.onnx_args import const_input, const_ints, int64s
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, one_of, \
+    register, same_dtype
+from einsat.ir.types import TensorType
+
+
+def _axis(attrs, types):
+    if types and types[0] is not None:
+        attrs["axis"] = normalize_axis(attrs["axis"], types[0].rank)
+    return attrs
+
+
+class _Layout(OpDef):
+    layout_only = True
+    multilinear = True
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+
+@register
+class Concat(_Layout):
+    op = Op.CONCAT
+    arity = (1, None)
+    onnx_type = "Concat"
+    attrs = {"axis": Attr("int")}
+
+    def normalize(self, attrs, types):
+        return _axis(attrs, types)
+
+    def infer(self, types, attrs):
+        a, first = attrs["axis"], types[0]
+        for t in types[1:]:
+            if t.rank != first.rank or t.shape[:a] + t.shape[a + 1:] != first.shape[:a] + first.shape[a + 1:]:
+                raise ShapeError(f"inputs {first} and {t} differ in a dim other than the axis {a}")
+        shape = first.shape[:a] + (sum(t.shape[a] for t in types),) + first.shape[a + 1:]
+        return [TensorType(shape, same_dtype(types))]
+
+    def numpy(self, args, attrs):
+        return [np.concatenate(args, axis=attrs["axis"])]
+
+    def from_onnx(self, ctx, onode):
+        return list(onode.input), {"axis": ctx.attrs(onode)["axis"]}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Concat", node.inputs, node.outputs, axis=node.attrs["axis"])
+
+
+@register
+class Split(_Layout):
+    """Cuts x along `axis` into pieces of `sizes` (one output per size)."""
+
+    op = Op.SPLIT
+    onnx_type = "Split"
+    attrs = {"axis": Attr("int", 0), "sizes": Attr("ints", check=non_negative)}
+
+    def normalize(self, attrs, types):
+        return _axis(attrs, types)
+
+    def num_outputs(self, attrs):
+        return len(attrs["sizes"])
+
+    def infer(self, types, attrs):
+        x, a = types[0], attrs["axis"]
+        if not attrs["sizes"] or sum(attrs["sizes"]) != x.shape[a]:
+            raise ShapeError(f"sizes {attrs['sizes']} do not add up to dim {a} of {x}")
+        return [TensorType(x.shape[:a] + (s,) + x.shape[a + 1:], x.dtype) for s in attrs["sizes"]]
+
+    def numpy(self, args, attrs):
+        return np.split(args[0], np.cumsum(attrs["sizes"])[:-1], axis=attrs["axis"])
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        x = ctx.type(onode.input[0])
+        axis = normalize_axis(a.get("axis", 0), x.rank)
+        sizes = const_ints(ctx, onode, 1, "split")
+        if sizes is None:
+            dim, n = x.shape[axis], a.get("num_outputs", len(onode.output))
+            if "num_outputs" in a:  # opset 18: the last piece may be smaller
+                chunk = -(-dim // n)
+                sizes = (chunk,) * (n - 1) + (dim - chunk * (n - 1),)
+            else:
+                sizes = (dim // n,) * n if dim % n == 0 else ()
+            if not sizes or min(sizes) < 0:
+                raise ctx.not_representable(f"Split of dim {dim} into {n} pieces")
+        return [onode.input[0]], {"axis": axis, "sizes": sizes}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Split", [node.inputs[0], int64s(ctx, node.attrs["sizes"], "split")], node.outputs,
+                 axis=node.attrs["axis"])
+
+
+def canonical_slice(start: int, end: int, step: int, dim: int) -> tuple[int, int, int]:
+    """ONNX Slice bounds (negative = from the end, then clamped) as the one canonical triple
+    selecting the same elements: (0, 0, 1) when empty, (i, i+1, 1) for one element, else `end`
+    just past the last element; "through index 0" with a negative step is end = -(dim+1)."""
+    if step == 0:
+        raise ShapeError("slice steps must not be 0")
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), dim), min(max(end, 0), dim)
+    else:
+        start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    n = len(range(start, end, step))
+    if n == 0:
+        return 0, 0, 1
+    if n == 1:
+        return start, start + 1, 1
+    last = start + (n - 1) * step
+    if step > 0:
+        return start, last + 1, step
+    return start, (last - 1 if last > 0 else -(dim + 1)), step
+
+
+def slice_len(start: int, end: int, step: int) -> int:
+    return len(range(start, end if end >= 0 else -1, step))
+
+
+@register
+class Slice(_Layout):
+    """x[start:end:step] along `axes` (ONNX Slice). Normalized: every axis listed in order, with
+    `canonical_slice` bounds."""
+
+    op = Op.SLICE
+    onnx_type = "Slice"
+    attrs = {
+        "starts": Attr("ints"),
+        "ends": Attr("ints"),
+        "axes": Attr("ints", None, doc="default: 0, 1, ..., len(starts)-1"),
+        "steps": Attr("ints", None, doc="default: all 1"),
+    }
+
+    def normalize(self, attrs, types):
+        x = types[0]
+        if x is None:
+            return attrs
+        starts, ends = attrs["starts"], attrs["ends"]
+        axes = attrs["axes"] if attrs["axes"] is not None else tuple(range(len(starts)))
+        steps = attrs["steps"] if attrs["steps"] is not None else (1,) * len(starts)
+        if not len(starts) == len(ends) == len(axes) == len(steps):
+            raise ShapeError(f"starts {starts}, ends {ends}, axes {axes} and steps {steps} "
+                             "must have the same length")
+        axes = tuple(normalize_axis(a, x.rank) for a in axes)
+        if len(set(axes)) != len(axes):
+            raise ShapeError(f"axes {axes} name an axis twice")
+        full = [(0, d, 1) for d in x.shape]
+        for a, s, e, st in zip(axes, starts, ends, steps):
+            full[a] = (s, e, st)
+        canon = [canonical_slice(s, e, st, d) for (s, e, st), d in zip(full, x.shape)]
+        return {"starts": tuple(c[0] for c in canon), "ends": tuple(c[1] for c in canon),
+                "axes": tuple(range(x.rank)), "steps": tuple(c[2] for c in canon)}
+
+    def infer(self, types, attrs):
+        x = types[0]
+        dims = tuple(slice_len(s, e, st) for s, e, st in zip(attrs["starts"], attrs["ends"], attrs["steps"]))
+        return [TensorType(dims, x.dtype)]
+
+    def numpy(self, args, attrs):
+        idx = tuple(slice(s, e if e >= 0 else None, st)
+                    for s, e, st in zip(attrs["starts"], attrs["ends"], attrs["steps"]))
+        return [np.asarray(args[0][idx], order="C")]
+
+    def bytes(self, ins, outs, attrs):
+        """Reads only what it keeps."""
+        return 2 * outs[0].nbytes
+
+    def from_onnx(self, ctx, onode):
+        attrs = {"starts": const_ints(ctx, onode, 1, "starts"), "ends": const_ints(ctx, onode, 2, "ends"),
+                 "axes": const_ints(ctx, onode, 3, "axes"), "steps": const_ints(ctx, onode, 4, "steps")}
+        return [onode.input[0]], attrs
+
+    def to_onnx(self, ctx, node):
+        a = node.attrs
+        ins = [node.inputs[0], int64s(ctx, a["starts"], "starts"), int64s(ctx, a["ends"], "ends"),
+               int64s(ctx, a["axes"], "axes"), int64s(ctx, a["steps"], "steps")]
+        ctx.node("Slice", ins, node.outputs)
+
+
+@register
+class Pad(_Layout):
+    """np.pad with ONNX pads (all begins, then all ends): mode "constant" fills `value`,
+    "reflect" mirrors without repeating the edge, "edge" repeats it. Multi-linear only in constant
+    mode with value 0 (the class flag says False: it cannot depend on attributes)."""
+
+    op = Op.PAD
+    multilinear = False
+    onnx_type = "Pad"
+    attrs = {
+        "pads": Attr("ints", check=non_negative, doc="2·rank: all begins, then all ends"),
+        "mode": Attr("str", "constant", one_of("constant", "reflect", "edge")),
+        "value": Attr("float", 0.0, doc="the fill of mode 'constant'"),
+    }
+
+    def normalize(self, attrs, types):
+        if attrs["mode"] != "constant":
+            attrs["value"] = 0.0
+        return attrs
+
+    def infer(self, types, attrs):
+        x, p = types[0], attrs["pads"]
+        if len(p) != 2 * x.rank:
+            raise ShapeError(f"pads {p} need {2 * x.rank} values (begins, then ends) for {x}")
+        r = x.rank
+        for k, d in enumerate(x.shape):
+            if attrs["mode"] == "reflect" and max(p[k], p[r + k]) >= max(d, 1):
+                raise ShapeError(f"reflect padding {p[k]}+{p[r + k]} of dim {k} needs pads < its size {d}")
+            if attrs["mode"] == "edge" and d == 0 and p[k] + p[r + k]:
+                raise ShapeError(f"edge padding of the empty dim {k}")
+        return [TensorType(tuple(d + p[k] + p[r + k] for k, d in enumerate(x.shape)), x.dtype)]
+
+    def numpy(self, args, attrs):
+        x, p = args[0], attrs["pads"]
+        widths = [(p[k], p[x.ndim + k]) for k in range(x.ndim)]
+        if attrs["mode"] == "constant":
+            return [np.pad(x, widths, constant_values=np.asarray(attrs["value"]).astype(x.dtype))]
+        return [np.pad(x, widths, mode=attrs["mode"])]
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        mode = a.get("mode", "constant")
+        if mode not in ("constant", "reflect", "edge"):
+            raise ctx.not_representable(f"Pad mode {mode!r}")
+        x = ctx.type(onode.input[0])
+        pads = const_ints(ctx, onode, 1, "pads")
+        value = const_input(ctx, onode, 2, "constant_value")
+        axes = const_ints(ctx, onode, 3, "axes")
+        if axes is not None:  # opset 18: pads for some axes only
+            full = [0] * (2 * x.rank)
+            for k, ax in enumerate(axes):
+                ax %= x.rank
+                full[ax], full[x.rank + ax] = pads[k], pads[len(axes) + k]
+            pads = tuple(full)
+        if min(pads, default=0) < 0:
+            raise ctx.not_representable(f"Pad with negative pads {pads}")
+        attrs = {"pads": pads, "mode": mode}
+        if value is not None and value.size:
+            attrs["value"] = float(value.reshape(-1)[0])
+        return [onode.input[0]], attrs
+
+    def to_onnx(self, ctx, node):
+        a, x = node.attrs, ctx.type(node.inputs[0])
+        ins = [node.inputs[0], int64s(ctx, a["pads"], "pads")]
+        if a["mode"] == "constant" and a["value"] != 0.0:
+            ins.append(ctx.constant(np.asarray(a["value"]).astype(x.dtype), "value"))
+        ctx.node("Pad", ins, node.outputs, mode=a["mode"])
+
+
+@register
+class Gather(_Layout):
+    """np.take(data, indices, axis): out[i.., j.., k..] = data[i.., indices[j..], k..]; negative
+    indices count from the end (ONNX Gather). Multi-linear in data."""
+
+    op = Op.GATHER
+    arity = (2, 2)
+    onnx_type = "Gather"
+    attrs = {"axis": Attr("int", 0)}
+
+    def normalize(self, attrs, types):
+        return _axis(attrs, types)
+
+    def infer(self, types, attrs):
+        data, idx = types
+        if idx.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+            raise ShapeError(f"indices must be int32 or int64, not {idx.dtype}")
+        a = attrs["axis"]
+        return [TensorType(data.shape[:a] + idx.shape + data.shape[a + 1:], data.dtype)]
+
+    def numpy(self, args, attrs):
+        data, idx = args
+        return [np.take(data, idx, axis=attrs["axis"])]
+
+    def bytes(self, ins, outs, attrs):
+        """Reads the indices and only the gathered data."""
+        return ins[1].nbytes + 2 * outs[0].nbytes
+
+    def from_onnx(self, ctx, onode):
+        return list(onode.input), {"axis": ctx.attrs(onode).get("axis", 0)}
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Gather", node.inputs, node.outputs, axis=node.attrs["axis"])

@@ -1,0 +1,142 @@
+"""Sources and plumbing: constant, identity, and PET's correct.
+
+    correct(mutant, fix; region)  = mutant, with mutant[region] replaced by fix
+
+`region` is a box, its starts then its ends (2·rank values, 0 <= start <= end <= dim), and `fix`
+has the box's shape. It is how a partially equivalent mutant enters the e-graph (PET §5): the
+mutant's output with the positions the corrector proved wrong recomputed by the original program.
+ONNX has no such op; it exports as a standard expansion of Slice and Concat nodes (see
+`Correct.to_onnx`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.ir.ops.onnx_args import int64s
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, register, same_dtype
+from einsat.ir.types import TensorType
+
+_SCALAR_ATTRS = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+                 "value_ints": np.int64}
+
+
+@register
+class Constant(OpDef):
+    """A constant tensor held in the node (ONNX Constant)."""
+
+    op = Op.CONSTANT
+    arity = (0, 0)
+    onnx_type = "Constant"
+    attrs = {"value": Attr("tensor")}
+
+    def infer(self, types, attrs):
+        return [TensorType.of(attrs["value"])]
+
+    def numpy(self, args, attrs):
+        return [attrs["value"]]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def bytes(self, ins, outs, attrs):
+        """Written once, when the program starts: free at run time."""
+        return 0
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        if "value" in a:
+            return [], {"value": np.asarray(a["value"])}
+        for key, dtype in _SCALAR_ATTRS.items():
+            if key in a:
+                return [], {"value": np.asarray(a[key], dtype=dtype)}
+        raise ctx.not_representable(f"Constant with {sorted(a)}")
+
+    def to_onnx(self, ctx, node):
+        ctx.node("Constant", [], node.outputs, value=np.asarray(node.attrs["value"]))
+
+
+@register
+class Identity(OpDef):
+    op = Op.IDENTITY
+    layout_only = True
+    onnx_type = "Identity"
+
+    def infer(self, types, attrs):
+        return [types[0]]
+
+    def numpy(self, args, attrs):
+        return [args[0]]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def bytes(self, ins, outs, attrs):
+        """A rename: no data moves."""
+        return 0
+
+
+def _region(attrs, t: TensorType) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    r = attrs["region"]
+    if len(r) != 2 * t.rank:
+        raise ShapeError(f"region {r} needs {2 * t.rank} values (starts, then ends) for {t}")
+    starts, ends = r[:t.rank], r[t.rank:]
+    for k, (s, e, d) in enumerate(zip(starts, ends, t.shape)):
+        if not 0 <= s <= e <= d:
+            raise ShapeError(f"region {r}: dim {k} needs 0 <= start {s} <= end {e} <= {d}")
+    return starts, ends
+
+
+@register
+class Correct(OpDef):
+    """out = mutant; out[region] = fix (PET's correction). Export-only ONNX mapping
+    (`onnx_type` None: no ONNX op imports as it)."""
+
+    op = Op.CORRECT
+    arity = (2, 2)
+    attrs = {"region": Attr("ints", check=non_negative, doc="starts, then ends (2·rank)")}
+
+    def infer(self, types, attrs):
+        mutant, fix = types
+        starts, ends = _region(attrs, mutant)
+        box = tuple(e - s for s, e in zip(starts, ends))
+        if fix.shape != box:
+            raise ShapeError(f"fix {fix} must have the region's shape {list(box)}")
+        return [TensorType(mutant.shape, same_dtype(types))]
+
+    def numpy(self, args, attrs):
+        mutant, fix = args
+        starts, ends = _region(attrs, TensorType.of(mutant))
+        out = np.array(mutant)
+        out[tuple(slice(s, e) for s, e in zip(starts, ends))] = fix
+        return [out]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def to_onnx(self, ctx, node):
+        """Box replacement as nested Concats: along each axis the box does not span, from the
+        innermost out, the piece so far is put between the mutant's slices before and after it
+        (those slices restricted to the box along the axes further out)."""
+        mutant, fix = node.inputs
+        t = ctx.type(mutant)
+        starts, ends = _region(node.attrs, t)
+        cut = [a for a in range(t.rank) if (starts[a], ends[a]) != (0, t.shape[a])]
+        if not cut:
+            ctx.node("Identity", [fix], node.outputs)
+            return
+        piece = fix
+        for k in reversed(range(len(cut))):
+            a, outer = cut[k], cut[:k]
+            parts = []
+            for lo, hi in ((0, starts[a]), (ends[a], t.shape[a])):
+                if hi > lo:
+                    axes = outer + [a]
+                    s = [starts[b] for b in outer] + [lo]
+                    e = [ends[b] for b in outer] + [hi]
+                    ins = [mutant, int64s(ctx, s, "starts"), int64s(ctx, e, "ends"), int64s(ctx, axes, "axes")]
+                    parts.append(ctx.node("Slice", ins, [ctx.fresh("side")])[0])
+                if lo == 0:
+                    parts.append(piece)
+            out = node.outputs if k == 0 else [ctx.fresh("box")]
+            piece = ctx.node("Concat", parts, out, axis=a)[0]

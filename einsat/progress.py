@@ -59,10 +59,11 @@ class ProgressDisplay:
                 self.stream.write("\n")
                 self._width = 0
         else:
-            now = time.monotonic()
-            if event.step is not None and now - self._last < self.interval:
-                return
-            self._last = now
+            if event.step is not None:
+                now = time.monotonic()
+                if now - self._last < self.interval:
+                    return
+                self._last = now
             self.stream.write(text + "\n")
         self.stream.flush()
 

@@ -47,7 +47,10 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized") -> 
     folder = _Folder(problem)
 
     def name_for(cid, hint):
-        return owner[cid] if cid in owner else names.fresh(hint)
+        """An output's own name, else the source program's name for the value, else `hint`."""
+        if cid in owner:
+            return owner[cid]
+        return names.fresh(getattr(data.classes[cid], "name", None) or hint)
 
     for cid in order:
         cand = problem.candidates[selection[cid]]

@@ -41,6 +41,8 @@ class Op(enum.Enum):
     MATMUL = "matmul"
     BATCHMATMUL = "batchmatmul"
     GEMM = "gemm"
+    G2BMM = "g2bmm"
+    GBMM = "gbmm"
     # convolution and pooling
     CONV = "conv"
     CONV_TRANSPOSE = "conv_transpose"

@@ -1,0 +1,100 @@
+"""The op registry: every op is defined, completely, once, and docs/ops.md summarizes it."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from einsat.ir import REGISTRY, Op, OpDef
+from einsat.ir.registry import _KINDS, REQUIRED, Attr
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
+
+# ops that export as an expansion into standard ONNX nodes and that no ONNX op imports as
+EXPORT_ONLY = {Op.BATCHMATMUL: "MatMul", Op.CORRECT: "Slice/Concat"}
+
+
+def overrides(d: OpDef, method: str) -> bool:
+    return getattr(type(d), method) is not getattr(OpDef, method)
+
+
+def test_every_op_has_a_definition():
+    missing = sorted(op.value for op in Op if op not in REGISTRY)
+    assert not missing, f"Op members without a registry definition: {missing}"
+
+
+@pytest.mark.parametrize("op", sorted(REGISTRY, key=lambda o: o.value), ids=lambda o: o.value)
+def test_definition_is_complete(op):
+    d = REGISTRY[op]
+    assert d.op is op
+    for method in ("infer", "numpy", "flops"):
+        assert overrides(d, method), f"{op.value} does not define {method}"
+    for flag in ("multilinear", "elementwise", "layout_only"):
+        assert isinstance(getattr(d, flag), bool), f"{op.value}.{flag} must be a bool"
+    lo, hi = d.arity
+    assert 0 <= lo and (hi is None or hi >= lo)
+    # the ONNX mapping: an ONNX op type that both directions use, or an export-only expansion
+    if d.onnx_type is not None:
+        assert onnx.defs.has(d.onnx_type), f"{op.value}: {d.onnx_type!r} is not an ONNX op"
+    else:
+        assert overrides(d, "to_onnx"), f"{op.value} has neither an onnx_type nor a to_onnx"
+    for name, spec in d.attrs.items():
+        assert isinstance(spec, Attr) and spec.kind in _KINDS, f"{op.value}.{name}"
+        if spec.default is not REQUIRED and spec.default is not None:
+            converted = _KINDS[spec.kind](spec.default)  # a default is a valid value of its kind
+            if spec.check is not None and not isinstance(converted, np.ndarray):
+                assert spec.check(converted) is None, f"{op.value}.{name} default fails its check"
+
+
+def test_flags_are_consistent():
+    for op, d in REGISTRY.items():
+        assert not (d.elementwise and d.layout_only), op.value
+    # layout-only ops compute nothing
+    layout = [op for op, d in REGISTRY.items() if d.layout_only]
+    assert {Op.TRANSPOSE, Op.RESHAPE, Op.CONCAT, Op.SLICE, Op.GATHER}.issubset(layout)
+
+
+def test_export_only_ops_are_not_imported():
+    for op in EXPORT_ONLY:
+        assert REGISTRY[op].onnx_type is None
+
+
+def doc_table() -> dict[str, set[str]]:
+    """op name -> its attribute names, read from the table in docs/ops.md."""
+    rows = {}
+    for line in DOCS.read_text().splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        if len(cells) < 3 or cells[0].startswith(("op (", "---")):
+            continue
+        attrs = set()
+        if not cells[2].startswith("–"):
+            depth, part, parts = 0, "", []
+            for ch in cells[2]:  # split on commas outside parentheses and quotes
+                depth += ch in "([" and 1 or 0
+                depth -= ch in ")]" and 1 or 0
+                if ch == "," and depth == 0:
+                    parts.append(part)
+                    part = ""
+                else:
+                    part += ch
+            parts.append(part)
+            attrs = {m.group(0) for p in parts if (m := re.match(r"\s*\w+", p))}
+            attrs = {a.strip() for a in attrs}
+        for name in cells[0].split(","):
+            rows[name.strip().strip("`")] = attrs
+    return rows
+
+
+def test_docs_table_lists_every_op():
+    missing = sorted(op.value for op in REGISTRY if op.value not in doc_table())
+    assert not missing, f"docs/ops.md does not list {missing}"
+
+
+def test_docs_table_has_the_registry_attribute_names():
+    table = doc_table()
+    for op, d in REGISTRY.items():
+        if op.value in table:
+            assert table[op.value] == set(d.attrs), \
+                f"docs/ops.md lists {sorted(table[op.value])} for {op.value}, the registry {sorted(d.attrs)}"

@@ -31,6 +31,12 @@ class ExecutionError(EinsatError):
     """A node failed while running."""
 
 
+class FrontendError(EinsatError):
+    """An imperative function uses a construct functionalization cannot express (a data-dependent
+    shape, Python control flow on a tensor value, a mutation through an opaque call); the message
+    names the user's source line."""
+
+
 class ExtractionError(EinsatError):
     """No valid program can be extracted from an e-graph (or a selection is invalid)."""
 

@@ -1,0 +1,180 @@
+"""Element-wise math, comparisons, logic and casts: the vocabulary of imperative kernels.
+
+Box decoding needs exp and log, normalization sqrt, clipping maximum and minimum, score updates
+comparisons and boolean logic. All ops broadcast like NumPy/ONNX; comparisons return bool,
+logic ops take and return bool, `cast` converts to `dtype` with NumPy's `astype`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.ir.ops.elementwise import _Binary, _Unary
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register, same_dtype
+from einsat.ir.types import TensorType
+
+
+def _unary(name: str, op: Op, onnx: str, fn, cost: int = 1, doc: str = "") -> type[OpDef]:
+    cls = type(name, (_Unary,), {
+        "op": op, "onnx_type": onnx, "flops_per_element": cost, "__doc__": doc,
+        "numpy": lambda self, args, attrs: [np.asarray(fn(args[0]), dtype=args[0].dtype)],
+    })
+    return register(cls)
+
+
+Exp = _unary("Exp", Op.EXP, "Exp", np.exp, 4, "out = e ** x")
+Log = _unary("Log", Op.LOG, "Log", np.log, 4, "out = ln x (nan below 0, -inf at 0)")
+Sqrt = _unary("Sqrt", Op.SQRT, "Sqrt", np.sqrt, 4, "out = √x")
+Neg = _unary("Neg", Op.NEG, "Neg", np.negative, 1, "out = -x")
+Abs = _unary("Abs", Op.ABS, "Abs", np.abs, 1, "out = |x|")
+Floor = _unary("Floor", Op.FLOOR, "Floor", np.floor, 1, "out = ⌊x⌋")
+
+
+@register
+class Pow(_Binary):
+    """out = a ** b (same dtypes)."""
+
+    op = Op.POW
+    onnx_type = "Pow"
+
+    def numpy(self, args, attrs):
+        return [np.power(*args)]
+
+
+class _Extremum(_Binary):
+    """The element-wise extremum of two tensors (ONNX's Max/Min with two inputs)."""
+
+    def from_onnx(self, ctx, onode):
+        if len(onode.input) != 2:
+            raise ctx.not_representable(f"{onode.op_type} with {len(onode.input)} inputs (einsat's takes 2)")
+        return list(onode.input), {}
+
+
+@register
+class Maximum(_Extremum):
+    """out = max(a, b); NaN if either is NaN (NumPy's maximum)."""
+
+    op = Op.MAXIMUM
+    onnx_type = "Max"
+
+    def numpy(self, args, attrs):
+        return [np.maximum(*args)]
+
+
+@register
+class Minimum(_Extremum):
+    """out = min(a, b); NaN if either is NaN (NumPy's minimum)."""
+
+    op = Op.MINIMUM
+    onnx_type = "Min"
+
+    def numpy(self, args, attrs):
+        return [np.minimum(*args)]
+
+
+class _Compare(_Binary):
+    """A comparison: a bool tensor of the broadcast shape; both inputs of one dtype."""
+
+    def infer(self, types, attrs):
+        a, b = types
+        same_dtype(types)
+        return [TensorType(broadcast_shapes(a.shape, b.shape), np.bool_)]
+
+
+def _compare(name: str, op: Op, onnx: str, fn) -> type[OpDef]:
+    cls = type(name, (_Compare,), {
+        "op": op, "onnx_type": onnx, "__doc__": f"out = a {name.lower()} b, element-wise",
+        "numpy": lambda self, args, attrs: [np.asarray(fn(*args), dtype=np.bool_)],
+    })
+    return register(cls)
+
+
+Greater = _compare("Greater", Op.GREATER, "Greater", np.greater)
+Less = _compare("Less", Op.LESS, "Less", np.less)
+GreaterEqual = _compare("GreaterEqual", Op.GREATER_EQUAL, "GreaterOrEqual", np.greater_equal)
+LessEqual = _compare("LessEqual", Op.LESS_EQUAL, "LessOrEqual", np.less_equal)
+Equal = _compare("Equal", Op.EQUAL, "Equal", np.equal)
+
+
+class _Logic(_Binary):
+    """Boolean logic: bool inputs, a bool output."""
+
+    def infer(self, types, attrs):
+        if any(t.dtype != np.bool_ for t in types):
+            raise ShapeError(f"logic ops take bool inputs, got {[str(t) for t in types]}")
+        return super().infer(types, attrs)
+
+
+def _logic(name: str, op: Op, onnx: str, fn) -> type[OpDef]:
+    cls = type(name, (_Logic,), {
+        "op": op, "onnx_type": onnx, "__doc__": f"out = a {onnx.lower()} b, element-wise",
+        "numpy": lambda self, args, attrs: [fn(*args)],
+    })
+    return register(cls)
+
+
+LogicalAnd = _logic("LogicalAnd", Op.LOGICAL_AND, "And", np.logical_and)
+LogicalOr = _logic("LogicalOr", Op.LOGICAL_OR, "Or", np.logical_or)
+LogicalXor = _logic("LogicalXor", Op.LOGICAL_XOR, "Xor", np.logical_xor)
+
+
+@register
+class LogicalNot(_Unary):
+    """out = not x (bool)."""
+
+    op = Op.LOGICAL_NOT
+    onnx_type = "Not"
+
+    def infer(self, types, attrs):
+        if types[0].dtype != np.bool_:
+            raise ShapeError(f"logical_not takes a bool input, got {types[0]}")
+        return [types[0]]
+
+    def numpy(self, args, attrs):
+        return [np.logical_not(args[0])]
+
+
+def _dtype_name(v) -> str:
+    return np.dtype(v).name
+
+
+def _known_dtype(v) -> str | None:
+    try:
+        np.dtype(v)
+    except TypeError:
+        return "is not a NumPy dtype name"
+    return None
+
+
+@register
+class Cast(OpDef):
+    """out = x.astype(dtype): NumPy's conversion (floats to ints truncate toward zero)."""
+
+    op = Op.CAST
+    elementwise = True
+    onnx_type = "Cast"
+    attrs = {"dtype": Attr("str", check=_known_dtype, doc="a NumPy dtype name, e.g. 'float32'")}
+
+    def normalize(self, attrs, types):
+        attrs["dtype"] = _dtype_name(attrs["dtype"])
+        return attrs
+
+    def infer(self, types, attrs):
+        return [TensorType(types[0].shape, attrs["dtype"])]
+
+    def numpy(self, args, attrs):
+        return [args[0].astype(attrs["dtype"])]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def from_onnx(self, ctx, onode):
+        from onnx import helper
+
+        to = ctx.attrs(onode)["to"]
+        return [onode.input[0]], {"dtype": _dtype_name(helper.tensor_dtype_to_np_dtype(to))}
+
+    def to_onnx(self, ctx, node):
+        from onnx import helper
+
+        ctx.node("Cast", node.inputs, node.outputs, to=helper.np_dtype_to_tensor_dtype(np.dtype(node.attrs["dtype"])))

@@ -2,6 +2,7 @@
 
 `check_op(op, inputs, attrs)` builds a one-node einsat graph whose tensor inputs are graph inputs
 (fed at run time, so onnxruntime computes rather than folds), then checks that
+- normalizing the node's attributes again changes nothing (the normal form is a fixed point),
 - the inferred output types equal the shapes and dtypes NumPy produced,
 - the exported model passes `onnx.checker.check_model(full_check=True)`,
 - onnxruntime (CPU) computes the same outputs (fp32 tolerance),
@@ -105,15 +106,20 @@ def ort_run(model: onnx.ModelProto, feeds) -> list[np.ndarray]:
 def check_op(op: Op, inputs, attrs=None, rtol=RTOL, atol=ATOL, outputs: int | None = None):
     """Run every check of the module docstring; returns the graph for further assertions."""
     g, feeds = one_node(op, inputs, attrs, outputs)
+    node = g.nodes[0]
+    again = normalize_attrs(op, dict(node.attrs), g.node_types(node)[0])
+    assert _same(again, dict(node.attrs)), f"normalizing twice changes {dict(node.attrs)} to {again}"
     ours = einsat.run(g, feeds)
     for name in g.outputs:
         got = ours[name]
-        assert TensorType.of(got) == g.types[name], f"infer says {g.types[name]}, numpy gave {TensorType.of(got)}"
+        assert TensorType.of(got) == g.types[name], \
+            f"infer says {g.types[name]}, numpy gave {TensorType.of(got)}"
     model = to_onnx(g)
     onnx.checker.check_model(model, full_check=True)
     theirs = ort_run(model, feeds)
     for name, want in zip(g.outputs, theirs):
-        np.testing.assert_allclose(ours[name], want, rtol=rtol, atol=atol, err_msg=f"{op.value} vs onnxruntime")
+        np.testing.assert_allclose(ours[name], want, rtol=rtol, atol=atol,
+                                   err_msg=f"{op.value} vs onnxruntime")
     check_roundtrip(g, model)
     return g
 
@@ -137,8 +143,8 @@ def _same(a: dict, b: dict) -> bool:
     """Equal attributes; floats compare as float32 (ONNX stores float attributes in 32 bits)."""
     if a.keys() != b.keys():
         return False
-    for k in a:
-        x, y = a[k], b[k]
+    for k, x in a.items():
+        y = b[k]
         if isinstance(x, np.ndarray):
             ok = np.array_equal(x, y)
         elif isinstance(x, float):

@@ -104,7 +104,8 @@ def test_old_opsets_are_refused():
 
 def test_raw_nodes_declare_their_domain():
     ctx = ExportContext(block(), 21)
-    ctx.raw_node(helper.make_node("Custom", ["x"], ["y"], domain="com.example"), domain="com.example", opset=3)
+    custom = helper.make_node("Custom", ["x"], ["y"], domain="com.example")
+    ctx.raw_node(custom, domain="com.example", opset=3)
     assert ctx.domains == {"": 21, "com.example": 3}
     assert ctx.nodes[-1].name  # named, for error messages
     with pytest.raises(OnnxError, match="opset 22"):

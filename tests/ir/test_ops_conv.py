@@ -1,6 +1,5 @@
 """conv: NumPy semantics against onnxruntime, shapes, FLOPs, ONNX import forms."""
 
-import numpy as np
 import pytest
 from hypothesis import given
 from onnx import helper

@@ -1,6 +1,5 @@
 """matmul, batchmatmul, gemm: NumPy semantics against onnxruntime, shapes, FLOPs."""
 
-import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st

@@ -51,7 +51,8 @@ def test_normalization_errors():
 
 
 def test_training_mode_batchnorm_stays_opaque():
-    onode = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1)
+    onode = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"],
+                             training_mode=1)
     c = arrays(0, (3,))[0]
     with pytest.raises(NotRepresentable, match="training mode"):
         import_node(onode, {"x": arrays(1, (2, 3, 4))[0]}, {"s": c, "b": c, "m": c, "v": np.abs(c)})

@@ -102,7 +102,8 @@ def test_imports_split_forms():
     # opset 18 num_outputs: the last piece is smaller
     g = check_import(helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=3), {"x": x})
     assert g.nodes[0].attrs["sizes"] == (3, 3, 1)
-    g = check_import(helper.make_node("Split", ["x", "s"], ["a", "b"], axis=-1), {"x": x}, {"s": np.array([2, 5])})
+    onode = helper.make_node("Split", ["x", "s"], ["a", "b"], axis=-1)
+    g = check_import(onode, {"x": x}, {"s": np.array([2, 5])})
     assert g.nodes[0].attrs == {"axis": 1, "sizes": (2, 5)}
     g = check_import(helper.make_node("Split", ["x"], ["a", "b"], axis=0), {"x": x}, opset=13)
     assert g.nodes[0].attrs["sizes"] == (1, 1)

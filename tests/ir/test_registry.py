@@ -98,3 +98,47 @@ def test_docs_table_has_the_registry_attribute_names():
         if op.value in table:
             assert table[op.value] == set(d.attrs), \
                 f"docs/ops.md lists {sorted(table[op.value])} for {op.value}, the registry {sorted(d.attrs)}"
+
+
+F = np.float32
+BAD = [  # (op, input types, attributes, the reason the error must give)
+    (Op.BATCHMATMUL, [(2, 3, 4), (3, 4, 5)], {}, "batch dims differ"),
+    (Op.GEMM, [(3, 4), (5, 6)], {}, "contracted dims differ"),
+    (Op.CONV_TRANSPOSE, [(1, 4, 5, 5), (3, 2, 3, 3)], {}, "weight's first dim 3"),
+    (Op.AVGPOOL, [(1, 2, 4, 4)], {"kernel": (5, 5)}, "smaller than the window 5"),
+    (Op.MAXPOOL, [(4, 4)], {"kernel": 2}, r"\[N, C, \*spatial\]"),
+    (Op.GLOBAL_AVGPOOL, [(4, 4)], {}, r"\[N, C, \*spatial\]"),
+    (Op.BATCHNORM, [(2, 3, 4), (3,), (3,), (3,), (4,)], {}, r"var \[4\] f32 must be \[3\]"),
+    (Op.LAYERNORM, [(2, 3), (2,)], {}, "does not broadcast to the normalized dims"),
+    (Op.SOFTMAX, [(2, 3)], {"axis": 2}, "axis 2 is out of range for rank 2"),
+    (Op.REDUCE_SUM, [(2, 3)], {"axes": (5,)}, "axis 5 is out of range"),
+    (Op.REDUCE_MEAN, [(2, 3)], {"axes": (0, -2)}, "name an axis twice"),
+    (Op.TRANSPOSE, [(2, 3)], {"perm": (0,)}, "not a permutation"),
+    (Op.RESHAPE, [(2, 3)], {"shape": (4,)}, "cannot reshape"),
+    (Op.FLATTEN, [(2, 3)], {"axis": 3}, "axis 3 is out of range"),
+    (Op.SQUEEZE, [(2, 3)], {"axes": (0,)}, "cannot squeeze axes"),
+    (Op.UNSQUEEZE, [(2, 3)], {"axes": (0, 0)}, "name an axis twice"),
+    (Op.EXPAND, [(2, 3)], {"shape": (4, 3)}, "do not broadcast"),
+    (Op.CONCAT, [(2, 3), (3, 4)], {"axis": 0}, "differ in a dim other than the axis"),
+    (Op.SPLIT, [(2, 3)], {"sizes": (1,)}, "do not add up"),
+    (Op.SLICE, [(2, 3)], {"starts": (0,), "ends": (1, 2)}, "must have the same length"),
+    (Op.PAD, [(2, 3)], {"pads": (1, 1)}, "need 4 values"),
+    (Op.GATHER, [(2, 3), (2,)], {}, "indices must be int32 or int64"),
+    (Op.CORRECT, [(2, 3), (1, 1)], {"region": (0, 0, 1, 2)}, "region's shape"),
+    (Op.IDENTITY, [(2, 3), (2, 3)], {}, "takes 1 inputs"),
+]
+
+
+@pytest.mark.parametrize("op, shapes, attrs, reason", BAD, ids=[c[0].value for c in BAD])
+def test_bad_input_names_node_op_shapes_and_reason(op, shapes, attrs, reason):
+    from einsat.errors import EinsatError
+    from einsat.ir import Graph, Node, TensorType
+
+    inputs = {f"x{k}": TensorType(s, F) for k, s in enumerate(shapes)}
+    with pytest.raises(EinsatError) as e:
+        Graph([Node(op, list(inputs), ["y"], attrs, name="bad")], inputs, ["y"])
+    msg = str(e.value)
+    assert re.search(reason, msg), msg
+    assert f"'bad' ({op.value})" in msg
+    for name, t in inputs.items():
+        assert f"{name}: {t}" in msg

@@ -60,7 +60,8 @@ def conv_transpose_numpy(x, w, b, stride, dilation, padding, output_padding, gro
         for koff in np.ndindex(*kernel):                               # scatter: one strided add per offset
             dst = tuple(slice(k * d, k * d + (m - 1) * st + 1, st)
                         for k, d, m, st in zip(koff, dilation, sp, stride))
-            buf[(slice(s, s + step), slice(None), slice(None)) + dst] += cols[(Ellipsis,) + koff + (slice(None),) * nsp]
+            src = cols[(Ellipsis,) + koff + (slice(None),) * nsp]
+            buf[(slice(s, s + step), slice(None), slice(None)) + dst] += src
     crop = tuple(slice(padding[i], padding[i] + out_dims[i]) for i in range(nsp))
     y = buf[(Ellipsis,) + crop].reshape((n, groups * fg) + out_dims)
     if b is not None:
@@ -131,14 +132,17 @@ class ConvTranspose(OpDef):
         auto = a.get("auto_pad", "NOTSET")
         target = a.get("output_shape")
         if target is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
-            target = tuple(target)[-nsp:] if target is not None else tuple(d * s for d, s in zip(x.shape[2:], stride))
+            if target is None:
+                target = tuple(d * s for d, s in zip(x.shape[2:], stride))
+            target = tuple(target)[-nsp:]
             begins, ends = [], []
             for i in range(nsp):
-                total = stride[i] * (x.shape[2 + i] - 1) + out_pad[i] + dilation[i] * (w.shape[2 + i] - 1) + 1 \
-                    - target[i]
+                full = stride[i] * (x.shape[2 + i] - 1) + out_pad[i] + dilation[i] * (w.shape[2 + i] - 1) + 1
+                total = full - target[i]
                 if total < 0:
                     if "output_shape" in a:  # larger than the full output: no pads give it
-                        raise ctx.not_representable(f"ConvTranspose output_shape {target} needs negative pads")
+                        raise ctx.not_representable(f"ConvTranspose output_shape {target} needs "
+                                                    "negative pads")
                     total = 0  # auto_pad asks for in·stride but never pads negatively (onnxruntime)
                 small, big = total // 2, total - total // 2
                 begins.append(small if auto == "SAME_UPPER" else big)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from math import prod
-
 import numpy as np
 
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, one_of, register, same_dtype
@@ -114,7 +112,8 @@ class Gemm(OpDef):
         a, b = types[0], types[1]
         c = types[2] if len(types) > 2 else None
         m, n, _ = _gemm_mnk(a, b, attrs)
-        if c is not None and (c.rank > 2 or any(d not in (1, want) for d, want in zip(c.shape[::-1], (n, m)))):
+        fits = c is None or (c.rank <= 2 and all(d in (1, w) for d, w in zip(c.shape[::-1], (n, m))))
+        if not fits:
             raise ShapeError(f"c {c} does not broadcast to [{m}, {n}]")
         return [TensorType((m, n), same_dtype(types))]
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from einsat.ir.ops.onnx_args import first_output_only
-from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, \
-    register, same_dtype
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, register, same_dtype
 from einsat.ir.types import TensorType
 
 

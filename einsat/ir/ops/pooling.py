@@ -61,16 +61,21 @@ def _pool_attrs(attrs, types, names):
     return attrs
 
 
-def _padded_windows(x, kernel, stride, dilation, padding, out_dims, fill):
-    """Windows [N, C, *out, *kernel] of x padded with `fill` (and, for ceil mode, extended at the
-    end with `fill` so that the last window exists)."""
+def _pool_reduce(x, kernel, stride, dilation, padding, out_dims, fill, ufunc):
+    """`ufunc`-reduce every window of x padded with `fill` (and, for ceil mode, extended at the
+    end with `fill` so that the last window exists): one strided, vectorized step per kernel
+    offset. Returns the result [N, C, *out] and the end pads used."""
     nsp = x.ndim - 2
     ends = [max(padding[nsp + i], (out_dims[i] - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1
                 - x.shape[2 + i] - padding[i]) for i in range(nsp)]
     widths = [(0, 0), (0, 0)] + [(padding[i], ends[i]) for i in range(nsp)]
-    xp = np.pad(x, widths, constant_values=fill)
-    v = windows(xp, kernel, stride, dilation, (0,) * 2 * nsp)
-    return v[(Ellipsis,) + tuple(slice(0, o) for o in out_dims) + (slice(None),) * nsp], ends
+    xp = np.pad(x, widths, constant_values=fill) if any(w != (0, 0) for w in widths) else x
+    out = None
+    for koff in np.ndindex(*kernel):
+        taps = xp[(Ellipsis,) + tuple(slice(k * d, k * d + (o - 1) * s + 1, s)
+                                      for k, d, o, s in zip(koff, dilation, out_dims, stride))]
+        out = taps.copy() if out is None else ufunc(out, taps, out=out)
+    return out, ends
 
 
 def _from_onnx_pool(ctx, onode, with_dilation: bool):
@@ -132,13 +137,13 @@ class AvgPool(OpDef):
         k, s, p = attrs["kernel"], attrs["stride"], attrs["padding"]
         ones = (1,) * nsp
         out_dims = self.infer([TensorType.of(x)], attrs)[0].shape[2:]
-        v, ends = _padded_windows(x, k, s, ones, p, out_dims, 0)
-        total = v.sum(axis=tuple(range(-nsp, 0)), dtype=x.dtype)
+        total, ends = _pool_reduce(x, k, s, ones, p, out_dims, 0, np.add)
         # the divisor: positions of each window inside the input (or the padded input)
         mask = np.ones((1, 1) + x.shape[2:], dtype=x.dtype)
         widths = [(0, 0), (0, 0)] + [(p[i], ends[i]) for i in range(nsp)]
         if attrs["count_include_pad"]:
-            mask = np.pad(mask, [(0, 0), (0, 0)] + [(p[i], p[nsp + i]) for i in range(nsp)], constant_values=1)
+            inside = [(0, 0), (0, 0)] + [(p[i], p[nsp + i]) for i in range(nsp)]
+            mask = np.pad(mask, inside, constant_values=1)
             widths = [(0, 0), (0, 0)] + [(0, ends[i] - p[nsp + i]) for i in range(nsp)]
         mask = np.pad(mask, widths)
         count = windows(mask, k, s, ones, (0,) * 2 * nsp)
@@ -184,12 +189,11 @@ class MaxPool(OpDef):
 
     def numpy(self, args, attrs):
         x = args[0]
-        nsp = x.ndim - 2
         out_dims = self.infer([TensorType.of(x)], attrs)[0].shape[2:]
         lowest = -np.inf if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype).min
-        v, _ = _padded_windows(x, attrs["kernel"], attrs["stride"], attrs["dilation"], attrs["padding"],
-                               out_dims, lowest)
-        return [np.asarray(v.max(axis=tuple(range(-nsp, 0))), order="C")]
+        out, _ = _pool_reduce(x, attrs["kernel"], attrs["stride"], attrs["dilation"], attrs["padding"],
+                              out_dims, lowest, np.maximum)
+        return [out]
 
     def flops(self, ins, outs, attrs):
         """One comparison per window element."""

@@ -134,7 +134,8 @@ class Correct(OpDef):
                     axes = outer + [a]
                     s = [starts[b] for b in outer] + [lo]
                     e = [ends[b] for b in outer] + [hi]
-                    ins = [mutant, int64s(ctx, s, "starts"), int64s(ctx, e, "ends"), int64s(ctx, axes, "axes")]
+                    ins = [mutant, int64s(ctx, s, "starts"), int64s(ctx, e, "ends"),
+                           int64s(ctx, axes, "axes")]
                     parts.append(ctx.node("Slice", ins, [ctx.fresh("side")])[0])
                 if lo == 0:
                     parts.append(piece)

@@ -57,4 +57,4 @@ def _split_time(total: float | None):
     if total <= 0:
         raise EinsatError(f"--time-limit must be positive, got {total}")
     from einsat.egraph.session import Limits
-    return Limits(time=total * 2 / 3), total / 3
+    return Limits(time_s=total * 2 / 3), total / 3

@@ -47,7 +47,7 @@ def optimize(program, *, cost="h100", rules=None, limits=None, extractor: str = 
 
     cost: a cost model or its name ("h100", "h200", ...; see `einsat.extract.cost_model`).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
-    limits: saturation limits (`einsat.egraph.Limits`; default: the session's defaults).
+    limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
     time_limit: seconds for the ILP (default 10).
     verify: check the result numerically against the input on random inputs (default: yes;
@@ -107,28 +107,19 @@ def _load(program) -> Graph:
 def _saturate(graph: Graph, rules, limits, notify):
     """Grow the e-graph of `graph` with `rules` under `limits`; the export and a summary."""
     from einsat.egraph.session import Session
-    session = Session(limits=limits) if limits is not None else Session()
+
+    session = Session(limits)
     session.add_graph(graph)
     if rules is None:
         from einsat.rewrites.schedule import default_schedule
         rules = default_schedule()
-    report = session.run(schedule=rules, progress=_session_progress(notify))
+
+    def forward(step: int, nodes: int, elapsed: float) -> None:
+        notify(ProgressEvent("saturate", step=step, nodes=nodes, elapsed=elapsed))
+
+    report = session.run(rules, progress=forward)
     data = session.export()
     return data, SaturationSummary.of(report, data)
-
-
-def _session_progress(notify):
-    """Forward the session's step reports as `ProgressEvent`s."""
-    def forward(step) -> None:
-        if isinstance(step, ProgressEvent):
-            notify(step)
-            return
-        notify(ProgressEvent("saturate", getattr(step, "message", "") or "",
-                             step=getattr(step, "step", getattr(step, "iteration", None)),
-                             nodes=getattr(step, "nodes", getattr(step, "enodes", None)),
-                             classes=getattr(step, "classes", getattr(step, "eclasses", None)),
-                             elapsed=getattr(step, "elapsed", getattr(step, "seconds", None))))
-    return forward
 
 
 def _extract(data, model, method: str, time_limit, graph: Graph):

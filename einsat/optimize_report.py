@@ -33,24 +33,25 @@ class SaturationSummary:
     stop_reason: str
     iterations: int | None = None
     seconds: float | None = None
+    node_limit: int | None = None
+    egglog_nodes: int | None = None   # egglog's rows (list cells and Get included), what the limit bounds
     rule_matches: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
-    def of(report: Any, data) -> "SaturationSummary":
+    def of(report, data) -> "SaturationSummary":
         """From a session's `SaturationReport` and the exported e-graph."""
-        stop = getattr(report, "stop_reason", None)
-        stop = getattr(stop, "value", stop)
-        matches = getattr(report, "rule_matches", None) or getattr(report, "matches", None) or {}
         return SaturationSummary(enodes=data.num_nodes(), eclasses=len(data.classes),
-                                 stop_reason=str(stop) if stop is not None else "unknown",
-                                 iterations=getattr(report, "iterations", None),
-                                 seconds=getattr(report, "seconds", None),
-                                 rule_matches=dict(matches))
+                                 stop_reason=report.stop_reason.value, iterations=report.iterations,
+                                 seconds=report.time_s, node_limit=report.node_limit,
+                                 egglog_nodes=report.nodes,
+                                 rule_matches={k: v.matches for k, v in report.rules.items()})
 
     def __str__(self) -> str:
         text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes, stopped: {self.stop_reason}"
         if self.iterations is not None:
             text += f" after {self.iterations} iteration(s)"
+        if self.node_limit is not None and self.egglog_nodes is not None:
+            text += f" ({self.egglog_nodes:,} of {self.node_limit:,} egglog rows)"
         return text
 
 

@@ -1,9 +1,10 @@
 """`extract`: choose the cheapest program in an e-graph and rebuild it as an `ir.Graph`.
 
-Methods: "greedy-tree", "greedy" (DAG-aware greedy), "ilp" (HiGHS, started from the best
-greedy). Every method also considers the starting selections it is given (the input program's
-own selection, from `selection_of_graph`) and keeps the cheapest: extraction never returns a
-program costlier than its input.
+Methods: "greedy-tree"; "greedy": the DAG-aware greedy, then a local search (`local.improve`,
+at most `local_evals` switches tried) from the best start; "ilp": HiGHS, warm-started from
+that. The starts include the input program's own selection (`selection_of_graph`) when a
+`start` graph is given, and the cheapest is kept: extraction never returns a program costlier
+than its input (for "greedy-tree" too).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from einsat.extract.cost import CostModel, cost_model
 from einsat.extract.from_graph import selection_of_graph
 from einsat.extract.greedy import greedy_dag, greedy_tree
 from einsat.extract.ilp import solve_ilp
+from einsat.extract.local import improve
 from einsat.extract.problem import Problem, Selection
 from einsat.extract.rebuild import rebuild
 from einsat.ir.graph import Graph
@@ -31,7 +33,7 @@ class Extraction:
     `cost` is the modeled cost of `graph` (µs for the roofline models); `status` says how the
     method ended ("optimal", "time limit", "heuristic", ...); `gap` is the ILP's relative gap to
     its lower bound (0 when optimal, None for heuristics); `starts` gives the cost of each
-    starting point considered ("greedy-tree", "greedy", "input")."""
+    starting point considered ("greedy-tree", "greedy", "input", "local")."""
 
     graph: Graph
     selection: Selection
@@ -49,7 +51,7 @@ class Extraction:
 
 def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp",
             time_limit: float = 10.0, start: Graph | None = None, fold_constants: bool = True,
-            name: str = "optimized") -> Extraction:
+            name: str = "optimized", local_evals: int = 20000) -> Extraction:
     """Extract the cheapest program of `data` under `cost` (see the module docstring)."""
     if method not in METHODS:
         raise ExtractionError(f"unknown extraction method {method!r}; choose one of {METHODS}")
@@ -66,6 +68,10 @@ def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp
             starts["input"] = own
     costs = {k: problem.cost(s) for k, s in starts.items()}
     best = min(costs, key=lambda k: (costs[k], list(costs).index(k)))
+    if method != "greedy-tree":
+        starts["local"] = improve(problem, starts[best], tree, max_evals=local_evals)
+        costs["local"] = problem.cost(starts["local"])
+        best = "local" if costs["local"] < costs[best] else best
     selection, found = starts[best], costs[best]
     result = dict(method=method, status="heuristic" if method != "ilp" else "", gap=None, bound=None)
     if method == "ilp":

@@ -1,6 +1,7 @@
 from hypothesis import given
 
 from einsat.extract.greedy import greedy_dag, greedy_tree, lower_bound
+from einsat.extract.local import improve
 from einsat.extract.problem import Problem
 from tests.extract.egraphs import AttrCost, brute_force, leaf, make, node, random_egraphs
 
@@ -39,3 +40,27 @@ def test_greedy_selections_are_acyclic_and_bounded_below(data):
     for selection in (greedy_tree(problem)[0], greedy_dag(problem)):
         assert problem.is_acyclic(selection)
         assert problem.cost(selection) >= best
+
+
+def test_local_search_finds_sharing_across_outputs():
+    # R1 = r(A) [1] | s(B) [1], R2 = t(A) [1], A = a(x) [5], B = b(x) [4]: alone, R1 prefers B
+    # (5 < 6), but A is paid for R2 anyway, so R1 = r(A) gives 7 instead of 11
+    x, a, b, r1, r2 = range(5)
+    data = make({x: [leaf("x")], a: [node(5, x)], b: [node(4, x, x)], r1: [node(1, a), node(1, b)],
+                 r2: [node(1, a, a)]}, roots=[r1, r2])
+    problem = Problem(data, AttrCost())
+    tree, _ = greedy_tree(problem)
+    dag = greedy_dag(problem)
+    assert problem.cost(tree) == problem.cost(dag) == 11
+    better = improve(problem, dag, tree)
+    assert problem.cost(better) == 7 == brute_force(problem)
+
+
+@given(random_egraphs())
+def test_local_search_never_worsens_and_stays_acyclic(data):
+    problem = Problem(data, AttrCost())
+    tree, _ = greedy_tree(problem)
+    for start in (tree, greedy_dag(problem)):
+        better = improve(problem, start, tree)
+        assert problem.is_acyclic(better)
+        assert brute_force(problem) <= problem.cost(better) <= problem.cost(start)

@@ -1,0 +1,102 @@
+"""Local search on a selection: switch one e-class's e-node while that lowers the DAG cost.
+
+Greedy extractors choose each e-class alone, so they miss sharing *across* e-classes: two
+outputs that could both be computed from one common value each keep their own cheapest tree.
+One switch at a time, with the exact DAG cost, finds such sharing: switching an e-class to an
+e-node whose children are already computed costs only that e-node.
+
+The search keeps a choice for every e-class (the selection's, and the tree-greedy choice for
+the others, so that the whole choice graph is acyclic), reference counts of the needed
+e-classes and of the paid groups. A switch is costed incrementally (the e-classes it newly
+needs or frees, and their groups) and rejected if it closes a cycle: a new cycle must pass
+through the switched e-node, so one search below its children decides. Each accepted switch
+lowers the cost, so the search ends; it also stops after `max_evals` switches tried (a count,
+not a time: the result is deterministic).
+"""
+
+from __future__ import annotations
+
+from einsat.extract.problem import Problem, Selection
+
+
+class _State:
+    def __init__(self, problem: Problem, full: Selection):
+        self.p = problem
+        self.full = full
+        self.kids = [tuple(sorted(set(c.children))) for c in problem.candidates]
+        self.rc: dict[int, int] = {}
+        self.grc: dict[int, int] = {}
+        self.cost = 0.0
+        for r in problem.data.roots:
+            self._ref(r, +1)
+
+    def _ref(self, cid: int, sign: int) -> None:
+        """Add (+1) or drop (-1) one reference to `cid`, needing or freeing its sub-program."""
+        stack = [cid]
+        while stack:
+            c = stack.pop()
+            n = self.rc.get(c, 0) + sign
+            self.rc[c] = n
+            if (sign > 0 and n == 1) or (sign < 0 and n == 0):
+                idx = self.full[c]
+                self._group(idx, sign)
+                stack.extend(self.kids[idx])
+
+    def _group(self, idx: int, sign: int) -> None:
+        g = self.p.candidates[idx].group
+        n = self.grc.get(g, 0) + sign
+        self.grc[g] = n
+        if (sign > 0 and n == 1) or (sign < 0 and n == 0):
+            self.cost += sign * self.p.group_cost[g]
+
+    def reaches(self, starts, target: int) -> bool:
+        seen, stack = set(), list(starts)
+        while stack:
+            c = stack.pop()
+            if c == target:
+                return True
+            if c not in seen:
+                seen.add(c)
+                stack.extend(self.kids[self.full[c]])
+        return False
+
+    def switch(self, cid: int, idx: int) -> None:
+        """Choose `idx` for the needed e-class `cid` (new children first, so shared ones stay)."""
+        old = self.full[cid]
+        self._group(idx, +1)
+        self.full[cid] = idx
+        for k in self.kids[idx]:
+            self._ref(k, +1)
+        for k in self.kids[old]:
+            self._ref(k, -1)
+        self._group(old, -1)
+
+
+def improve(problem: Problem, selection: Selection, complete: Selection,
+            max_evals: int = 20000) -> Selection:
+    """A selection at most as costly as `selection` (see the module docstring).
+
+    `complete` must be acyclic over every e-class (the tree-greedy selection is)."""
+    full = dict(complete)
+    full.update(selection)
+    state = _State(problem, full)
+    evals, improved = 0, True
+    while improved and evals < max_evals:
+        improved = False
+        for cid in problem.order(full):
+            if state.rc.get(cid, 0) == 0:
+                continue
+            for idx in problem.classes[cid]:
+                current = full[cid]
+                if idx == current or evals >= max_evals:
+                    continue
+                evals += 1
+                if state.reaches(state.kids[idx], cid):
+                    continue
+                before = state.cost
+                state.switch(cid, idx)
+                if state.cost < before - 1e-9 * max(1.0, before):
+                    improved = True
+                else:
+                    state.switch(cid, current)
+    return {c: full[c] for c in problem.order(full)}

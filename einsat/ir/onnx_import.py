@@ -1,0 +1,299 @@
+"""ONNX import: a model (path, bytes or ModelProto) becomes an einsat `Graph`.
+
+    g = load_onnx("resnet50.onnx")
+    g = load_onnx("light_resnet50.onnx", fill_weights="random", seed=0)   # zoo models
+
+After `onnx_read.prepare` (checker, opset 13-21, static shapes, shape inference), the nodes are
+read in topological order. A node whose inputs are all constants is evaluated (`onnx_fold`)
+and its outputs become constants; Identity and inference-mode Dropout alias their input; Sum
+becomes a chain of adds. Every other node goes to the registry op with its `onnx_type`, whose
+`from_onnx(ctx, onode)` returns the einsat inputs and attributes through the context below. An
+ONNX op einsat lacks, or one whose `from_onnx` raises `ctx.not_representable(reason)`, becomes
+an opaque node: a real model never fails to import because einsat lacks an op.
+
+Constants read by an einsat node as an input are the graph's weights; those only read as
+attributes (Reshape's shape) vanish. ONNX value names are kept; node names are made unique.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from einsat.errors import EinsatError, OnnxError, ShapeError
+from einsat.ir.graph import Graph, Node, _frozen, _typed_node
+from einsat.ir.onnx_fold import fold, foldable
+from einsat.ir.onnx_read import DEFAULT_DOMAINS, default_opset, prepare, read_model
+from einsat.ir.onnx_weights import detach_weights, random_weights
+from einsat.ir.registry import REGISTRY, Op, normalize_attrs, opdef
+from einsat.ir.types import TensorType
+
+
+class NotRepresentable(Exception):
+    """Raised (via `ctx.not_representable`) by a `from_onnx` that cannot express a node."""
+
+
+def load_onnx(src, *, fill_weights: str | None = None, seed: int = 0, input_shapes=None) -> Graph:
+    """Import an ONNX model. `fill_weights="random"` first gives its floating-point weights
+    seeded random values (`onnx_weights`); `input_shapes={name: shape}` fixes symbolic dims."""
+    model, label = read_model(src)
+    weights: dict[str, np.ndarray] = {}
+    if fill_weights == "random":
+        model, weights = random_weights(model, seed)
+    elif fill_weights is not None:
+        raise OnnxError(f"{label}: fill_weights={fill_weights!r}; use None (keep) or 'random'")
+    model, big = detach_weights(model)
+    weights.update(big)
+    return ImportContext(prepare(model, label, input_shapes, weights), label, weights).run()
+
+
+def onnx_ops() -> dict[str, Any]:
+    """ONNX op type -> the registry op importing it (the first registered, when several share it)."""
+    table: dict[str, Any] = {}
+    for d in REGISTRY.values():
+        if d.onnx_type and d.op is not Op.OPAQUE:
+            table.setdefault(d.onnx_type, d)
+    return table
+
+
+class ImportContext:
+    """The state of one import, and the interface `OpDef.from_onnx` uses."""
+
+    def __init__(self, model: onnx.ModelProto, label: str, weights=None):
+        g = model.graph
+        self.model, self.label = model, label
+        self.opset = default_opset(model)
+        self._opsets = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
+        self.constants: dict[str, np.ndarray] = {i.name: _frozen(numpy_helper.to_array(i)) for i in g.initializer}
+        self.constants.update((n, _frozen(v)) for n, v in (weights or {}).items())
+        self.inputs = {i.name: _value_type(i, label) for i in g.input if i.name not in self.constants}
+        self.types: dict[str, TensorType] = dict(self.inputs)
+        self.onnx_types = {vi.name: t for vi in (*g.value_info, *g.output) if (t := _static_type(vi))}
+        self.nodes: list[Node] = []
+        self.alias: dict[str, str] = {}
+        self._ops = onnx_ops()
+        self._names = {n for node in g.node for n in (*node.input, *node.output)} | set(self.types)
+        self._node_names: set[str] = set()
+        self._fresh_count = 0
+        self._onode: onnx.NodeProto | None = None
+
+    # -- the interface of OpDef.from_onnx ------------------------------------------------
+    def attrs(self, onode: onnx.NodeProto) -> dict[str, Any]:
+        """The node's attributes as Python values (ints, floats, str, tuples, arrays)."""
+        return {a.name: _attr_value(a) for a in onode.attribute}
+
+    def constant(self, name: str) -> np.ndarray | None:
+        return self.constants.get(self.alias.get(name, name)) if name else None
+
+    def type(self, name: str) -> TensorType | None:
+        if not name:
+            return None
+        name = self.alias.get(name, name)
+        if name in self.types:
+            return self.types[name]
+        if name in self.constants:
+            return TensorType.of(self.constants[name])
+        if name in self.onnx_types:
+            return self.onnx_types[name]
+        raise ShapeError(f"{self._where()}: the shape of {name!r} is unknown")
+
+    def not_representable(self, reason: str) -> Exception:
+        return NotRepresentable(reason)
+
+    def emit(self, op: Op, inputs, attrs) -> str:
+        """Add a helper node (for ops that import as several einsat nodes); its output name."""
+        base = self._onode.output[0] if self._onode is not None else op.value
+        out = self._fresh(f"{base}__{op.value}")
+        self._add(op, list(inputs), [out], attrs, name=self._node_name(out))
+        return out
+
+    # -- the import loop -----------------------------------------------------------------
+    def run(self) -> Graph:
+        g = self.model.graph
+        used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
+        for onode in _live(g):
+            self._onode = onode
+            try:
+                self._convert(_resolved(onode, self.alias), used)
+            except EinsatError as e:
+                raise type(e)(f"{self.label}: {e}" if not str(e).startswith(self.label) else str(e)) from None
+        self._onode = None
+        outputs = [o.name for o in g.output]
+        for o in outputs:
+            target = self.alias.get(o)
+            if target is not None and target in self.constants:
+                self.constants[o] = self.constants[target]
+            elif target is not None:
+                self._add(Op.IDENTITY, [target], [o], {}, name=self._node_name(o))
+        used = {i for n in self.nodes for i in n.inputs} | set(outputs)
+        weights = {k: v for k, v in self.constants.items() if k in used}
+        try:
+            return Graph(self.nodes, self.inputs, outputs, weights, name=g.name or "graph")
+        except EinsatError as e:
+            raise type(e)(f"{self.label}: {e}") from None
+
+    def _convert(self, onode: onnx.NodeProto, used: set[str]) -> None:
+        if foldable(onode, self.constants, self.types):
+            try:
+                values = fold(onode, self.constants, self.types, self.opset)
+            except Exception as e:
+                raise OnnxError(f"{self._where()}: constant folding failed: {type(e).__name__}: {e}") from None
+            for o, v in zip(onode.output, values):
+                if o and v is not None:
+                    self.constants[o] = _frozen(v)
+            return
+        default = onode.domain in DEFAULT_DOMAINS
+        if default and onode.op_type in _SPECIAL and _SPECIAL[onode.op_type](self, onode, used):
+            return
+        d = self._ops.get(onode.op_type) if default else None
+        reason = f"einsat has no op for {onode.op_type!r}" if d is None else ""
+        if d is not None:
+            mark = len(self.nodes)
+            try:
+                inputs, attrs = d.from_onnx(self, onode)
+                self._add(d.op, inputs, list(onode.output), attrs, name=self._node_name(onode.name), used=used)
+                return
+            except NotRepresentable as e:
+                del self.nodes[mark:]
+                reason = str(e)
+        self._add_opaque(onode, reason)
+
+    def _add(self, op: Op, inputs, outputs, attrs, name: str, used: set[str] | None = None) -> None:
+        in_types = [self.type(i) for i in inputs]
+        where = f"{self._where()} as {op.value}"
+        n_out = opdef(op).num_outputs(normalize_attrs(op, attrs, in_types, where=where))
+        if used is not None:
+            extra = [o for o in outputs[n_out:] if o in used]
+            if extra:
+                raise NotRepresentable(f"einsat's {op.value} has {n_out} outputs, the model uses {extra}")
+            outputs = [o or self._fresh(f"{name}__unused") for o in outputs[:n_out]]
+            outputs += [self._fresh(f"{name}__out") for _ in range(n_out - len(outputs))]
+        node = _typed_node(Node(op, inputs, outputs, attrs, name), in_types, self.types)
+        for o in node.outputs:
+            want = self.onnx_types.get(o)
+            if want is not None and want != self.types[o]:
+                raise OnnxError(f"{where}: einsat infers {self.types[o]} for {o!r}, ONNX shape "
+                                f"inference {want} (an einsat bug: please report it)")
+        self.nodes.append(node)
+
+    def _add_opaque(self, onode: onnx.NodeProto, reason: str) -> None:
+        outputs = [o for o in onode.output if o]
+        missing = [o for o in outputs if o not in self.onnx_types]
+        if missing:
+            raise ShapeError(f"{self._where()}: kept as an opaque node ({reason}), but ONNX shape inference "
+                             f"gives no static type for {missing}; einsat needs static shapes")
+        domain = "" if onode.domain in DEFAULT_DOMAINS else onode.domain
+        attrs = {"op_type": onode.op_type, "domain": domain, "node": onode.SerializeToString(),
+                 "opset": self._opsets.get(domain, self.opset),
+                 "output_types": tuple(self.onnx_types[o] for o in outputs)}
+        self._add(Op.OPAQUE, list(onode.input), outputs, attrs, name=self._node_name(onode.name))
+
+    # -- names ---------------------------------------------------------------------------
+    def _where(self) -> str:
+        o = self._onode
+        return "ONNX node ?" if o is None else f"ONNX node {o.name or o.output[0]!r} ({o.op_type})"
+
+    def _fresh(self, hint: str) -> str:
+        name = hint
+        while name in self._names:
+            self._fresh_count += 1
+            name = f"{hint}{self._fresh_count}"
+        self._names.add(name)
+        return name
+
+    def _node_name(self, preferred: str) -> str:
+        o = self._onode
+        name = preferred or (o.output[0] if o is not None and o.output else "node")
+        base, k = name, 0
+        while name in self._node_names:
+            k += 1
+            name = f"{base}_{k}"
+        self._node_names.add(name)
+        return name
+
+
+# -- ONNX ops handled by the importer itself ------------------------------------------------
+
+def _identity(ctx: ImportContext, onode, used) -> bool:
+    ctx.alias[onode.output[0]] = onode.input[0]
+    return True
+
+
+def _dropout(ctx: ImportContext, onode, used) -> bool:
+    """Inference-mode Dropout is the identity (its mask, if read, all true)."""
+    training = onode.input[2] if len(onode.input) > 2 else ""
+    if training and (ctx.constant(training) is None or bool(ctx.constant(training))):
+        return False  # training mode: random, kept opaque
+    ctx.alias[onode.output[0]] = onode.input[0]
+    if len(onode.output) > 1 and onode.output[1] in used:
+        ctx.constants[onode.output[1]] = _frozen(np.ones(ctx.type(onode.input[0]).shape, np.bool_))
+    return True
+
+
+def _sum(ctx: ImportContext, onode, used) -> bool:
+    """Sum(x1, ..., xn) = add(...add(add(x1, x2), x3)..., xn)."""
+    xs = list(onode.input)
+    if len(xs) == 1:
+        ctx.alias[onode.output[0]] = xs[0]
+        return True
+    acc = xs[0]
+    for x in xs[1:-1]:
+        acc = ctx.emit(Op.ADD, [acc, x], {})
+    ctx._add(Op.ADD, [acc, xs[-1]], [onode.output[0]], {}, name=ctx._node_name(onode.name))
+    return True
+
+
+_SPECIAL = {"Identity": _identity, "Dropout": _dropout, "Sum": _sum}
+
+
+def _live(g: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes some graph output depends on, in order."""
+    nodes = list(g.node)
+    needed = {o.name for o in g.output}
+    live = []
+    for k in range(len(nodes) - 1, -1, -1):
+        if any(o in needed for o in nodes[k].output):
+            live.append(k)
+            needed.update(i for i in nodes[k].input if i)
+    return [nodes[k] for k in reversed(live)]
+
+
+def _resolved(onode: onnx.NodeProto, alias: dict[str, str]) -> onnx.NodeProto:
+    if not any(i in alias for i in onode.input):
+        return onode
+    copy = onnx.NodeProto()
+    copy.CopyFrom(onode)
+    del copy.input[:]
+    copy.input.extend(alias.get(i, i) for i in onode.input)
+    return copy
+
+
+def _attr_value(a: onnx.AttributeProto):
+    v = helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return tuple(x.decode("utf-8", errors="replace") if isinstance(x, bytes)
+                     else numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x for x in v)
+    return v
+
+
+def _static_type(vi: onnx.ValueInfoProto) -> TensorType | None:
+    if not vi.type.HasField("tensor_type"):
+        return None
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape") or not tt.elem_type or any(not d.HasField("dim_value") for d in tt.shape.dim):
+        return None
+    return TensorType([d.dim_value for d in tt.shape.dim], helper.tensor_dtype_to_np_dtype(tt.elem_type))
+
+
+def _value_type(vi: onnx.ValueInfoProto, label: str) -> TensorType:
+    t = _static_type(vi)
+    if t is None:
+        raise OnnxError(f"{label}: input {vi.name!r} has no static tensor type")
+    return t

@@ -1,0 +1,163 @@
+"""Reading an ONNX model and preparing it for import.
+
+`read_model` turns a path, bytes or ModelProto into a ModelProto and a label naming it in error
+messages; every failure (missing file, truncated or corrupt protobuf) is an `OnnxError` naming
+the file. `prepare` then makes the model importable: nodes in topological order (a cycle is a
+`GraphError` naming its nodes), the ONNX checker, local functions inlined, the default opset
+brought into 13-21 with `onnx.version_converter`, static input shapes (symbolic dims must be
+fixed with `input_shapes=`) and ONNX shape inference.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from pathlib import Path
+
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import shape_inference, version_converter
+
+from einsat.errors import GraphError, OnnxError
+
+MIN_OPSET, MAX_OPSET = 13, 21
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def read_model(src) -> tuple[onnx.ModelProto, str]:
+    """(model, label) from a path, bytes or a ModelProto."""
+    if isinstance(src, onnx.ModelProto):
+        return src, f"model {src.graph.name or '<unnamed>'!r}"
+    path = None
+    if isinstance(src, (bytes, bytearray, memoryview)):
+        data, label = bytes(src), "ONNX bytes"
+    elif isinstance(src, (str, os.PathLike)):
+        path = Path(src)
+        label = str(path)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise OnnxError(f"{label}: no such file") from None
+        except OSError as e:
+            raise OnnxError(f"{label}: cannot read the file: {e.strerror or e}") from None
+    else:
+        raise OnnxError(f"load_onnx takes a path, bytes or an onnx.ModelProto, not {type(src).__name__}")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise OnnxError(f"{label}: not a readable ONNX model (truncated or corrupt protobuf: {e})") from None
+    if not model.HasField("graph") or not model.opset_import:
+        raise OnnxError(f"{label}: not an ONNX model (no graph or no opset; empty or truncated file?)")
+    if path is not None and _has_external_data(model):
+        from onnx.external_data_helper import load_external_data_for_model
+        try:
+            load_external_data_for_model(model, str(path.parent))
+        except (OSError, ValueError) as e:
+            raise OnnxError(f"{label}: cannot read the model's external weight data: {e}") from None
+    return model, label
+
+
+def _has_external_data(model: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    return max((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), default=0)
+
+
+def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=()) -> onnx.ModelProto:
+    """A copy of `model` ready for import (see the module docstring). `weights` names the graph
+    inputs that stand for weights held outside the proto (`onnx_weights.detach_weights`)."""
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    sort_nodes(m.graph, label)
+    try:
+        onnx.checker.check_model(m)
+    except onnx.checker.ValidationError as e:
+        raise OnnxError(f"{label}: not a valid ONNX model: {str(e).strip().splitlines()[0]}") from None
+    if m.functions:
+        from onnx import inliner
+        m = inliner.inline_local_functions(m)
+    version = default_opset(m)
+    if not MIN_OPSET <= version <= MAX_OPSET:
+        target = MIN_OPSET if version < MIN_OPSET else MAX_OPSET
+        try:
+            m = version_converter.convert_version(m, target)
+        except Exception as e:  # the converter raises bare RuntimeErrors and more
+            raise OnnxError(f"{label}: the model uses opset {version}; einsat reads opsets "
+                            f"{MIN_OPSET}-{MAX_OPSET} and onnx.version_converter could not convert it "
+                            f"to {target}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+    fix_input_shapes(m.graph, label, input_shapes or {}, set(weights))
+    try:
+        m = shape_inference.infer_shapes(m, data_prop=True)
+    except Exception as e:  # not raised in non-strict mode but for a broken model
+        raise OnnxError(f"{label}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
+    return m
+
+
+def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: set[str]) -> None:
+    """Give every real input a static shape: from `input_shapes` or the model; else an error."""
+    weights = weights | {i.name for i in graph.initializer}
+    real = {i.name: i for i in graph.input if i.name not in weights}
+    unknown = set(input_shapes) - set(real)
+    if unknown:
+        raise OnnxError(f"{label}: input_shapes names {sorted(unknown)}, but the model's inputs are {sorted(real)}")
+    for name, vi in real.items():
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise OnnxError(f"{label}: input {name!r} is not a tensor; einsat takes tensor inputs only")
+        if name in input_shapes:
+            shape = [int(d) for d in input_shapes[name]]
+            tt.shape.Clear()
+            for d in shape:
+                tt.shape.dim.add().dim_value = d
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+        if not tt.HasField("shape") or any(not isinstance(d, int) for d in dims):
+            shown = "no shape" if not tt.HasField("shape") else f"shape {dims}"
+            raise OnnxError(f"{label}: input {name!r} has {shown}; einsat needs static shapes: pass "
+                            f"input_shapes={{{name!r}: (...)}} with every dim fixed")
+
+
+def sort_nodes(graph: onnx.GraphProto, label: str) -> None:
+    """Put the nodes in topological order (stable); a cycle is a GraphError naming its nodes."""
+    nodes = list(graph.node)
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    deps = [{producer[i] for i in n.input if i in producer} for n in nodes]
+    users: dict[int, list[int]] = {}
+    for k, ds in enumerate(deps):
+        for d in ds:
+            users.setdefault(d, []).append(k)
+    missing = [len(ds) for ds in deps]
+    ready = [k for k, c in enumerate(missing) if c == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        k = heapq.heappop(ready)
+        order.append(k)
+        for u in users.get(k, ()):
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, u)
+    if len(order) != len(nodes):
+        cycle = _cycle([k for k, c in enumerate(missing) if c > 0], deps, missing)
+        names = " -> ".join(f"{_node_label(nodes[k])}" for k in cycle)
+        raise GraphError(f"{label}: the graph has a cycle: {names}")
+    if order != list(range(len(nodes))):
+        del graph.node[:]
+        graph.node.extend(nodes[k] for k in order)
+
+
+def _cycle(stuck: list[int], deps, missing) -> list[int]:
+    k, seen, path = stuck[0], {}, []
+    while k not in seen:
+        seen[k] = len(path)
+        path.append(k)
+        k = next(d for d in deps[k] if missing[d] > 0)
+    cycle = path[seen[k]:]
+    return list(reversed(cycle)) + [cycle[-1]]
+
+
+def _node_label(node: onnx.NodeProto) -> str:
+    return f"{node.name or (node.output[0] if node.output else '?')!r} ({node.op_type})"

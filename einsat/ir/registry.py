@@ -49,6 +49,9 @@ class Op(enum.Enum):
     AVGPOOL = "avgpool"
     MAXPOOL = "maxpool"
     GLOBAL_AVGPOOL = "global_avgpool"
+    # fused kernels (conv/matmul + bias + residual + activation)
+    FUSED_CONV = "fused_conv"
+    FUSED_MATMUL = "fused_matmul"
     # normalization
     BATCHNORM = "batchnorm"
     LAYERNORM = "layernorm"
@@ -127,7 +130,8 @@ def _to_int(v):
 def _to_float(v):
     if not isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, bool):
         raise TypeError("expected a number")
-    return float(v)
+    # rounded to float32, as ONNX stores float attributes: round trips stay exact
+    return float(np.float32(v))
 
 
 @_kind("ints")
@@ -204,6 +208,11 @@ class OpDef:
 
     def num_outputs(self, attrs: Mapping[str, Any]) -> int:
         return 1
+
+    def is_multilinear(self, attrs: Mapping[str, Any]) -> bool:
+        """Whether this application is multi-linear; ops whose linearity depends on their
+        attributes (pad: only with constant 0) override it. Passes read this, not the flag."""
+        return self.multilinear
 
     # -- semantics ----------------------------------------------------------------------
     def infer(self, types: Sequence[TensorType | None], attrs: Mapping[str, Any]) -> list[TensorType]:

@@ -142,3 +142,22 @@ def test_bad_input_names_node_op_shapes_and_reason(op, shapes, attrs, reason):
     assert f"'bad' ({op.value})" in msg
     for name, t in inputs.items():
         assert f"{name}: {t}" in msg
+
+
+def test_pad_is_multilinear_exactly_when_it_fills_zero():
+    import numpy as np
+    from einsat.ir import GraphBuilder
+    from einsat.ir.registry import Op, opdef
+
+    for mode, value, linear in [("constant", 0.0, True), ("constant", 1.5, False),
+                                ("reflect", 0.0, True), ("edge", 0.0, True)]:
+        b = GraphBuilder()
+        x = b.input("x", (3, 4))
+        g = b.build(b.pad(x, pads=(1, 1, 1, 1), mode=mode, value=value))
+        node = g.nodes[0]
+        assert opdef(Op.PAD).is_multilinear(node.attrs) is linear
+        # the law itself: f(2x + y) == 2 f(x) + f(y) holds iff linear
+        rng = np.random.default_rng(0)
+        a, c = rng.standard_normal((2, 3, 4)).astype(np.float32)
+        f = lambda v: opdef(Op.PAD).numpy([v], node.attrs)[0]
+        assert np.allclose(f(2 * a + c), 2 * f(a) + f(c), atol=1e-5) is linear

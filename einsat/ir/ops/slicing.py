@@ -191,8 +191,8 @@ class Slice(_Layout):
 @register
 class Pad(_Layout):
     """np.pad with ONNX pads (all begins, then all ends): mode "constant" fills `value`,
-    "reflect" mirrors without repeating the edge, "edge" repeats it. Multi-linear only in constant
-    mode with value 0 (the class flag says False: it cannot depend on attributes)."""
+    "reflect" mirrors without repeating the edge, "edge" repeats it. Linear unless it fills a non-zero constant
+    (`is_multilinear` says so per application; the class flag stays False, the safe answer)."""
 
     op = Op.PAD
     multilinear = False
@@ -207,6 +207,10 @@ class Pad(_Layout):
         if attrs["mode"] != "constant":
             attrs["value"] = 0.0
         return attrs
+
+    def is_multilinear(self, attrs):
+        # reflect and edge copy input elements; constant mode adds `value`, linear only when 0
+        return attrs["value"] == 0.0
 
     def infer(self, types, attrs):
         x, p = types[0], attrs["pads"]

@@ -4,12 +4,31 @@ Each `*_cases` strategy draws a dict with the input shapes and the einsat attrib
 application that is valid by construction, e.g. `conv_cases()` ->
 `{"x": (N, C, *sp), "w": (F, C/g, *k), "bias": bool, "attrs": {...}}`. Arrays are left to the
 caller (draw a seed and use `arrays(seed, shape)`), which keeps shrinking fast.
+
+Whole programs and mutant pairs (from `einsat.testing.programs` and `einsat.testing.mutants`):
+
+  programs(ops, max_nodes, ...)   random well-typed programs over the registry; a program is a
+                                  list of steps (op, operand, attributes, weights), so failures
+                                  shrink to fewer steps, earlier ops, default attributes
+  multilinear_programs(...)       programs of PET's multi-linear (and affine) ops only
+  attrs_for(op, types)            valid attributes of one op for its input types
+  input_arrays(graph)             a strategy of input dicts for a program
+  program_inputs(graph, seed)     seeded standard-normal inputs (a plain function)
+  mutant_pairs(families)          `MutantPair(original, mutant, regions, family)`: a multi-linear
+                                  program, a mutant of it and the exact output regions where
+                                  they differ (none for the sound families)
+  ELEMENTWISE, MULTILINEAR, ALL_OPS  the op lists programs draw from (first = preferred)
 """
 
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import strategies as st
+
+from einsat.testing.attrs import attrs_for  # noqa: F401  (re-exported)
+from einsat.testing.mutants import MutantPair, mutant_pairs  # noqa: F401
+from einsat.testing.programs import ALL_OPS, ELEMENTWISE, MULTILINEAR, input_arrays, \
+    multilinear_programs, program_inputs, programs  # noqa: F401
 
 
 def arrays(seed: int, *shapes, dtype=np.float32) -> list[np.ndarray]:

@@ -1,0 +1,182 @@
+"""Hypothesis strategies of whole programs (re-exported by `einsat.testing.strategies`).
+
+    from hypothesis import given
+    from einsat.testing import strategies as es
+
+    @given(es.programs(max_nodes=4))
+    def test_my_pass_keeps_outputs(graph):
+        assert equivalent(graph, my_pass(graph))
+
+Everything shrinks: a program is drawn (`st.composite`) as a list of steps — an op, the value it
+applies to, its attributes and any weights it needs — so hypothesis reduces a failing program to
+fewer steps, earlier ops in the op list, smaller shapes and default attributes.
+
+  attrs_for(op, types)                   valid attributes of an op for its input types
+  programs(ops, max_nodes, ...)          random well-typed programs over the registry
+  multilinear_programs(...)              programs of PET's multi-linear ops (MLTPs) only
+  mutant_pairs(families)                 (original, mutant, regions where they differ): mutants.py
+  program_inputs(graph)                  input arrays for a program
+
+`ELEMENTWISE`, `MULTILINEAR` and `ALL_OPS` are the op lists the strategies draw from by default;
+pass `ops=[...]` to draw from others (in order of preference: shrinking moves to the first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from einsat.errors import AttributeValueError, ShapeError
+from einsat.ir.builder import GraphBuilder
+from einsat.ir.registry import Op
+from einsat.testing.attrs import attrs_for
+
+__all__ = ["ALL_OPS", "ELEMENTWISE", "MULTILINEAR", "input_arrays", "multilinear_programs", "program_inputs",
+           "programs"]
+
+ELEMENTWISE = [Op.ADD, Op.RELU, Op.MUL, Op.SUB, Op.SIGMOID, Op.TANH, Op.DIV, Op.GELU, Op.LEAKY_RELU]
+MULTILINEAR = [Op.ADD, Op.TRANSPOSE, Op.MUL, Op.SUB, Op.RESHAPE, Op.MATMUL, Op.CONV, Op.CONCAT, Op.SPLIT,
+               Op.SLICE, Op.PAD, Op.AVGPOOL, Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.GLOBAL_AVGPOOL, Op.FLATTEN,
+               Op.UNSQUEEZE, Op.SQUEEZE, Op.EXPAND, Op.BATCHMATMUL, Op.GEMM, Op.BATCHNORM, Op.GATHER,
+               Op.CONV_TRANSPOSE]
+ALL_OPS = ELEMENTWISE + [op for op in MULTILINEAR if op not in ELEMENTWISE] + \
+    [Op.SOFTMAX, Op.MAXPOOL, Op.LAYERNORM]
+
+
+def _shapes(min_rank: int = 1, max_rank: int = 4, min_side: int = 1, max_side: int = 5) -> st.SearchStrategy:
+    return st.lists(st.integers(min_side, max_side), min_size=min_rank, max_size=max_rank).map(tuple)
+
+
+def program_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded standard-normal inputs for `graph` (a plain function: use it inside a test)."""
+    from einsat.verify.numeric import random_inputs
+    return random_inputs(graph, seed)
+
+
+def input_arrays(graph) -> st.SearchStrategy:
+    """A strategy of input dicts for `graph`: finite floats in [-2, 2]."""
+    elems = st.floats(-2, 2, width=32, allow_nan=False)
+    return st.fixed_dictionaries({n: hnp.arrays(graph.types[n].dtype, graph.types[n].shape, elements=elems)
+                                  for n in graph.inputs})
+
+
+def _weight(b, shape, positive=False):
+    w = b.weight(None, tuple(shape))
+    if positive:  # keep divisors and variances away from zero
+        b._weights[w.name] = np.abs(b._weights[w.name]) + np.float32(0.5)
+    return w
+
+
+def _other(draw, b, x, pool, op):
+    """The second operand of a binary op: x itself, a value of the same shape, or a weight that
+    broadcasts (a suffix of x's shape with some dims set to 1)."""
+    same = [t for t in pool if t.shape == x.shape]
+    kind = draw(st.integers(0, 2))
+    if op is Op.DIV or kind == 2 or not same:
+        k = draw(st.integers(0, x.type.rank))
+        shape = [n if draw(st.booleans()) else 1 for n in x.shape[k:]]
+        return _weight(b, shape, positive=op is Op.DIV)
+    return x if kind == 0 else draw(st.sampled_from(same))
+
+
+def _make(draw, b, op: Op, x, pool, pad_modes):
+    """Apply `op` to `x` (drawing what else it needs); None when it does not apply to x."""
+    r, shape = x.type.rank, x.shape
+    if op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
+        return [b.op(op, x, _other(draw, b, x, pool, op))]
+    if op in (Op.RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.LEAKY_RELU, Op.IDENTITY):
+        return [b.op(op, x, **draw(attrs_for(op, [x.type])))]
+    if op is Op.MATMUL and r >= 1:
+        return [b.matmul(x, _weight(b, (shape[-1], draw(st.integers(1, 4)))))]
+    if op is Op.BATCHMATMUL and r == 3:
+        return [b.batchmatmul(x, _weight(b, (shape[0], shape[2], draw(st.integers(1, 4)))))]
+    if op is Op.GEMM and r == 2:
+        a = draw(attrs_for(op, [x.type]))
+        k = shape[0] if a["trans_a"] else shape[1]
+        n = draw(st.integers(1, 4))
+        w = _weight(b, (n, k) if a["trans_b"] else (k, n))
+        c = _weight(b, (n,)) if draw(st.booleans()) else None
+        return [b.gemm(x, w, c, **a)] if c is not None else [b.gemm(x, w, **a)]
+    if op in (Op.CONV, Op.CONV_TRANSPOSE) and r in (3, 4):
+        c = shape[1]
+        g = draw(st.sampled_from([d for d in range(1, c + 1) if c % d == 0]))
+        f = g * draw(st.integers(1, 2))
+        kernel = tuple(draw(st.integers(1, 3)) for _ in shape[2:])
+        wshape = (f, c // g) + kernel if op is Op.CONV else (c, f // g) + kernel
+        w = _weight(b, wshape)
+        attrs = draw(attrs_for(op, [x.type, w.type]))
+        bias = _weight(b, (f,)) if draw(st.booleans()) else None
+        return [b.op(op, x, w, bias, groups=g, **attrs)] if bias is not None else \
+            [b.op(op, x, w, groups=g, **attrs)]
+    if op in (Op.AVGPOOL, Op.MAXPOOL, Op.GLOBAL_AVGPOOL) and r in (3, 4):
+        return [b.op(op, x, **draw(attrs_for(op, [x.type])))]
+    if op is Op.BATCHNORM and r >= 2:
+        c = shape[1]
+        params = [_weight(b, (c,)), _weight(b, (c,)), _weight(b, (c,)), _weight(b, (c,), positive=True)]
+        return [b.batchnorm(x, *params)]
+    if op is Op.LAYERNORM and r >= 1:
+        a = draw(attrs_for(op, [x.type]))
+        return [b.layernorm(x, _weight(b, shape[a["axis"]:]), **a)]
+    if op is Op.SQUEEZE and 1 not in shape:
+        return None
+    if op is Op.SPLIT and max(shape, default=0) < 2:
+        return None
+    if op is Op.EXPAND and 1 not in shape:
+        return None
+    if op is Op.CONCAT:
+        a = draw(attrs_for(op, [x.type]))
+        same = [t for t in pool if t.shape[:a["axis"]] == shape[:a["axis"]] and t.type.rank == r
+                and t.shape[a["axis"] + 1:] == shape[a["axis"] + 1:]]
+        return [b.concat(x, draw(st.sampled_from(same)), **a)]
+    if op is Op.GATHER and r >= 1:
+        a = draw(attrs_for(op, [x.type]))
+        n = shape[a["axis"]]
+        idx = draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=3))
+        return [b.gather(x, b.weight(None, np.array(idx, dtype=np.int64)), **a)]
+    if op in (Op.TRANSPOSE, Op.RESHAPE, Op.FLATTEN, Op.UNSQUEEZE, Op.SQUEEZE, Op.EXPAND, Op.SPLIT,
+              Op.SLICE, Op.PAD, Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.SOFTMAX) and r >= 1:
+        out = b.op(op, x, **draw(attrs_for(op, [x.type], pad_modes=pad_modes)))
+        return list(out) if isinstance(out, tuple) else [out]
+    return None
+
+
+@st.composite
+def programs(draw, ops=None, max_nodes: int = 5, max_inputs: int = 2, min_rank: int = 1, max_rank: int = 4,
+             max_side: int = 5, max_size: int = 2048, pad_modes=("constant", "reflect", "edge")):
+    """A random well-typed program: up to `max_nodes` ops from `ops` (default `ALL_OPS`) over
+    1..`max_inputs` float32 inputs; weights are seeded normals. Its outputs are the last value
+    and, sometimes, one earlier value."""
+    ops = list(ops or ALL_OPS)
+    b = GraphBuilder("random", seed=draw(st.integers(0, 2**16)))
+    pool = []
+    for k in range(draw(st.integers(1, max_inputs))):
+        pool.append(b.input(f"x{k}", draw(_shapes(min_rank, max_rank, 1, max_side))))
+    inputs = list(pool)
+    made = []
+    for _ in range(draw(st.integers(1, max_nodes))):
+        op = draw(st.sampled_from(ops))
+        x = draw(st.sampled_from(pool))
+        try:
+            outs = _make(draw, b, op, x, pool, pad_modes)
+        except (ShapeError, AttributeValueError):
+            outs = None  # the drawn attributes do not fit: this step adds nothing
+        if outs and all(o.type.size <= max_size and o.type.size > 0 for o in outs):
+            pool.extend(outs)
+            made.append(outs[0])
+    if not made:  # at least one op: the first in the list that applies
+        for op in ops:
+            outs = _make(draw, b, op, inputs[0], pool, pad_modes)
+            if outs:
+                made.append(outs[0])
+                break
+    results = [made[-1]]
+    if len(made) > 1 and draw(st.booleans()):
+        results.insert(0, draw(st.sampled_from(made[:-1])))
+    return b.build(*results)
+
+
+def multilinear_programs(ops=None, **kwargs) -> st.SearchStrategy:
+    """Programs of multi-linear (and affine) ops only: PET's MLTPs, testable over the field."""
+    kwargs.setdefault("pad_modes", ("constant", "reflect", "edge"))
+    return programs(ops=ops or MULTILINEAR, **kwargs)

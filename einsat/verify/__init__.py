@@ -1,0 +1,14 @@
+"""Verification: numeric equivalence, exact finite-field testing and PET's corrector.
+
+    from einsat.verify import equivalent, find_differences, correct
+    report = equivalent(g1, g2)                  # random float inputs, tolerance from op count/dtype
+    diffs = find_differences(original, mutant)   # PET §5: boxes, Theorems 1 and 2, mod 2^31-1
+    fixed = correct(original, mutant, diffs)     # the mutant with its wrong regions recomputed
+"""
+
+from einsat.verify.correction import correct, restrict
+from einsat.verify.corrector import Differences, find_differences
+from einsat.verify.field import P, NotMultilinearError
+from einsat.verify.regions import Region
+
+__all__ = ["Differences", "NotMultilinearError", "P", "Region", "correct", "find_differences", "restrict"]

@@ -1,0 +1,176 @@
+"""Exact arithmetic over the field of integers mod p = 2^31 − 1 (PET §5.1, Theorem 2).
+
+Values are int64 NumPy arrays of residues in [0, p). No operation overflows: a product of two
+residues is below 2^62, and sums are reduced after every product. Matrix products split each
+residue into a 15-bit and a 16-bit limb and multiply the limbs with float64 BLAS, which is exact
+while a dot product has at most 2^20 terms (longer ones are chunked).
+
+Real numbers enter the field through `embed`: every finite float is a dyadic rational m·2^e and
+maps to m·2^e mod p (2 is invertible mod p). The map is a ring homomorphism on dyadic rationals,
+so a program's exact real semantics over float constants is mirrored exactly in the field. (2 has
+order 31 mod p, so 1.0 and 2^31 share a residue: constants that differ by such factors collide.)
+
+Random field values are a function of (key, flat position): any subset of a tensor can be drawn
+without drawing the rest, and every evaluation of the same key sees the same tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from einsat.errors import VerificationError
+
+P = 2**31 - 1
+MAX_DOT = 1 << 20  # terms per exact float64 limb dot product (4 limb products of < 2^31 each)
+
+_U64 = np.uint64
+_GOLDEN = _U64(0x9E3779B97F4A7C15)
+_M1 = _U64(0xBF58476D1CE4E5B9)
+_M2 = _U64(0x94D049BB133111EB)
+
+
+class NotMultilinearError(VerificationError):
+    """A program contains an op that has no exact meaning over the field."""
+
+
+def embed(values) -> np.ndarray:
+    """Float, int or bool array -> residues mod p, exact for every finite float (dyadic rational)."""
+    a = np.asarray(values)
+    if a.dtype == np.bool_ or np.issubdtype(a.dtype, np.integer):
+        return np.mod(a.astype(np.int64), P)
+    a = a.astype(np.float64)
+    if not np.all(np.isfinite(a)):
+        raise VerificationError("cannot embed a non-finite value (nan or inf) in the field")
+    mant, exp = np.frexp(a)                       # a = mant * 2**exp, 0.5 <= |mant| < 1
+    m = np.round(mant * 2.0**53).astype(np.int64)  # exact: 53-bit mantissa
+    shift = np.mod(exp.astype(np.int64) - 53, 31)  # 2**31 == 1 (mod p)
+    return np.mod(np.mod(m, P) * np.left_shift(np.int64(1), shift), P)
+
+
+def inverse(a) -> np.ndarray:
+    """Multiplicative inverse mod p (Fermat); zero has none."""
+    a = np.asarray(a, dtype=np.int64)
+    if np.any(a % P == 0):
+        raise VerificationError("division by zero in the field")
+    values, where = np.unique(np.mod(a, P), return_inverse=True)
+    inv = np.array([pow(int(v), P - 2, P) for v in values], dtype=np.int64)
+    return inv[where].reshape(a.shape)
+
+
+def mul(a, b) -> np.ndarray:
+    return np.mod(np.multiply(a, b, dtype=np.int64), P)
+
+
+def add(a, b) -> np.ndarray:
+    return np.mod(np.add(a, b, dtype=np.int64), P)
+
+
+def sub(a, b) -> np.ndarray:
+    return np.mod(np.subtract(a, b, dtype=np.int64), P)
+
+
+def sum_mod(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
+    """Sum of residues mod p: exact while fewer than 2^32 terms are summed at once."""
+    return np.mod(np.sum(a, axis=axis, keepdims=keepdims, dtype=np.int64), P)
+
+
+def dot_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum(a * b, axis=-1) mod p for equal-shaped residue arrays (chunked along the last axis)."""
+    out = np.zeros(np.broadcast_shapes(a.shape, b.shape)[:-1], dtype=np.int64)
+    step = 1 << 30  # each product < 2^62 reduced to < 2^31, so 2^31 of them fit in int64
+    for s in range(0, a.shape[-1], step):
+        out = np.mod(out + np.sum(mul(a[..., s:s + step], b[..., s:s + step]), axis=-1), P)
+    return out
+
+
+def _limbs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (a >> 16).astype(np.float64), (a & 0xFFFF).astype(np.float64)
+
+
+def matmul_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul over the field (2-d or batched with broadcasting), through exact float64 BLAS.
+
+    Each limb product is below 2^32, so a dot product of at most 2^20 terms, summed twice for
+    the cross limbs, stays below 2^53 where float64 is exact.
+    """
+    a = np.asarray(a, dtype=np.int64)
+    b = np.asarray(b, dtype=np.int64)
+    k = a.shape[-1]
+    out = None
+    for s in range(0, max(k, 1), MAX_DOT):
+        ah, al = _limbs(a[..., s:s + MAX_DOT])
+        bh, bl = _limbs(b[..., s:s + MAX_DOT, :])
+        hh = np.mod(np.matmul(ah, bh).astype(np.int64), P)
+        cross = np.mod((np.matmul(ah, bl) + np.matmul(al, bh)).astype(np.int64), P)
+        ll = np.mod(np.matmul(al, bl).astype(np.int64), P)
+        # a*b = hh·2^32 + cross·2^16 + ll, and 2^32 == 2 (mod p)
+        part = np.mod(hh * 2 + cross * 65536 + ll, P)
+        out = part if out is None else np.mod(out + part, P)
+    return out
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer: a bijection of uint64 with good avalanche."""
+    z = z ^ (z >> _U64(30))
+    z = z * _M1
+    z = z ^ (z >> _U64(27))
+    z = z * _M2
+    return z ^ (z >> _U64(31))
+
+
+def mix_key(*parts: int) -> int:
+    """A 64-bit key from integers (seed, test number, variable number, ...)."""
+    z = np.array([0], dtype=_U64)
+    with np.errstate(over="ignore"):
+        for part in parts:
+            z = _mix(z + _U64(part & 0xFFFFFFFFFFFFFFFF) * _GOLDEN + _GOLDEN)
+    return int(z[0])
+
+
+def hash_rows(rows: np.ndarray) -> np.ndarray:
+    """One non-negative int64 hash per row of an int64 (or float64, by its bits) matrix."""
+    rows = np.ascontiguousarray(rows)
+    if rows.dtype != np.int64:
+        rows = rows.astype(np.float64).view(np.int64)
+    h = np.zeros(rows.shape[0], dtype=_U64)
+    with np.errstate(over="ignore"):
+        for col in rows.T:
+            h = _mix(h * _GOLDEN + col.astype(_U64) + _GOLDEN)
+    return (h >> _U64(2)).astype(np.int64)
+
+
+def random_at(key: int, flat: np.ndarray) -> np.ndarray:
+    """Uniform residues at flat positions `flat` of the random tensor named by `key`."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(flat, dtype=np.int64).astype(_U64) * _GOLDEN + _U64(key)
+        return (_mix(z) % _U64(P)).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Field values of a graph input or weight: a random tensor (`key`), a constant, or both added.
+
+    `degree` is 1 when the source is a variable (random), 0 when it is a constant.
+    """
+
+    key: int | None = None
+    const: np.ndarray | None = None  # residues, the tensor's full shape
+
+    @property
+    def degree(self) -> int:
+        return 0 if self.key is None else 1
+
+    def at(self, flat: np.ndarray, test: int) -> np.ndarray:
+        flat = np.asarray(flat, dtype=np.int64)
+        out = np.zeros(flat.shape, dtype=np.int64)
+        if self.key is not None:
+            out = random_at(mix_key(self.key, test), flat)
+        if self.const is not None:
+            out = add(out, self.const.reshape(-1)[flat])
+        return out
+
+    def dense(self, shape: tuple[int, ...], test: int) -> np.ndarray:
+        size = int(np.prod(shape, dtype=np.int64))
+        return self.at(np.arange(size, dtype=np.int64), test).reshape(shape)

@@ -1,0 +1,191 @@
+"""Region restriction rules: which input regions an output region of an op reads, and the op
+(with adjusted attributes) that computes just that region from them.
+
+A rule takes (node, output index, region, graph) and returns (op, [(input, region)], attrs), or
+(None, [(input, region)], None) when the region is simply a region of an input, or None when it
+has no restriction (the op is then computed whole and sliced).
+"""
+
+from __future__ import annotations
+
+from einsat.ir.registry import REGISTRY, Op
+from einsat.verify.regions import Region
+
+
+def _shape(g, name):
+    return g.types[name].shape
+
+
+def _broadcast(region: Region, in_shape) -> Region:
+    """The region of a broadcast input that an output region reads."""
+    off = len(region.starts) - len(in_shape)
+    st = [0 if n == 1 else region.starts[off + d] for d, n in enumerate(in_shape)]
+    en = [1 if n == 1 else region.ends[off + d] for d, n in enumerate(in_shape)]
+    return Region(st, en)
+
+
+def elementwise(node, k, region, g):
+    ins = [(i, _broadcast(region, _shape(g, i)) if i else None) for i in node.inputs]
+    return node.op, ins, dict(node.attrs)
+
+
+def transpose(node, k, region, g):
+    perm = node.attrs["perm"]
+    st, en = [0] * len(perm), [0] * len(perm)
+    for i, p in enumerate(perm):
+        st[p], en[p] = region.starts[i], region.ends[i]
+    return node.op, [(node.inputs[0], Region(st, en))], dict(node.attrs)
+
+
+def _window(lo_out, hi_out, stride, pad, span, n):
+    """Input rows [a, b) read by output rows [lo_out, hi_out), and the padding (begin, end) left."""
+    lo = lo_out * stride - pad
+    hi = (hi_out - 1) * stride - pad + span
+    a, b = max(lo, 0), min(hi, n)
+    return a, b, a - lo, hi - b
+
+
+def conv(node, k, region, g):
+    x, w = node.inputs[0], node.inputs[1]
+    xs, ws = _shape(g, x), _shape(g, w)
+    a = node.attrs
+    groups, f = a["groups"], ws[0]
+    fg, cg = f // groups, xs[1] // groups
+    f0, f1 = region.starts[1], region.ends[1]
+    if groups > 1 and (f0 % fg or f1 % fg):
+        return None
+    g0, g1 = f0 // fg, -(-f1 // fg)
+    nsp = len(xs) - 2
+    xst, xen, pb, pe = [region.starts[0], g0 * cg], [region.ends[0], g1 * cg], [], []
+    for i in range(nsp):
+        span = a["dilation"][i] * (ws[2 + i] - 1) + 1
+        lo, hi, b, e = _window(region.starts[2 + i], region.ends[2 + i], a["stride"][i], a["padding"][i],
+                               span, xs[2 + i])
+        if hi <= lo:
+            return None
+        xst.append(lo)
+        xen.append(hi)
+        pb.append(b)
+        pe.append(e)
+    wreg = Region((f0,) + (0,) * (len(ws) - 1), (f1,) + tuple(ws[1:]))
+    ins = [(x, Region(xst, xen)), (w, wreg)]
+    if len(node.inputs) > 2 and node.inputs[2]:
+        ins.append((node.inputs[2], Region((f0,), (f1,))))
+    attrs = dict(a, padding=tuple(pb + pe), groups=g1 - g0)
+    return node.op, ins, attrs
+
+
+def avgpool(node, k, region, g):
+    x = node.inputs[0]
+    xs, a = _shape(g, x), node.attrs
+    nsp = len(xs) - 2
+    st, en, pb, pe = list(region.starts[:2]), list(region.ends[:2]), [], []
+    for i in range(nsp):
+        lo, hi, b, e = _window(region.starts[2 + i], region.ends[2 + i], a["stride"][i], a["padding"][i],
+                               a["kernel"][i], xs[2 + i])
+        if hi <= lo or e > a["padding"][nsp + i] or max(b, e) >= a["kernel"][i]:
+            return None  # a ceil-mode window past the padding: keep the whole op
+        st.append(lo)
+        en.append(hi)
+        pb.append(b)
+        pe.append(e)
+    return node.op, [(x, Region(st, en))], dict(a, padding=tuple(pb + pe), ceil_mode=0)
+
+
+def matmul(node, k, region, g):
+    a, b = node.inputs
+    xa, xb = _shape(g, a), _shape(g, b)
+    if len(xa) < 2 or len(xb) < 2:
+        return None
+    batch = Region(region.starts[:-2], region.ends[:-2])
+    ra = _broadcast(batch, xa[:-2]) if len(xa) > 2 else Region((), ())
+    rb = _broadcast(batch, xb[:-2]) if len(xb) > 2 else Region((), ())
+    ra = Region(ra.starts + (region.starts[-2], 0), ra.ends + (region.ends[-2], xa[-1]))
+    rb = Region(rb.starts + (0, region.starts[-1]), rb.ends + (xb[-2], region.ends[-1]))
+    return node.op, [(a, ra), (b, rb)], dict(node.attrs)
+
+
+def gemm(node, k, region, g):
+    a, b = node.inputs[0], node.inputs[1]
+    (i0, j0), (i1, j1) = region.starts, region.ends
+    xa, xb = _shape(g, a), _shape(g, b)
+    ra = Region((0, i0), (xa[0], i1)) if node.attrs["trans_a"] else Region((i0, 0), (i1, xa[1]))
+    rb = Region((j0, 0), (j1, xb[1])) if node.attrs["trans_b"] else Region((0, j0), (xb[0], j1))
+    ins = [(a, ra), (b, rb)]
+    if len(node.inputs) > 2 and node.inputs[2]:
+        ins.append((node.inputs[2], _broadcast(region, _shape(g, node.inputs[2]))))
+    return node.op, ins, dict(node.attrs)
+
+
+def concat(node, k, region, g):
+    axis = node.attrs["axis"]
+    r0, r1 = region.starts[axis], region.ends[axis]
+    pieces, off = [], 0
+    for i in node.inputs:
+        n = _shape(g, i)[axis]
+        lo, hi = max(r0, off), min(r1, off + n)
+        if hi > lo:
+            st = region.starts[:axis] + (lo - off,) + region.starts[axis + 1:]
+            en = region.ends[:axis] + (hi - off,) + region.ends[axis + 1:]
+            pieces.append((i, Region(st, en)))
+        off += n
+    if len(pieces) == 1:
+        return None, pieces, None
+    return node.op, pieces, dict(node.attrs)
+
+
+def split(node, k, region, g):
+    axis = node.attrs["axis"]
+    off = sum(node.attrs["sizes"][:k])
+    st = region.starts[:axis] + (region.starts[axis] + off,) + region.starts[axis + 1:]
+    en = region.ends[:axis] + (region.ends[axis] + off,) + region.ends[axis + 1:]
+    return None, [(node.inputs[0], Region(st, en))], None
+
+
+def slice_(node, k, region, g):
+    a = node.attrs
+    if any(s < 0 for s in a["steps"]):
+        return None
+    st = [s + r * step for s, r, step in zip(a["starts"], region.starts, a["steps"])]
+    en = [s + (r - 1) * step + 1 for s, r, step in zip(a["starts"], region.ends, a["steps"])]
+    if all(step == 1 for step in a["steps"]):
+        return None, [(node.inputs[0], Region(st, en))], None
+    n = [e - s for s, e in zip(st, en)]
+    return node.op, [(node.inputs[0], Region(st, en))], {"starts": (0,) * len(n), "ends": tuple(n),
+                                                         "steps": a["steps"]}
+
+
+def pad(node, k, region, g):
+    a = node.attrs
+    if a["mode"] != "constant":
+        return None
+    xs = _shape(g, node.inputs[0])
+    r = len(xs)
+    st, en, pb, pe = [], [], [], []
+    for d in range(r):
+        lo, hi = region.starts[d] - a["pads"][d], region.ends[d] - a["pads"][d]
+        s, e = max(lo, 0), min(hi, xs[d])
+        if e <= s:
+            return None
+        st.append(s)
+        en.append(e)
+        pb.append(s - lo)
+        pe.append(hi - e)
+    return node.op, [(node.inputs[0], Region(st, en))], dict(a, pads=tuple(pb + pe))
+
+
+def batchnorm(node, k, region, g):
+    c = Region((region.starts[1],), (region.ends[1],))
+    return node.op, [(node.inputs[0], region)] + [(i, c) for i in node.inputs[1:]], dict(node.attrs)
+
+
+def identity(node, k, region, g):
+    return None, [(node.inputs[0], region)], None
+
+
+RESTRICT = {Op.TRANSPOSE: transpose, Op.CONV: conv, Op.AVGPOOL: avgpool, Op.MATMUL: matmul,
+            Op.BATCHMATMUL: matmul, Op.GEMM: gemm, Op.CONCAT: concat, Op.SPLIT: split,
+            Op.SLICE: slice_, Op.PAD: pad, Op.BATCHNORM: batchnorm, Op.IDENTITY: identity}
+for _op, _d in REGISTRY.items():  # element-wise ops read the same region (broadcast)
+    if _d.elementwise:
+        RESTRICT.setdefault(_op, elementwise)

@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from einsat.errors import EinsatError, OnnxError, ShapeError
+from einsat.errors import AttributeValueError, EinsatError, OnnxError, ShapeError
 from einsat.ir.graph import Graph, Node, _frozen, _typed_node
 from einsat.ir.onnx_fold import fold, foldable
 from einsat.ir.onnx_read import DEFAULT_DOMAINS, default_opset, prepare, read_model
@@ -146,6 +146,8 @@ class ImportContext:
                     self.constants[o] = _frozen(v)
             return
         default = onode.domain in DEFAULT_DOMAINS
+        if default:
+            self._check_enums(onode)
         if default and onode.op_type in _SPECIAL and _SPECIAL[onode.op_type](self, onode, used):
             return
         d = self._ops.get(onode.op_type) if default else None
@@ -160,6 +162,15 @@ class ImportContext:
                 del self.nodes[mark:]
                 reason = str(e)
         self._add_opaque(onode, reason)
+
+    def _check_enums(self, onode: onnx.NodeProto) -> None:
+        """String attributes ONNX allows only a few values for: an error here, not a silent
+        default in an op's `from_onnx` or a failure when an opaque node runs."""
+        for a in onode.attribute:
+            allowed = _ENUMS.get((onode.op_type, a.name)) or _ENUMS.get((None, a.name))
+            if allowed and a.type == onnx.AttributeProto.STRING and a.s.decode(errors="replace") not in allowed:
+                raise AttributeValueError(f"{self._where()}: attribute {a.name}={a.s.decode(errors='replace')!r} "
+                                          f"is not one of {sorted(allowed)}")
 
     def _add(self, op: Op, inputs, outputs, attrs, name: str, used: set[str] | None = None) -> None:
         in_types = [self.type(i) for i in inputs]
@@ -247,6 +258,13 @@ def _sum(ctx: ImportContext, onode, used) -> bool:
 
 
 _SPECIAL = {"Identity": _identity, "Dropout": _dropout, "Sum": _sum}
+
+# (op type or None for every op, attribute) -> the values the ONNX spec allows
+_ENUMS = {
+    (None, "auto_pad"): {"NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"},
+    ("Pad", "mode"): {"constant", "reflect", "edge", "wrap"},
+    ("Gelu", "approximate"): {"none", "tanh"},
+}
 
 
 def _live(g: onnx.GraphProto) -> list[onnx.NodeProto]:

@@ -1,0 +1,164 @@
+"""The device interface the GPU lowering is written against, and its CuPy implementation.
+
+Op implementations (`einsat.gpu.lower`) never call CuPy directly: they allocate with
+`dev.empty`, launch generated kernels with `dev.launch`, and call `dev.gemm` / `dev.conv`.
+Arrays are NumPy-like (shape, dtype, strides in bytes, views by slicing/transposing).
+`CupyDevice` runs them on a GPU; tests run the same lowering on a host emulation of this
+interface. Allocation goes through `dev.allocator`, which `CompiledProgram` swaps to trace
+and then to replay a static memory plan.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from einsat.errors import ExecutionError
+from einsat.gpu.kernels.codegen import Kernel
+
+
+class Allocator(Protocol):
+    def __call__(self, shape: tuple[int, ...], dtype: np.dtype) -> Any: ...
+
+
+class Device(Protocol):
+    """What the lowering needs from a device."""
+
+    name: str
+    xp: Any          # the array module (cupy, or numpy in host emulation)
+    tf32: bool
+
+    def empty(self, shape, dtype) -> Any: ...
+    def upload(self, array: np.ndarray) -> Any: ...
+    def download(self, array) -> np.ndarray: ...
+    def launch(self, kernel: Kernel, args: list) -> None: ...
+    def fill(self, array, value: float) -> None: ...
+    def gemm(self, call, a, b, c, alpha: float, beta: float) -> None: ...
+    def conv(self, plan, x, w, y) -> None: ...
+
+
+class CupyDevice:
+    """The current CUDA device through CuPy, cuBLAS (ctypes) and cuDNN (ctypes)."""
+
+    name = "cupy"
+
+    def __init__(self, tf32: bool = False):
+        try:
+            import cupy
+        except ImportError as e:
+            raise ExecutionError("the cupy backend needs CuPy (pip install 'einsat[gpu]')") from e
+        self.cp = self.xp = cupy
+        self.tf32 = tf32
+        dev = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        self.properties = props
+        self.sm_count = int(props["multiProcessorCount"])
+        self._modules: dict[str, Any] = {}
+        self._constants: dict[int, tuple[Any, Any]] = {}
+        self._cublas = None
+        self._cudnn = None
+        self._workspaces: list[Any] = []   # never freed: captured graphs may point into them
+        self.allocator: Allocator = self._alloc
+
+    # -- memory ---------------------------------------------------------------------------
+    def _alloc(self, shape, dtype):
+        return self.cp.empty(tuple(shape), dtype=dtype)
+
+    def empty(self, shape, dtype):
+        return self.allocator(tuple(int(d) for d in shape), np.dtype(dtype))
+
+    def upload(self, array: np.ndarray):
+        return self.cp.asarray(np.ascontiguousarray(array))
+
+    def constant(self, array: np.ndarray):
+        """An uploaded copy of a constant, cached for the array's lifetime."""
+        hit = self._constants.get(id(array))
+        if hit is None or hit[0] is not array:
+            hit = (array, self.upload(array))
+            self._constants[id(array)] = hit
+        return hit[1]
+
+    def download(self, array) -> np.ndarray:
+        return self.cp.asnumpy(array)
+
+    def fill(self, array, value: float) -> None:
+        array.fill(value)
+
+    def workspace(self, nbytes: int) -> int:
+        """A device pointer to at least `nbytes` of scratch (grows; old buffers stay alive)."""
+        if not self._workspaces or self._workspaces[-1].nbytes < nbytes:
+            self._workspaces.append(self.cp.empty(max(nbytes, 1 << 20), dtype=np.uint8))
+        return self._workspaces[-1].data.ptr
+
+    @property
+    def stream_ptr(self) -> int:
+        return self.cp.cuda.get_current_stream().ptr
+
+    def synchronize(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
+
+    # -- kernels ----------------------------------------------------------------------------
+    def compile(self, kernel: Kernel):
+        mod = self._modules.get(kernel.name)
+        if mod is None:
+            mod = self.cp.RawKernel(kernel.source, kernel.name, options=("--std=c++17",))
+            mod.compile()
+            self._modules[kernel.name] = mod
+        return mod
+
+    def launch(self, kernel: Kernel, args: list) -> None:
+        if kernel.work <= 0:
+            return
+        fn = self.compile(kernel)
+        limit = self.sm_count * 32 if not kernel.per_block else 1 << 20
+        fn((kernel.grid(limit),), (kernel.block,), tuple(args))
+
+    # -- libraries ----------------------------------------------------------------------------
+    @property
+    def cublas(self):
+        if self._cublas is None:
+            from einsat.gpu.kernels.cublas import WORKSPACE_BYTES, Cublas
+            ws = self.cp.empty(WORKSPACE_BYTES, dtype=np.uint8)
+            self._workspaces.insert(0, ws)
+            self._cublas = Cublas(ws.data.ptr, WORKSPACE_BYTES)
+        return self._cublas
+
+    @property
+    def cudnn(self):
+        if self._cudnn is None:
+            from einsat.gpu.kernels.cudnn import Cudnn
+            self._cudnn = Cudnn()
+        return self._cudnn
+
+    def gemm(self, call, a, b, c, alpha: float = 1.0, beta: float = 0.0) -> None:
+        h = self.cublas
+        h.set_stream(self.stream_ptr)
+        h.gemm(call, {"a": a.data.ptr, "b": b.data.ptr}, c.data.ptr, c.dtype, alpha, beta, self.tf32)
+
+    def conv(self, plan, x, w, y) -> None:
+        h = self.cudnn
+        h.set_stream(self.stream_ptr)
+        item = x.dtype.itemsize
+        xs = tuple(s // item for s in x.strides)
+        algo, size = h.choose(plan, xs, x.dtype, self.tf32, self.workspace, self.time_ms,
+                              x.data.ptr, w.data.ptr, y.data.ptr)
+        h.convolve(plan, xs, x.dtype, self.tf32, algo, self.workspace(size), size, x.data.ptr, w.data.ptr,
+                   y.data.ptr)
+
+    # -- timing -------------------------------------------------------------------------------
+    def time_ms(self, fn: Callable[[], None], reps: int = 3, warmup: int = 1) -> float:
+        """Median device time of `fn` over `reps` runs, with CUDA events."""
+        cp = self.cp
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(reps):
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(cp.cuda.get_elapsed_time(start, end))
+        return statistics.median(times)

@@ -1,0 +1,190 @@
+"""Batched GEMMs through `cublasGemmStridedBatchedEx`, on any strided views.
+
+`plan_gemm` maps a row-major batched product C[b] = A[b] @ B[b] over arbitrary strided views
+(transposed, sliced, batch in any axis, broadcast batch with stride 0) to cuBLAS's
+column-major calls, EinNet-style: a row-major C is computed as the column-major Cᵀ = Bᵀ·Aᵀ, a
+column-major C directly. A matrix enters cuBLAS without a copy when one of its two axes has
+unit stride; `plan_gemm` returns None otherwise (the caller copies that operand). Batch dims
+that do not flatten to one stride per operand become several calls.
+
+`Cublas` is a ctypes binding with its own handle (CuPy's cuBLAS wrappers refuse to run during
+CUDA-graph capture), its own preallocated workspace, and TF32 selectable per call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from einsat.errors import ExecutionError
+from einsat.gpu.kernels.codegen import coalesce
+
+INT_MAX = 2**31 - 1
+OP_N, OP_T = 0, 1
+
+
+@dataclass(frozen=True)
+class Operand2D:
+    """How one matrix enters cuBLAS: which input it is, transposed or not, its ld."""
+
+    source: str   # "a" or "b": which einsat operand is passed here
+    trans: int    # OP_N or OP_T
+    ld: int
+    stride: int   # batch stride (elements)
+
+
+@dataclass(frozen=True)
+class GemmCall:
+    """One `cublasGemmStridedBatchedEx` call; offsets are in elements from each base pointer."""
+
+    m: int
+    n: int
+    k: int
+    first: Operand2D
+    second: Operand2D
+    ldc: int
+    stride_c: int
+    batch: int
+    offsets: tuple[int, int, int]  # a, b, c
+
+
+def _as_operand(rows: int, cols: int, s_rows: int, s_cols: int) -> tuple[int, int] | None:
+    """(trans, ld) so that op(stored) is the logical rows x cols matrix, or None.
+
+    Column-major "N": element (r, c) at r + c*ld, needs unit row stride and ld >= rows.
+    "T": the stored matrix is cols x rows column-major, needs unit column stride, ld >= cols.
+    A size-1 axis has any stride, so it never blocks a layout.
+    """
+    if rows == 1 or s_rows == 1:
+        ld = s_cols if cols > 1 else max(rows, 1)
+        if ld >= max(rows, 1) and ld <= INT_MAX:
+            return OP_N, ld
+    if cols == 1 or s_cols == 1:
+        ld = s_rows if rows > 1 else max(cols, 1)
+        if ld >= max(cols, 1) and ld <= INT_MAX:
+            return OP_T, ld
+    return None
+
+
+def plan_gemm(a_shape: Sequence[int], a_strides: Sequence[int], b_shape: Sequence[int], b_strides: Sequence[int],
+              c_shape: Sequence[int], c_strides: Sequence[int]) -> list[GemmCall] | None:
+    """cuBLAS calls computing C = A @ B, or None when an operand needs a copy first.
+
+    A is [*batch, M, K], B [*batch, K, N], C [*batch, M, N]; all three share the batch dims
+    (broadcast operands carry stride 0 there). Strides are in elements.
+    """
+    *batch, m, k = a_shape
+    n = b_shape[-1]
+    if tuple(b_shape[-2:]) != (k, n) or tuple(c_shape[-2:]) != (m, n) or \
+            not (len(a_shape) == len(b_shape) == len(c_shape)) or tuple(b_shape[:-2]) != tuple(batch) or \
+            tuple(c_shape[:-2]) != tuple(batch):
+        raise ExecutionError(f"gemm plan: shapes {list(a_shape)} @ {list(b_shape)} -> {list(c_shape)} do not fit")
+    if max(m, n, k) > INT_MAX:
+        return None
+    sam, sak = a_strides[-2:]
+    sbk, sbn = b_strides[-2:]
+    scm, scn = c_strides[-2:]
+    # row-major C: C^T (n x m) = B^T (n x k) . A^T (k x m)
+    c_op = _as_operand(n, m, scn, scm)
+    first, second = _as_operand(n, k, sbn, sbk), _as_operand(k, m, sak, sam)
+    if c_op is not None and c_op[0] == OP_N and first and second:
+        dims, srcs, ldc = (n, m, k), ("b", "a"), c_op[1]
+    else:
+        c_op = _as_operand(m, n, scm, scn)
+        first, second = _as_operand(m, k, sam, sak), _as_operand(k, n, sbk, sbn)
+        if not (c_op is not None and c_op[0] == OP_N and first and second):
+            return None
+        dims, srcs, ldc = (m, n, k), ("a", "b"), c_op[1]
+    bshape, (sa, sb, sc) = coalesce(batch, [a_strides[:-2], b_strides[:-2], c_strides[:-2]])
+    if any(s < 0 for s in (*sa, *sb, *sc)):
+        return None
+    count = bshape[-1] if bshape else 1
+    last = [(s[-1] if s else 0) for s in (sa, sb, sc)]
+    if count > INT_MAX:
+        return None
+    by_src = {"a": last[0], "b": last[1]}
+    calls = []
+    for outer in np.ndindex(*bshape[:-1]) if len(bshape) > 1 else [()]:
+        off = tuple(int(sum(i * s for i, s in zip(outer, st[:-1]))) for st in (sa, sb, sc))
+        calls.append(GemmCall(
+            *dims,
+            Operand2D(srcs[0], first[0], first[1], by_src[srcs[0]]),
+            Operand2D(srcs[1], second[0], second[1], by_src[srcs[1]]),
+            ldc, last[2], count, off))
+    return calls
+
+
+# -- the ctypes binding (GPU machine only) ------------------------------------------------
+
+CUDA_R_32F, CUDA_R_64F, CUDA_R_16F, CUDA_R_16BF = 0, 1, 2, 14
+COMPUTE_32F, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 77, 70
+GEMM_DEFAULT = -1
+WORKSPACE_BYTES = 32 << 20
+
+_TYPES = {"float32": (CUDA_R_32F, COMPUTE_32F, ctypes.c_float),
+          "float16": (CUDA_R_16F, COMPUTE_32F, ctypes.c_float),
+          "float64": (CUDA_R_64F, COMPUTE_64F, ctypes.c_double)}
+
+
+def supported(dtype) -> bool:
+    return np.dtype(dtype).name in _TYPES
+
+
+class Cublas:
+    """A cuBLAS handle of our own (ctypes on libcublas), usable inside CUDA-graph capture."""
+
+    def __init__(self, workspace_ptr: int, workspace_bytes: int):
+        from einsat.gpu.kernels.libload import load
+        self.lib = lib = load("cublas")
+        vp, ci, ll, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
+        lib.cublasCreate_v2.argtypes = [ctypes.POINTER(vp)]
+        lib.cublasSetStream_v2.argtypes = [vp, vp]
+        lib.cublasSetWorkspace_v2.argtypes = [vp, vp, sz]
+        lib.cublasSetMathMode.argtypes = [vp, ci]
+        lib.cublasGetVersion_v2.argtypes = [vp, ctypes.POINTER(ci)]
+        lib.cublasGemmStridedBatchedEx.argtypes = [vp, ci, ci, ci, ci, ci, vp, vp, ci, ci, ll, vp, ci, ci, ll,
+                                                   vp, vp, ci, ci, ll, ci, ci, ci]
+        self.handle = vp()
+        self._check(lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
+        self._check(lib.cublasSetWorkspace_v2(self.handle, vp(workspace_ptr), workspace_bytes), "cublasSetWorkspace")
+        self._check(lib.cublasSetMathMode(self.handle, 0), "cublasSetMathMode")
+        self._stream = None
+
+    @staticmethod
+    def _check(status: int, what: str) -> None:
+        if status != 0:
+            raise ExecutionError(f"{what} failed with cuBLAS status {status}")
+
+    def version(self) -> int:
+        v = ctypes.c_int()
+        self._check(self.lib.cublasGetVersion_v2(self.handle, ctypes.byref(v)), "cublasGetVersion")
+        return v.value
+
+    def set_stream(self, stream_ptr: int) -> None:
+        if stream_ptr != self._stream:
+            self._check(self.lib.cublasSetStream_v2(self.handle, ctypes.c_void_p(stream_ptr)), "cublasSetStream")
+            self._stream = stream_ptr
+
+    def gemm(self, call: GemmCall, ptrs: dict[str, int], c_ptr: int, dtype, alpha: float = 1.0,
+             beta: float = 0.0, tf32: bool = False) -> None:
+        """Run one planned call; `ptrs` maps "a"/"b" to base device pointers."""
+        name = np.dtype(dtype).name
+        if name not in _TYPES:
+            raise ExecutionError(f"cuBLAS GEMM does not support {name}")
+        dtype_id, compute, scale = _TYPES[name]
+        if tf32 and compute == COMPUTE_32F and name == "float32":
+            compute = COMPUTE_32F_FAST_TF32
+        item = np.dtype(dtype).itemsize
+        off = {"a": call.offsets[0], "b": call.offsets[1]}
+        f, s = call.first, call.second
+        al, be = scale(alpha), scale(beta)
+        vp = ctypes.c_void_p
+        self._check(self.lib.cublasGemmStridedBatchedEx(
+            self.handle, f.trans, s.trans, call.m, call.n, call.k, ctypes.byref(al),
+            vp(ptrs[f.source] + off[f.source] * item), dtype_id, f.ld, f.stride,
+            vp(ptrs[s.source] + off[s.source] * item), dtype_id, s.ld, s.stride,
+            ctypes.byref(be), vp(c_ptr + call.offsets[2] * item), dtype_id, call.ldc, call.stride_c,
+            call.batch, compute, GEMM_DEFAULT), "cublasGemmStridedBatchedEx")

@@ -1,0 +1,281 @@
+"""Convolutions through cuDNN 9's legacy API, called with ctypes on `libcudnn.so.9`.
+
+CuPy 14 dropped its cuDNN bindings; cuDNN 9 keeps the imperative convolution API (deprecated
+but supported), which is what EinNet uses: tensor/filter/convolution descriptors, then
+`cudnnConvolutionForward` (conv) or `cudnnConvolutionBackwardData` (conv_transpose), with the
+algorithm chosen by timing every candidate once per signature and cached.
+
+`plan_conv` / `plan_conv_transpose` are pure: they lift 1-D convolutions to 2-D, split
+asymmetric padding into cuDNN's symmetric padding plus an explicit pad (conv) or crop
+(conv_transpose), and say what the caller must do around the cuDNN call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from einsat.errors import ExecutionError
+
+MAX_SPATIAL = 3
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    """One cuDNN convolution and the einsat-side work around it.
+
+    Forward: `pre_pad` (ONNX pads, or None) is applied to x first; cuDNN then runs with
+    symmetric `pads`. Transposed (backward data): cuDNN produces `y_shape`; `post_pad`
+    (ONNX pads, negative = crop, or None) turns it into the op's output. Shapes, pads,
+    strides and dilations are the lifted ones (1-D becomes 2-D with a unit H); `pre_pad` and
+    `post_pad` are einsat's own work and keep the op's rank.
+    """
+
+    transposed: bool
+    lifted: bool              # a 1-D conv run as 2-D
+    x_shape: tuple[int, ...]  # after pre_pad (forward) / the input (transposed)
+    w_shape: tuple[int, ...]
+    y_shape: tuple[int, ...]  # what cuDNN writes
+    pads: tuple[int, ...]
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    groups: int
+    pre_pad: tuple[int, ...] | None = None
+    post_pad: tuple[int, ...] | None = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.transposed, self.x_shape, self.w_shape, self.y_shape, self.pads, self.stride,
+                self.dilation, self.groups)
+
+
+def _lift(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(shape[:2]) + (1,) + tuple(shape[2:])
+
+
+def _sym(padding: Sequence[int], nsp: int) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """Symmetric pads min(begin, end) per dim, and the remainder as ONNX pads (None if zero)."""
+    sym = tuple(min(padding[i], padding[nsp + i]) for i in range(nsp))
+    rest = tuple(padding[i] - sym[i] for i in range(nsp)) + tuple(padding[nsp + i] - sym[i] for i in range(nsp))
+    return sym, (rest if any(rest) else None)
+
+
+def plan_conv(x_shape, w_shape, stride, padding, dilation, groups) -> ConvPlan:
+    nsp = len(w_shape) - 2
+    if nsp < 1 or nsp > MAX_SPATIAL:
+        raise ExecutionError(f"cuDNN convolutions take 1 to {MAX_SPATIAL} spatial dims, got {nsp}")
+    sym, rest = _sym(padding, nsp)
+    pre = None
+    xs = tuple(x_shape)
+    if rest is not None:
+        pre = (0, 0) + rest[:nsp] + (0, 0) + rest[nsp:]
+        xs = xs[:2] + tuple(xs[2 + i] + rest[i] + rest[nsp + i] for i in range(nsp))
+    span = [dilation[i] * (w_shape[2 + i] - 1) + 1 for i in range(nsp)]
+    out = tuple((xs[2 + i] + 2 * sym[i] - span[i]) // stride[i] + 1 for i in range(nsp))
+    ys = (x_shape[0], w_shape[0]) + out
+    ws = tuple(w_shape)
+    lifted = nsp == 1
+    if lifted:
+        xs, ws, ys = _lift(xs), _lift(ws), _lift(ys)
+        sym, stride, dilation = (0,) + sym, (1,) + tuple(stride), (1,) + tuple(dilation)
+    return ConvPlan(False, lifted, xs, ws, ys, tuple(sym), tuple(stride), tuple(dilation), groups, pre_pad=pre)
+
+
+def plan_conv_transpose(x_shape, w_shape, out_shape, stride, padding, dilation, groups,
+                        output_padding) -> ConvPlan:
+    """ConvTranspose as cuDNN backward data, then a crop or zero pad.
+
+    With L = stride·(in−1) + span, the full (unpadded) result is full[0:L] (zero beyond) and the
+    op's output is full[begin : L + output_padding − end]. cuDNN with symmetric padding p writes
+    full[p : L − p]; p = min(begin, max(0, end − output_padding)) keeps everything the output
+    needs inside that, so the rest is a crop at the start and a crop or zero fill at the end.
+    """
+    nsp = len(w_shape) - 2
+    if nsp < 1 or nsp > MAX_SPATIAL:
+        raise ExecutionError(f"cuDNN convolutions take 1 to {MAX_SPATIAL} spatial dims, got {nsp}")
+    op = tuple(output_padding) if output_padding else (0,) * nsp
+    sym = tuple(min(padding[i], max(0, padding[nsp + i] - op[i])) for i in range(nsp))
+    span = [dilation[i] * (w_shape[2 + i] - 1) + 1 for i in range(nsp)]
+    core = tuple(stride[i] * (x_shape[2 + i] - 1) + span[i] - 2 * sym[i] for i in range(nsp))
+    if any(c <= 0 for c in core):
+        raise ExecutionError(f"conv_transpose: padding {list(padding)} leaves no output")
+    begin = tuple(-(padding[i] - sym[i]) for i in range(nsp))
+    end = tuple(out_shape[2 + i] - core[i] - begin[i] for i in range(nsp))
+    post = None
+    if any(begin) or any(end):
+        post = (0, 0) + begin + (0, 0) + end
+    ys = (x_shape[0], w_shape[1] * groups) + core
+    xs, ws = tuple(x_shape), tuple(w_shape)
+    lifted = nsp == 1
+    if lifted:
+        xs, ws, ys = _lift(xs), _lift(ws), _lift(ys)
+        sym, stride, dilation = (0,) + sym, (1,) + tuple(stride), (1,) + tuple(dilation)
+    return ConvPlan(True, lifted, xs, ws, ys, tuple(sym), tuple(stride), tuple(dilation), groups, post_pad=post)
+
+
+def lift_strides(strides: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
+    """Strides of a [N, C, L] view seen as [N, C, 1, L]."""
+    return tuple(strides[:2]) + (strides[2] * shape[2],) + tuple(strides[2:])
+
+
+# -- the ctypes binding (GPU machine only) ------------------------------------------------
+
+DATA_FLOAT, DATA_DOUBLE, DATA_HALF = 0, 1, 2
+TENSOR_NCHW = 0
+CROSS_CORRELATION = 1
+MATH_DEFAULT, MATH_TENSOR_OP, MATH_FMA = 0, 1, 3
+FWD_ALGOS, BWD_DATA_ALGOS = 8, 6
+WORKSPACE_LIMIT = 1 << 30
+
+_DT = {"float32": (DATA_FLOAT, DATA_FLOAT, ctypes.c_float), "float16": (DATA_HALF, DATA_FLOAT, ctypes.c_float),
+       "float64": (DATA_DOUBLE, DATA_DOUBLE, ctypes.c_double)}
+
+
+def supported(dtype) -> bool:
+    return np.dtype(dtype).name in _DT
+
+
+class Cudnn:
+    """A cuDNN handle, descriptors cached per signature, algorithms chosen by timing."""
+
+    def __init__(self):
+        from einsat.gpu.kernels.libload import load
+        self.lib = lib = load("cudnn")
+        vp, ci, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+        pi = ctypes.POINTER(ci)
+        sigs = {
+            "cudnnCreate": [ctypes.POINTER(vp)], "cudnnSetStream": [vp, vp],
+            "cudnnCreateTensorDescriptor": [ctypes.POINTER(vp)], "cudnnSetTensorNdDescriptor": [vp, ci, ci, pi, pi],
+            "cudnnCreateFilterDescriptor": [ctypes.POINTER(vp)], "cudnnSetFilterNdDescriptor": [vp, ci, ci, ci, pi],
+            "cudnnCreateConvolutionDescriptor": [ctypes.POINTER(vp)],
+            "cudnnSetConvolutionNdDescriptor": [vp, ci, pi, pi, pi, ci, ci],
+            "cudnnSetConvolutionGroupCount": [vp, ci], "cudnnSetConvolutionMathType": [vp, ci],
+            "cudnnGetConvolutionNdForwardOutputDim": [vp, vp, vp, ci, pi],
+            "cudnnGetConvolutionForwardWorkspaceSize": [vp, vp, vp, vp, vp, ci, ctypes.POINTER(sz)],
+            "cudnnConvolutionForward": [vp, vp, vp, vp, vp, vp, vp, ci, vp, sz, vp, vp, vp],
+            "cudnnGetConvolutionBackwardDataWorkspaceSize": [vp, vp, vp, vp, vp, ci, ctypes.POINTER(sz)],
+            "cudnnConvolutionBackwardData": [vp, vp, vp, vp, vp, vp, vp, ci, vp, sz, vp, vp, vp],
+        }
+        for fn, args in sigs.items():
+            getattr(lib, fn).argtypes = args
+            getattr(lib, fn).restype = ci
+        lib.cudnnGetErrorString.restype = ctypes.c_char_p
+        lib.cudnnGetErrorString.argtypes = [ci]
+        lib.cudnnGetVersion.restype = sz
+        self.handle = vp()
+        self._check(lib.cudnnCreate(ctypes.byref(self.handle)), "cudnnCreate")
+        self._desc: dict[tuple, tuple] = {}
+        self._algo: dict[tuple, tuple[int, int]] = {}
+        self._stream = None
+
+    def _check(self, status: int, what: str) -> None:
+        if status != 0:
+            msg = self.lib.cudnnGetErrorString(status).decode()
+            raise ExecutionError(f"{what} failed: cuDNN status {status} ({msg})")
+
+    def version(self) -> int:
+        return int(self.lib.cudnnGetVersion())
+
+    def set_stream(self, stream_ptr: int) -> None:
+        if stream_ptr != self._stream:
+            self._check(self.lib.cudnnSetStream(self.handle, ctypes.c_void_p(stream_ptr)), "cudnnSetStream")
+            self._stream = stream_ptr
+
+    @staticmethod
+    def _ints(values) -> ctypes.Array:
+        return (ctypes.c_int * len(values))(*[int(v) for v in values])
+
+    def _tensor(self, shape, strides, dt) -> ctypes.c_void_p:
+        d = ctypes.c_void_p()
+        self._check(self.lib.cudnnCreateTensorDescriptor(ctypes.byref(d)), "cudnnCreateTensorDescriptor")
+        self._check(self.lib.cudnnSetTensorNdDescriptor(d, dt, len(shape), self._ints(shape), self._ints(strides)),
+                    f"cudnnSetTensorNdDescriptor {list(shape)} strides {list(strides)}")
+        return d
+
+    def descriptors(self, plan: ConvPlan, x_strides, dtype, tf32: bool) -> tuple:
+        """(x, w, conv, y) descriptors for a plan and x's strides (y and w are contiguous)."""
+        key = (plan.key, tuple(x_strides), np.dtype(dtype).name, tf32)
+        if key in self._desc:
+            return self._desc[key]
+        dt, compute, _ = _DT[np.dtype(dtype).name]
+        from einsat.gpu.kernels.codegen import contiguous_strides
+        lib = self.lib
+        x_shape, y_shape = (plan.y_shape, plan.x_shape) if plan.transposed else (plan.x_shape, plan.y_shape)
+        x_str = contiguous_strides(x_shape) if plan.transposed else x_strides
+        y_str = x_strides if plan.transposed else contiguous_strides(y_shape)
+        xd, yd = self._tensor(x_shape, x_str, dt), self._tensor(y_shape, y_str, dt)
+        wd = ctypes.c_void_p()
+        self._check(lib.cudnnCreateFilterDescriptor(ctypes.byref(wd)), "cudnnCreateFilterDescriptor")
+        self._check(lib.cudnnSetFilterNdDescriptor(wd, dt, TENSOR_NCHW, len(plan.w_shape), self._ints(plan.w_shape)),
+                    f"cudnnSetFilterNdDescriptor {list(plan.w_shape)}")
+        cd = ctypes.c_void_p()
+        n = len(plan.pads)
+        self._check(lib.cudnnCreateConvolutionDescriptor(ctypes.byref(cd)), "cudnnCreateConvolutionDescriptor")
+        self._check(lib.cudnnSetConvolutionNdDescriptor(cd, n, self._ints(plan.pads), self._ints(plan.stride),
+                                                        self._ints(plan.dilation), CROSS_CORRELATION, compute),
+                    "cudnnSetConvolutionNdDescriptor")
+        self._check(lib.cudnnSetConvolutionGroupCount(cd, plan.groups), "cudnnSetConvolutionGroupCount")
+        math = MATH_TENSOR_OP if tf32 else (MATH_FMA if dt == DATA_FLOAT else MATH_DEFAULT)
+        self._check(lib.cudnnSetConvolutionMathType(cd, math), "cudnnSetConvolutionMathType")
+        dims = self._ints([0] * (n + 2))
+        self._check(lib.cudnnGetConvolutionNdForwardOutputDim(cd, xd, wd, n + 2, dims), "cudnnGetOutputDim")
+        if tuple(dims) != tuple(y_shape):
+            raise ExecutionError(f"cuDNN computes output {list(dims)}, einsat expects {list(y_shape)}")
+        self._desc[key] = (xd, wd, cd, yd)
+        return self._desc[key]
+
+    def _workspace_size(self, plan, descs, algo) -> int | None:
+        xd, wd, cd, yd = descs
+        size = ctypes.c_size_t()
+        if plan.transposed:
+            # cuDNN's forward x is our output (dx), its forward y our input (dy)
+            st = self.lib.cudnnGetConvolutionBackwardDataWorkspaceSize(self.handle, wd, yd, cd, xd, algo,
+                                                                      ctypes.byref(size))
+        else:
+            st = self.lib.cudnnGetConvolutionForwardWorkspaceSize(self.handle, xd, wd, cd, yd, algo, ctypes.byref(size))
+        return size.value if st == 0 else None
+
+    def _run(self, plan, descs, algo, x_ptr, w_ptr, y_ptr, ws_ptr, ws_bytes, dtype) -> int:
+        xd, wd, cd, yd = descs
+        scale = _DT[np.dtype(dtype).name][2]
+        one, zero = scale(1.0), scale(0.0)
+        vp = ctypes.c_void_p
+        if plan.transposed:  # our x is cuDNN's dy (descriptor yd), our y its dx (descriptor xd)
+            return self.lib.cudnnConvolutionBackwardData(self.handle, ctypes.byref(one), wd, vp(w_ptr), yd, vp(x_ptr),
+                                                         cd, algo, vp(ws_ptr), ws_bytes, ctypes.byref(zero), xd,
+                                                         vp(y_ptr))
+        return self.lib.cudnnConvolutionForward(self.handle, ctypes.byref(one), xd, vp(x_ptr), wd, vp(w_ptr), cd,
+                                                algo, vp(ws_ptr), ws_bytes, ctypes.byref(zero), yd, vp(y_ptr))
+
+    def choose(self, plan, x_strides, dtype, tf32, workspace: Callable[[int], int],
+               time_ms: Callable[[Callable[[], None]], float], x_ptr, w_ptr, y_ptr) -> tuple[int, int]:
+        """(algorithm, workspace bytes): the fastest candidate by measurement, cached per signature."""
+        key = (plan.key, tuple(x_strides), np.dtype(dtype).name, tf32)
+        if key in self._algo:
+            return self._algo[key]
+        descs = self.descriptors(plan, x_strides, dtype, tf32)
+        best, errors = None, []
+        for algo in range(BWD_DATA_ALGOS if plan.transposed else FWD_ALGOS):
+            size = self._workspace_size(plan, descs, algo)
+            if size is None or size > WORKSPACE_LIMIT:
+                continue
+            ws = workspace(size)
+            st = self._run(plan, descs, algo, x_ptr, w_ptr, y_ptr, ws, size, dtype)
+            if st != 0:
+                errors.append(f"algo {algo}: status {st}")
+                continue
+            ms = time_ms(lambda a=algo, s=size, p=ws: self._check(
+                self._run(plan, descs, a, x_ptr, w_ptr, y_ptr, p, s, dtype), "cuDNN convolution"))
+            if best is None or ms < best[0]:
+                best = (ms, algo, size)
+        if best is None:
+            raise ExecutionError(f"no cuDNN algorithm runs convolution {plan}: {errors}")
+        self._algo[key] = (best[1], best[2])
+        return self._algo[key]
+
+    def convolve(self, plan, x_strides, dtype, tf32, algo, ws_ptr, ws_bytes, x_ptr, w_ptr, y_ptr) -> None:
+        descs = self.descriptors(plan, x_strides, dtype, tf32)
+        self._check(self._run(plan, descs, algo, x_ptr, w_ptr, y_ptr, ws_ptr, ws_bytes, dtype), "cuDNN convolution")

@@ -1,0 +1,138 @@
+"""Layout kernels that are not plain views: pad, concat, gather, and PET's `correct`.
+
+(Transpose, slice, expand, split, squeeze and contiguous reshapes are strided views and cost
+no kernel; `elementwise.copy_kernel` materializes a view when a consumer needs one.)
+Every kernel here writes a contiguous output, one thread per output element, and reads its
+inputs through baked strides.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from einsat.errors import ExecutionError
+from einsat.gpu.kernels.codegen import (Kernel, Param, contiguous_strides, ctype, decompose, dot,
+                                        grid_stride, make_kernel, numel)
+from einsat.gpu.kernels.elementwise import Operand
+
+
+def pad_kernel(src: Operand, pads: Sequence[int], mode: str = "constant", value: float = 0.0) -> Kernel:
+    """out = np.pad(src, pads) with ONNX pads (begins, then ends; negative crops).
+
+    `reflect` mirrors without repeating the edge (period 2(n-1), as NumPy does for any pad
+    width), `edge` repeats the border element, `constant` writes `value`.
+    """
+    r = len(src.shape)
+    if len(pads) != 2 * r:
+        raise ExecutionError(f"pad needs {2 * r} pads for a rank-{r} input, got {list(pads)}")
+    if mode not in ("constant", "reflect", "edge"):
+        raise ExecutionError(f"pad mode {mode!r} is not one of constant, reflect, edge")
+    out_shape = tuple(d + pads[k] + pads[r + k] for k, d in enumerate(src.shape))
+    if any(d < 0 for d in out_shape):
+        raise ExecutionError(f"pads {list(pads)} crop more than the input {list(src.shape)}")
+    if mode != "constant" and any(d == 0 for d in src.shape) and numel(out_shape):
+        raise ExecutionError(f"pad mode {mode!r} cannot extend an empty dim of {list(src.shape)}")
+    ct = ctype(src.dtype)
+    lines = [decompose("i", out_shape), "        bool inside = true; idx_t off = 0;"]
+    for k, n in enumerate(src.shape):
+        pb = pads[k]
+        lines.append(f"        {{ idx_t s = c{k} - ({pb}LL);")
+        if mode == "constant":
+            lines.append(f"          if (s < 0 || s >= {n}LL) inside = false;")
+        elif mode == "edge":
+            lines.append(f"          s = s < 0 ? 0 : (s >= {n}LL ? {n - 1}LL : s);")
+        elif n == 1:
+            lines.append("          s = 0;")
+        else:
+            p = 2 * (n - 1)
+            lines.append(f"          s %= {p}LL; if (s < 0) s += {p}LL; if (s >= {n}LL) s = {p}LL - s;")
+        lines.append(f"          off += s * {src.strides[k]}LL; }}")
+    load = ct.load("in0[off]")
+    lines.append(f"        out[i] = inside ? {ct.save(load)} : {ct.save(ct.literal(value))};")
+    work = numel(out_shape)
+    params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]
+    return make_kernel("pad", params, grid_stride("\n".join(lines), work), work)
+
+
+def concat_kernel(inputs: Sequence[Operand], axis: int) -> Kernel:
+    """out = np.concatenate(inputs, axis) in one pass: each output element picks its input."""
+    if not inputs:
+        raise ExecutionError("concat needs at least one input")
+    base = inputs[0].shape
+    r = len(base)
+    for op in inputs:
+        if len(op.shape) != r or any(op.shape[k] != base[k] for k in range(r) if k != axis):
+            raise ExecutionError(f"concat on axis {axis}: shapes {[list(o.shape) for o in inputs]} differ "
+                                 "outside the axis")
+    dt = inputs[0].dtype
+    out_shape = tuple(sum(o.shape[axis] for o in inputs) if k == axis else d for k, d in enumerate(base))
+    ct = ctype(dt)
+    lines = [decompose("i", out_shape)]
+    start = 0
+    first = True
+    for k, op in enumerate(inputs):
+        if op.shape[axis] == 0:
+            continue
+        end = start + op.shape[axis]
+        coords = [f"(c{axis} - {start}LL)" if d == axis else f"c{d}" for d in range(r)]
+        cond = f"if (c{axis} < {end}LL)" if first else f"else if (c{axis} < {end}LL)"
+        lines.append(f"        {cond} out[i] = {ct.save(ct.load(f'in{k}[{dot(coords, op.strides)}]'))};")
+        first = False
+        start = end
+    work = numel(out_shape)
+    params = [Param(f"in{k}", "in", o.dtype) for k, o in enumerate(inputs)] + [Param("out", "out", dt)]
+    return make_kernel("concat", params, grid_stride("\n".join(lines), work), work)
+
+
+def gather_kernel(data: Operand, indices: Operand, axis: int) -> Kernel:
+    """out = np.take(data, indices, axis): negative indices count from the end; out-of-range
+    indices are clamped (a kernel cannot raise; the registry rejects them on the host)."""
+    if indices.dtype.kind not in "iu":
+        raise ExecutionError(f"gather indices must be integers, got {indices.dtype}")
+    r, ri = len(data.shape), len(indices.shape)
+    d_axis = data.shape[axis]
+    out_shape = data.shape[:axis] + indices.shape + data.shape[axis + 1:]
+    ct = ctype(data.dtype)
+    c = [f"c{k}" for k in range(len(out_shape))]
+    ind_off = dot(c[axis:axis + ri], indices.strides)
+    data_coords = c[:axis] + ["j"] + c[axis + ri:]
+    lines = [decompose("i", out_shape) if out_shape else "",
+             f"        idx_t j = (idx_t)ind[{ind_off}];",
+             f"        if (j < 0) j += {d_axis}LL;",
+             f"        j = j < 0 ? 0 : (j >= {d_axis}LL ? {d_axis - 1}LL : j);",
+             f"        out[i] = {ct.save(ct.load(f'in0[{dot(data_coords, data.strides)}]'))};"]
+    work = numel(out_shape)
+    if r == 0:
+        raise ExecutionError("gather needs data of rank >= 1")
+    params = [Param("in0", "in", data.dtype), Param("ind", "in", indices.dtype), Param("out", "out", data.dtype)]
+    return make_kernel("gather", params, grid_stride("\n".join(x for x in lines if x), work), work)
+
+
+def correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], ends: Sequence[int]) -> Kernel:
+    """PET's correction in one pass: out = mutant, except out[starts:ends] = fix."""
+    r = len(mutant.shape)
+    if len(starts) != r or len(ends) != r:
+        raise ExecutionError(f"correct: region {list(starts)}..{list(ends)} does not match rank {r}")
+    extent = tuple(e - s for s, e in zip(starts, ends))
+    if tuple(fix.shape) != extent:
+        raise ExecutionError(f"correct: fix {list(fix.shape)} does not fill region {list(extent)}")
+    ct = ctype(mutant.dtype)
+    c = [f"c{k}" for k in range(r)]
+    inside = " && ".join(f"c{k} >= {s}LL && c{k} < {e}LL" for k, (s, e) in enumerate(zip(starts, ends))) or "true"
+    fix_coords = [f"(c{k} - {s}LL)" for k, s in enumerate(starts)]
+    fval = ct.load(f"fix[{dot(fix_coords, fix.strides)}]")
+    mval = ct.load(f"in0[{dot(c, mutant.strides)}]")
+    lines = [decompose("i", mutant.shape) if r else "",
+             f"        out[i] = ({inside}) ? {ct.save(fval)} : {ct.save(mval)};"]
+    work = numel(mutant.shape)
+    params = [Param("in0", "in", mutant.dtype), Param("fix", "in", fix.dtype), Param("out", "out", mutant.dtype)]
+    return make_kernel("correct", params, grid_stride("\n".join(x for x in lines if x), work), work)
+
+
+def out_shape_of_pad(shape: Sequence[int], pads: Sequence[int]) -> tuple[int, ...]:
+    r = len(shape)
+    return tuple(d + pads[k] + pads[r + k] for k, d in enumerate(shape))
+
+
+__all__ = ["concat_kernel", "contiguous_strides", "correct_kernel", "gather_kernel", "out_shape_of_pad",
+           "pad_kernel"]

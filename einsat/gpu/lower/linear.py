@@ -1,0 +1,93 @@
+"""Matrix products on cuBLAS: matmul (NumPy broadcasting), batchmatmul, gemm.
+
+Operands enter cuBLAS as the views they are (a transposed or broadcast input costs no copy);
+only a matrix with no unit-stride axis is copied first. Dtypes cuBLAS lacks (integers) run a
+generated kernel.
+"""
+
+from __future__ import annotations
+
+from einsat.gpu.kernels import cublas
+from einsat.gpu.kernels.elementwise import copy_kernel
+from einsat.gpu.kernels.reduce import matmul_kernel
+from einsat.gpu.lower import implements, materialize, operand, reshape, run_kernel
+
+
+def _elems(a) -> tuple[int, ...]:
+    return tuple(s // a.dtype.itemsize for s in a.strides)
+
+
+def batched_product(dev, a, b, out, alpha: float = 1.0, beta: float = 0.0) -> None:
+    """out[*batch] = alpha * a[*batch] @ b[*batch] + beta * out (views of equal batch dims)."""
+    if out.size == 0:
+        return
+    if a.shape[-1] == 0:  # an empty contraction: out = beta * out
+        if beta == 0.0:
+            dev.fill(out, 0.0)
+        elif beta != 1.0:
+            raise NotImplementedError("beta * C with an empty contraction")
+        return
+    if not cublas.supported(out.dtype):
+        if alpha != 1.0 or beta != 0.0:
+            raise NotImplementedError(f"integer gemm with alpha/beta on {out.dtype}")
+        k = matmul_kernel(operand(a), operand(b), out.shape)
+        dev.launch(k, [a, b, out])
+        return
+    plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
+    if plan is None:
+        a = materialize(dev, a)
+        plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
+    if plan is None:
+        b = materialize(dev, b)
+        plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
+    for call in plan:
+        dev.gemm(call, a, b, out, alpha, beta)
+
+
+def _broadcast(dev, x, batch, rows, cols):
+    return dev.xp.broadcast_to(x, tuple(batch) + (rows, cols))
+
+
+@implements("matmul", "batchmatmul")
+def matmul(dev, node, args, out_types):
+    """NumPy matmul: 1-D operands are promoted then squeezed, batch dims broadcast."""
+    a, b = args
+    out_t = out_types[0]
+    a2 = reshape(dev, a, (1,) + tuple(a.shape)) if a.ndim == 1 else a
+    b2 = reshape(dev, b, tuple(b.shape) + (1,)) if b.ndim == 1 else b
+    m, k = a2.shape[-2:]
+    n = b2.shape[-1]
+    if a.ndim > 1 and b.ndim > 1:
+        batch = tuple(out_t.shape[:-2])
+    elif a.ndim == 1 and b.ndim == 1:
+        batch = ()
+    else:  # one vector operand: its dim was squeezed out of the output
+        batch = tuple(out_t.shape[:-1])
+    av = _broadcast(dev, a2, batch, m, k)
+    bv = _broadcast(dev, b2, batch, k, n)
+    out = dev.empty(out_t.shape, out_t.dtype)
+    ov = reshape(dev, out, batch + (m, n))
+    batched_product(dev, av, bv, ov)
+    return [out]
+
+
+@implements("gemm")
+def gemm(dev, node, args, out_types):
+    """y = alpha * op(a) @ op(b) + beta * c, c broadcast to the output."""
+    a, b = args[0], args[1]
+    c = args[2] if len(args) > 2 else None
+    at = node.attrs
+    if at.get("trans_a", 0):
+        a = a.T
+    if at.get("trans_b", 0):
+        b = b.T
+    out_t = out_types[0]
+    beta = float(at.get("beta", 1.0))
+    if c is not None and beta != 0.0:
+        cv = dev.xp.broadcast_to(c, out_t.shape)
+        out = run_kernel(dev, copy_kernel(operand(cv)), [cv], out_t.shape, out_t.dtype)
+    else:
+        out = dev.empty(out_t.shape, out_t.dtype)
+        beta = 0.0
+    batched_product(dev, a, b, out, float(at.get("alpha", 1.0)), beta)
+    return [out]

@@ -1,0 +1,89 @@
+"""Reductions and normalizations as generated kernels: reduce_sum, reduce_mean, softmax,
+layernorm, max/average pooling and global average pooling."""
+
+from __future__ import annotations
+
+from einsat.gpu.kernels.reduce import argmax_kernel, layernorm_kernel, pool_kernel, reduce_kernel, softmax_kernel
+from einsat.gpu.lower import implements, operand, reshape, run_kernel
+
+
+def _reduce(dev, x, axes, kind, out_t):
+    axes = tuple(axes) if axes else tuple(range(x.ndim))
+    k = reduce_kernel(operand(x), axes, kind)
+    kept = [d for i, d in enumerate(x.shape) if i not in axes]
+    y = run_kernel(dev, k, [x], kept, out_t.dtype)
+    return reshape(dev, y, out_t.shape)
+
+
+@implements("reduce_sum")
+def reduce_sum(dev, node, args, out_types):
+    return [_reduce(dev, args[0], node.attrs.get("axes", ()), "sum", out_types[0])]
+
+
+@implements("reduce_mean")
+def reduce_mean(dev, node, args, out_types):
+    return [_reduce(dev, args[0], node.attrs.get("axes", ()), "mean", out_types[0])]
+
+
+@implements("reduce_max")
+def reduce_max(dev, node, args, out_types):
+    return [_reduce(dev, args[0], node.attrs.get("axes", ()), "max", out_types[0])]
+
+
+@implements("global_avgpool")
+def global_avgpool(dev, node, args, out_types):
+    x = args[0]
+    return [_reduce(dev, x, tuple(range(2, x.ndim)), "mean", out_types[0])]
+
+
+@implements("softmax")
+def softmax(dev, node, args, out_types):
+    x = args[0]
+    axis = node.attrs.get("axis", -1) % x.ndim
+    return [run_kernel(dev, softmax_kernel(operand(x), axis), [x], x.shape, out_types[0].dtype)]
+
+
+@implements("layernorm")
+def layernorm(dev, node, args, out_types):
+    x, scale = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    axis = node.attrs.get("axis", -1) % x.ndim
+    k = layernorm_kernel(operand(x), operand(scale), operand(bias) if bias is not None else None, axis,
+                         float(node.attrs.get("epsilon", 1e-5)))
+    ins = [x, scale] + ([bias] if bias is not None else [])
+    return [run_kernel(dev, k, ins, x.shape, out_types[0].dtype)]
+
+
+def _pool(dev, node, args, out_types, kind):
+    x = args[0]
+    at = node.attrs
+    nsp = x.ndim - 2
+    kernel = tuple(at["kernel"])
+    k = pool_kernel(operand(x), out_types[0].shape, kind, kernel, at.get("stride") or (1,) * nsp,
+                    at.get("padding") or (0,) * 2 * nsp, at.get("dilation") or (1,) * nsp,
+                    bool(at.get("count_include_pad", 0)))
+    return [run_kernel(dev, k, [x], out_types[0].shape, out_types[0].dtype)]
+
+
+@implements("maxpool")
+def maxpool(dev, node, args, out_types):
+    return _pool(dev, node, args, out_types, "max")
+
+
+@implements("avgpool")
+def avgpool(dev, node, args, out_types):
+    return _pool(dev, node, args, out_types, "avg")
+
+
+@implements("reduce_min")
+def reduce_min(dev, node, args, out_types):
+    return [_reduce(dev, args[0], node.attrs.get("axes", ()), "min", out_types[0])]
+
+
+@implements("argmax")
+def argmax(dev, node, args, out_types):
+    x = args[0]
+    axis = node.attrs["axis"]
+    kept = [d for i, d in enumerate(x.shape) if i != axis]
+    y = run_kernel(dev, argmax_kernel(operand(x), axis), [x], kept, out_types[0].dtype)
+    return [reshape(dev, y, out_types[0].shape)]

@@ -1,0 +1,269 @@
+"""Whole programs on the GPU: a static memory plan and a CUDA graph replay.
+
+`CompiledProgram(graph)` lowers the program once and then replays it:
+
+1. trace: run every node once with a recording allocator, noting each allocation's size, the
+   node that makes it and the values that end up living in it (an op may return a view of an
+   input or of a fresh buffer);
+2. plan: give each allocation an offset in one arena so that two allocations share memory only
+   when their lifetimes (first node to last reader) are disjoint — greedy by size, largest
+   first, each at the lowest offset that fits (`plan_offsets`);
+3. capture: run the nodes again with the allocator replaying the plan, inside CUDA stream
+   capture, and keep the graph. `run` copies the inputs into their static buffers and launches
+   the graph: one launch for the whole program.
+
+A program whose nodes read values back to the host (loops, ifs, host fallbacks) can take a
+different path on other data, so it gets neither a graph nor a static plan: it is run node by
+node each time (`mode` says which: "graph", "planned" (no CUDA streams: the host emulation) or
+"eager"). The planning functions are pure and run without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from einsat.errors import EinsatError, ExecutionError, describe_node
+from einsat.gpu.interpreter import check_inputs
+from einsat.gpu.lower import run_node
+from einsat.ir.graph import Graph
+
+ALIGN = 256
+
+
+@dataclass
+class Allocation:
+    """One buffer the program needs: its bytes and the node steps it is live across."""
+
+    nbytes: int
+    first: int
+    last: int
+    shape: tuple[int, ...] = ()
+    dtype: str = "float32"
+    offset: int = -1
+
+
+def plan_offsets(allocs: list[Allocation], align: int = ALIGN) -> int:
+    """Assign `offset` to every allocation; return the arena size.
+
+    Two allocations may overlap in memory only if their live ranges [first, last] are disjoint.
+    Greedy by size: the largest first, each at the lowest aligned offset that clears every
+    already placed allocation whose live range meets its own.
+    """
+    order = sorted(range(len(allocs)), key=lambda i: (-allocs[i].nbytes, allocs[i].first, i))
+    placed: list[Allocation] = []
+    total = 0
+    for i in order:
+        a = allocs[i]
+        size = -(-max(a.nbytes, 1) // align) * align
+        busy = sorted((p.offset, p.offset + -(-max(p.nbytes, 1) // align) * align) for p in placed
+                      if not (p.last < a.first or a.last < p.first))
+        offset = 0
+        for lo, hi in busy:
+            if offset + size <= lo:
+                break
+            offset = max(offset, hi)
+        a.offset = offset
+        placed.append(a)
+        total = max(total, offset + size)
+    return total
+
+
+class _Tracer:
+    """The allocator of the trace run: fresh buffers, recorded in order."""
+
+    def __init__(self, base):
+        self.base = base
+        self.allocs: list[Allocation] = []
+        self.arrays: list = []
+        self.step = 0
+
+    def __call__(self, shape, dtype):
+        arr = self.base(shape, dtype)
+        self.allocs.append(Allocation(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize,
+                                      self.step, self.step, tuple(shape), np.dtype(dtype).name))
+        self.arrays.append(arr)
+        return arr
+
+
+class _Replayer:
+    """The allocator of the captured run: the k-th request gets the k-th planned buffer."""
+
+    def __init__(self, arena, allocs: list[Allocation], xp):
+        self.arena, self.allocs, self.xp = arena, allocs, xp
+        self.k = 0
+
+    def __call__(self, shape, dtype):
+        if self.k >= len(self.allocs):
+            raise ExecutionError("the program allocated more buffers than when it was traced")
+        a = self.allocs[self.k]
+        if tuple(shape) != a.shape or np.dtype(dtype).name != a.dtype:
+            raise ExecutionError(f"allocation {self.k}: traced {a.shape} {a.dtype}, now {tuple(shape)} "
+                                 f"{np.dtype(dtype).name}: the lowering is not deterministic")
+        self.k += 1
+        n = int(np.prod(shape, dtype=np.int64))
+        flat = self.arena[a.offset:a.offset + a.nbytes].view(dtype)
+        return flat[:n].reshape(shape)
+
+
+def _owner(arr, candidates: list[tuple[int, int, int]]) -> int | None:
+    """Which candidate buffer (start, end, id) holds `arr`'s first element (None: none)."""
+    ptr = _ptr(arr)
+    for start, end, ident in candidates:
+        if start <= ptr < end or (start == ptr == end):
+            return ident
+    return None
+
+
+def _ptr(arr) -> int:
+    data = getattr(arr, "data", None)
+    return int(data.ptr) if hasattr(data, "ptr") else int(arr.ctypes.data)
+
+
+@dataclass
+class Trace:
+    """What the trace run learned: allocations, and which allocation each value lives in."""
+
+    allocs: list[Allocation]
+    value_owner: dict[str, int] = field(default_factory=dict)
+    host_sync: bool = False
+
+
+def trace(dev, graph: Graph, env: dict) -> Trace:
+    """Run `graph` once on `dev` (values in `env`: inputs and weights), recording its memory."""
+    saved = dev.allocator
+    tracer = _Tracer(saved)
+    dev.allocator = tracer
+    downloads_before = getattr(dev, "downloads", 0)
+    fallbacks: dict[str, int] = {}
+    result = Trace(tracer.allocs)
+    try:
+        for k, node in enumerate(graph.nodes):
+            tracer.step = k
+            start = len(tracer.allocs)
+            args = [env[i] if i else None for i in node.inputs]
+            outs = run_node(dev, node, args, [graph.types[o] for o in node.outputs], fallbacks)
+            cands = [(_ptr(tracer.arrays[j]), _ptr(tracer.arrays[j]) + tracer.allocs[j].nbytes, j)
+                     for j in range(start, len(tracer.allocs))]
+            cands += [(_ptr(env[i]), _ptr(env[i]) + max(1, env[i].nbytes), result.value_owner[i])
+                      for i in node.inputs if i and i in result.value_owner]
+            for name, arr in zip(node.outputs, outs):
+                env[name] = arr
+                owner = _owner(arr, cands)
+                if owner is not None:
+                    result.value_owner[name] = owner
+    finally:
+        dev.allocator = saved
+    result.host_sync = bool(fallbacks) or getattr(dev, "downloads", 0) != downloads_before
+    return result
+
+
+def lifetimes(graph: Graph, tr: Trace) -> None:
+    """Extend each allocation's live range to the last node reading a value inside it; graph
+    outputs live to the end."""
+    end = len(graph.nodes)
+    for k, node in enumerate(graph.nodes):
+        for i in node.inputs:
+            if i in tr.value_owner:
+                a = tr.allocs[tr.value_owner[i]]
+                a.last = max(a.last, k)
+    for o in graph.outputs:
+        if o in tr.value_owner:
+            tr.allocs[tr.value_owner[o]].last = end
+
+
+class CompiledProgram:
+    """A graph lowered once, with a static memory plan, replayed as a CUDA graph.
+
+    >>> prog = CompiledProgram(graph)          # traces, plans, captures
+    >>> outs = prog.run({"x": x})              # NumPy in, NumPy out
+    >>> prog.replay()                          # device only: inputs already in prog.inputs
+    """
+
+    def __init__(self, graph: Graph, device=None, use_graph: bool = True):
+        if device is None:
+            from einsat.gpu.device import CupyDevice
+            device = CupyDevice()
+        self.graph, self.dev = graph, device
+        xp = device.xp
+        self.inputs = {n: xp.zeros(graph.types[n].shape, dtype=graph.types[n].dtype) for n in graph.inputs}
+        self.weights = {n: device.constant(a) for n, a in graph.weights.items()}
+        self._stream = None
+        if hasattr(device, "cp"):
+            self._stream = device.cp.cuda.Stream(non_blocking=True)
+        with self._on_stream():
+            self._trace = trace(device, graph, {**self.inputs, **self.weights})
+            lifetimes(graph, self._trace)
+            self.arena_bytes = plan_offsets(self._trace.allocs)
+            self.arena = xp.empty(max(self.arena_bytes, 1), dtype=np.uint8)
+            if self._trace.host_sync:
+                self.mode = "eager"
+            elif use_graph and self._stream is not None:
+                self.mode = "graph"
+            else:
+                self.mode = "planned"
+            self.outputs = self._run_planned(capture=self.mode == "graph") if self.mode != "eager" else {}
+            self._sync()
+
+    def _on_stream(self):
+        import contextlib
+        return self._stream if self._stream is not None else contextlib.nullcontext()
+
+    def _sync(self):
+        if self._stream is not None:
+            self._stream.synchronize()
+
+    @property
+    def graph_mode(self) -> bool:
+        return self.mode == "graph"
+
+    def _run_planned(self, capture: bool, planned: bool = True) -> dict:
+        dev = self.dev
+        saved = dev.allocator
+        if planned:
+            dev.allocator = _Replayer(self.arena, self._trace.allocs, dev.xp)
+        env = {**self.inputs, **self.weights}
+        try:
+            if capture:
+                self._stream.begin_capture()
+            try:
+                for node in self.graph.nodes:
+                    args = [env[i] if i else None for i in node.inputs]
+                    try:
+                        outs = run_node(dev, node, args, [self.graph.types[o] for o in node.outputs])
+                    except EinsatError:
+                        raise
+                    except Exception as e:
+                        raise ExecutionError(f"{describe_node(node, self.graph.types)} failed in a compiled "
+                                             f"program: {type(e).__name__}: {e}") from e
+                    env.update(zip(node.outputs, outs))
+            finally:
+                if capture:
+                    self._cuda_graph = self._stream.end_capture()
+        finally:
+            dev.allocator = saved
+        return {o: env[o] for o in self.graph.outputs}
+
+    def replay(self) -> None:
+        """Run the program on the data already in `self.inputs` (asynchronously)."""
+        with self._on_stream():
+            if self.mode == "graph":
+                self._cuda_graph.launch(self._stream)
+            else:
+                self.outputs = self._run_planned(capture=False, planned=self.mode == "planned")
+
+    def run(self, inputs: Mapping[str, object]) -> dict[str, np.ndarray]:
+        """Copy `inputs` in, replay, and return the outputs as NumPy arrays."""
+        check_inputs(self.graph, inputs)
+        with self._on_stream():
+            for n, buf in self.inputs.items():
+                src = inputs[n]
+                if isinstance(src, np.ndarray) and hasattr(buf, "set"):
+                    buf.set(np.ascontiguousarray(src), stream=self._stream)
+                else:
+                    buf[...] = src
+        self.replay()
+        self._sync()
+        return {o: self.dev.download(v) for o, v in self.outputs.items()}

@@ -1,0 +1,190 @@
+"""A host emulation of `einsat.gpu.device.Device`, for testing the GPU lowering without a GPU.
+
+Generated kernels are compiled by the host C++ compiler with `EINSAT_HOST` defined (one block
+of one thread at a time, see the prelude of `einsat.gpu.kernels.codegen`) into one shared
+library per batch and called through ctypes. cuBLAS calls are emulated from their column-major
+definition (so the GEMM planner is checked against it, not against NumPy's matmul), and cuDNN
+calls from theirs (symmetric padding; backward data as a scatter of each input pixel).
+
+Kernels are compiled in batches: run every case once with `dry=True` (launches are recorded,
+nothing computes), compile all recorded kernels at once, then run for real.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from itertools import product
+
+import numpy as np
+
+from einsat.gpu.kernels.codegen import Kernel
+
+CXX = os.environ.get("CXX", "g++")
+
+
+class KernelLibrary:
+    """Kernels compiled for the host, one shared library per `build` call."""
+
+    def __init__(self, workdir: str | None = None):
+        self.workdir = workdir or tempfile.mkdtemp(prefix="einsat-host-kernels-")
+        self.functions: dict[str, ctypes._CFuncPtr] = {}
+        self.kernels: dict[str, Kernel] = {}
+
+    def build(self, kernels) -> None:
+        todo = {k.name: k for k in kernels if k.name not in self.functions}
+        if not todo:
+            return
+        parts, wrappers = [], []
+        for name, k in sorted(todo.items()):
+            if any(np.dtype(p.dtype) == np.float16 for p in k.params):
+                raise ValueError(f"host emulation has no fp16 ({name})")
+            parts.append(k.source)
+            casts = ", ".join(f"({p.decl().split(' __restrict__')[0].replace('const ', 'const ')})args[{i}]"
+                              for i, p in enumerate(k.params))
+            wrappers.append(
+                f'extern "C" void launch_{name}(long long grid, void** args) {{\n'
+                f"    blockDim.x = 1; gridDim.x = (unsigned int)grid; threadIdx.x = 0;\n"
+                f"    for (long long b = 0; b < grid; ++b) {{ blockIdx.x = (unsigned int)b; {name}({casts}); }}\n}}\n")
+        source = "\n".join(parts) + "\n" + "\n".join(wrappers)
+        digest = hashlib.sha1(source.encode()).hexdigest()[:12]
+        src = os.path.join(self.workdir, f"k_{digest}.cpp")
+        lib = os.path.join(self.workdir, f"k_{digest}.so")
+        with open(src, "w") as f:
+            f.write(source)
+        cmd = [CXX, "-O1", "-std=c++17", "-shared", "-fPIC", "-x", "c++", "-DEINSAT_HOST", "-w", src, "-o", lib]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        so = ctypes.CDLL(lib)
+        for name, k in todo.items():
+            fn = getattr(so, f"launch_{name}")
+            fn.argtypes = [ctypes.c_longlong, ctypes.POINTER(ctypes.c_void_p)]
+            fn.restype = None
+            self.functions[name] = fn
+            self.kernels[name] = k
+
+    def launch(self, kernel: Kernel, args: list) -> None:
+        fn = self.functions[kernel.name]
+        ptrs = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
+        fn(kernel.grid(1 << 30) if kernel.work > 0 else 0, ptrs)
+
+
+def poison(shape, dtype) -> np.ndarray:
+    """A fresh array full of a value no kernel writes by accident (NaN, or a sentinel)."""
+    a = np.empty(shape, dtype=dtype)
+    if a.dtype.kind == "f":
+        a.fill(np.nan)
+    elif a.dtype.kind == "b":
+        a.view(np.uint8).fill(7)  # neither True (1) nor False (0)
+    else:
+        a.fill(np.iinfo(a.dtype).max - 3)
+    return a
+
+
+def strided(arr: np.ndarray, offset: int, shape, strides) -> np.ndarray:
+    """A view of `arr`'s memory from element `offset`, with element strides."""
+    item = arr.itemsize
+    base = np.lib.stride_tricks.as_strided(arr, shape=(offset + 1,), strides=(item,))[offset:]
+    return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(s * item for s in strides))
+
+
+class HostDevice:
+    """`Device` on the host: NumPy arrays, host-compiled kernels, emulated cuBLAS and cuDNN."""
+
+    name = "host"
+    xp = np
+    tf32 = False
+
+    def __init__(self, library: KernelLibrary, dry: bool = False):
+        self.library = library
+        self.dry = dry
+        self.recorded: list[Kernel] = []
+        self.allocator = poison
+        self.gemm_calls = 0
+        self.conv_calls = 0
+        self.downloads = 0
+
+    def empty(self, shape, dtype):
+        return self.allocator(tuple(int(d) for d in shape), np.dtype(dtype))
+
+    def upload(self, array):
+        return np.array(array, copy=True)
+
+    def constant(self, array):
+        return np.asarray(array)
+
+    def download(self, array):
+        self.downloads += 1
+        return np.array(array, copy=True)
+
+    def fill(self, array, value):
+        array.fill(value)
+
+    def launch(self, kernel: Kernel, args: list) -> None:
+        assert [np.dtype(p.dtype) for p in kernel.params] == [a.dtype for a in args], \
+            f"{kernel.name}: parameter dtypes {[p.dtype for p in kernel.params]} vs {[a.dtype for a in args]}"
+        if self.dry:
+            self.recorded.append(kernel)
+            return
+        self.library.launch(kernel, args)
+
+    def gemm(self, call, a, b, c, alpha=1.0, beta=0.0) -> None:
+        """cuBLAS column-major semantics: C = alpha op(A) op(B) + beta C per batch."""
+        self.gemm_calls += 1
+        if self.dry:
+            return
+        src = {"a": a, "b": b}
+        mats = []
+        for op, off in ((call.first, 0), (call.second, 1)):
+            arr = src[op.source]
+            rows, cols = ((call.m, call.k) if off == 0 else (call.k, call.n))
+            if op.trans:
+                rows, cols = cols, rows
+            offset = call.offsets[0 if op.source == "a" else 1]
+            stored = strided(arr, offset, (call.batch, rows, cols), (op.stride, 1, op.ld))
+            mats.append(stored.transpose(0, 2, 1) if op.trans else stored)
+        cv = strided(c, call.offsets[2], (call.batch, call.m, call.n), (call.stride_c, 1, call.ldc))
+        prod_ = np.matmul(mats[0].astype(np.float64), mats[1].astype(np.float64))
+        res = alpha * prod_ + (beta * cv.astype(np.float64) if beta else 0.0)
+        np.copyto(cv, res.astype(c.dtype))
+
+    def conv(self, plan, x, w, y) -> None:
+        """cuDNN semantics: cross-correlation with symmetric padding (forward), or its
+        adjoint (backward data) scattering each input pixel through the filter."""
+        self.conv_calls += 1
+        assert tuple(x.shape) == plan.x_shape and tuple(w.shape) == plan.w_shape and tuple(y.shape) == plan.y_shape
+        if self.dry:
+            return
+        nsp = len(plan.pads)
+        if not plan.transposed:
+            from einsat.ir.ops.conv import conv_numpy
+            y[...] = conv_numpy(x.astype(np.float64), w.astype(np.float64), None, plan.stride, plan.dilation,
+                                plan.pads + plan.pads, plan.groups)
+            return
+        g = plan.groups
+        c, fg = w.shape[:2]
+        cg = c // g
+        out = np.zeros(plan.y_shape, np.float64)
+        xs = x.astype(np.float64)
+        for tap in product(*[range(k) for k in w.shape[2:]]):
+            index = []
+            src_index = []
+            for d in range(nsp):
+                n_in, n_out = plan.x_shape[2 + d], plan.y_shape[2 + d]
+                shift = tap[d] * plan.dilation[d] - plan.pads[d]
+                s = plan.stride[d]
+                valid = [i for i in range(n_in) if 0 <= i * s + shift < n_out]
+                if not valid:
+                    break
+                i0, i1 = valid[0], valid[-1] + 1
+                src_index.append(slice(i0, i1))
+                index.append(slice(i0 * s + shift, (i1 - 1) * s + shift + 1, s))
+            else:
+                for gi in range(g):
+                    xin = xs[(slice(None), slice(gi * cg, (gi + 1) * cg), *src_index)]
+                    wt = w[(slice(gi * cg, (gi + 1) * cg), slice(None), *tap)].astype(np.float64)
+                    contrib = np.einsum("nc...,cf->nf...", xin, wt)
+                    out[(slice(None), slice(gi * fg, (gi + 1) * fg), *index)] += contrib
+        y[...] = out.astype(y.dtype)

@@ -72,7 +72,14 @@ def trace(fn, example_inputs, name: str | None = None) -> Program:
         else:
             args.append(x)
     with tr:
-        result = fn(*args)
+        try:
+            result = fn(*args)
+        except Exception as e:
+            if tr.error is not None and e is not tr.error:  # NumPy replaced our error by its own
+                raise tr.error from e
+            raise
+        if tr.error is not None:  # raised, swallowed, and the function went on
+            raise tr.error
         outputs, names = [], []
         for label, value in _flatten(result):
             if isinstance(value, (tuple, list, dict)):

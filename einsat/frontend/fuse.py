@@ -11,6 +11,7 @@ inside loop and branch bodies too:
     assign(assign(x, v, s), w, s) = assign(x, w, s)               (the second write covers the first)
     assign(x, access(x, s), s) = x                                (writing back what was read)
     access(assign(x, w, s), s) = w                                (w of the region's type)
+    access(assign(x, w, s), s + t) = access(w, t)                 (and t narrowing s's last slice)
     access(assign(x, w, s), t) = access(x, t)                     (t provably disjoint from s)
 
 Composed specs are simplified (slice of a slice on one axis is one slice; a select of a slice is
@@ -83,6 +84,41 @@ def disjoint(a, b) -> bool:
     return False
 
 
+def relative(outer, inner):
+    """`inner` as a region of the region `outer` (both as `_key` gives them), or None when it
+    is not provably inside: `inner` extends `outer`, or narrows its last slice."""
+    n = len(outer)
+    if inner[:n] == outer:
+        return inner[n:]
+    if not n or inner[:n - 1] != outer[:n - 1] or len(inner) < n:
+        return None
+    last, step = outer[-1], inner[n - 1]
+    if last[0] != "slice" or step[0] not in ("slice", "select") or last[1] != step[1]:
+        return None
+    _, axis, start, stride, count = last
+    if step[0] == "select":
+        k, r = divmod(step[2] - start, stride)
+        return (("select", axis, k),) + inner[n:] if r == 0 and 0 <= k < count else None
+    _, _, start2, stride2, count2 = step
+    k, r = divmod(start2 - start, stride)
+    kstep, r2 = divmod(stride2, stride)
+    if count2 and r == 0 and r2 == 0 and 0 <= k < count and 0 <= k + kstep * (count2 - 1) < count:
+        return (("slice", axis, k, kstep, count2),) + inner[n:]
+    return None
+
+
+def _unkey(key):
+    """(spec, dynamic inputs) back from a `_key` region."""
+    dyn, spec = [], []
+    for s in key:
+        if s[0] == "dselect":
+            spec.append(("dselect", s[1], len(dyn)))
+            dyn.append(s[2])
+        else:
+            spec.append(s)
+    return tuple(spec), dyn
+
+
 class _Fuser:
     def __init__(self, graph: Graph):
         self.graph = graph
@@ -145,6 +181,12 @@ class _Fuser:
             if disjoint(here, there):
                 self.changed = True
                 return self.access(replace(n, inputs=(p.inputs[0], *n.inputs[1:])), out)
+            rel = relative(there, here)
+            w = p.inputs[1]
+            if rel is not None and self.type(w).shape == spec_shapes(self.type(x).shape, p.attrs["spec"])[-1]:
+                self.changed = True
+                spec2, dyn = _unkey(rel)
+                return self.access(_N(Op.ACCESS, (w, *dyn), n.outputs, {"spec": spec2}, n.name), out)
         return n
 
     def assign(self, n: _N, out: str) -> _N | None:

@@ -60,13 +60,11 @@ def _kind(k) -> str:
 
 
 def _static_int(k) -> int:
-    if isinstance(k, slice) or k is None:
-        raise TypeError
+    if emit.is_traced(k):
+        raise fail("a slice bound is a traced value: the slice's length would depend on the data")
     try:
         return int(k.__index__())
     except (AttributeError, TypeError):
-        if emit.is_traced(k):
-            raise fail("a slice bound is a traced value: its length would depend on the data") from None
         raise fail(f"slice bounds must be integers, got {type(k).__name__}") from None
 
 

@@ -81,6 +81,9 @@ def name_outputs(program: Program) -> Program:
     mapping: dict[str, str] = {}
     outputs = []
     for value, want in zip(program.outputs, program.output_names):
+        if value == want and want not in outputs:  # e.g. an input returned as itself
+            outputs.append(want)
+            continue
         while want in taken:
             want += "_"
         taken.add(want)

@@ -19,8 +19,10 @@ from einsat.ir.registry import Op
 
 def _data_dependent(what: str):
     def method(self, *args, **kwargs):
-        raise fail(f"{what} of traced value {self._name} depends on the data; keep it a tensor, "
-                   "or use einsat.frontend.loop / cond for control flow on tensor values")
+        raise fail(f"{what} of traced value {self._name} depends on the data: it is needed as a Python "
+                   "number here (Python control flow, a shape, or a write into a NumPy array). Keep it "
+                   "a tensor: einsat.frontend.loop / cond for control flow, np.zeros_like(x, shape=...) "
+                   "for buffers")
     return method
 
 

@@ -46,8 +46,13 @@ def user_line() -> str:
 
 
 def fail(message: str) -> FrontendError:
-    """A FrontendError naming the user's line."""
-    return FrontendError(f"{user_line()}: {message}")
+    """A FrontendError naming the user's line. The trace remembers the first one: NumPy swallows
+    some exceptions (e.g. from `float()` while filling an array) and raises its own instead."""
+    error = FrontendError(f"{user_line()}: {message}")
+    tr = _CURRENT.get()
+    if tr is not None and tr.error is None:
+        tr.error = error
+    return error
 
 
 class Trace:
@@ -68,6 +73,7 @@ class Trace:
         self._const_cache: dict[tuple, str] = {}
         self._counter = 0
         self._token = None
+        self.error: FrontendError | None = None  # the first error raised while tracing
 
     # -- context -------------------------------------------------------------------------
     def __enter__(self) -> "Trace":

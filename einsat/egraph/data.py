@@ -3,6 +3,22 @@
 This is the contract between `einsat.egraph` (which exports it from egglog) and
 `einsat.extract` (which chooses one e-node per needed e-class and rebuilds an `ir.Graph`).
 It holds no egglog objects, so it pickles and can be built by hand in tests.
+
+What `Session.export()` guarantees (einsat.egraph.session):
+- e-class ids are 0..n-1, numbered deterministically (the same input and rules give the same
+  ids, e-nodes and order); only tensor e-classes appear (egglog's helper sorts are flattened:
+  a variadic op's input list becomes its `children`, a multi-output op read through `Get`
+  becomes e-nodes with `output` set, one per e-class that holds an output);
+- `children` lists every input slot of the op up to the last present one; an absent optional
+  input in between is `ABSENT` (-1), trailing absent inputs are left out (so `conv(x, w)` has
+  two children, like the `ir.Node` it came from);
+- `attrs` are the op's full normalized attributes (every registry attribute present, arrays and
+  other non-primitive values restored from the session's reference table);
+- every e-class has its `type`, inferred with the registry from its e-nodes;
+- `EClass.name` is the source program's value name for e-classes that hold one (a hint for
+  readable rebuilt programs), else None;
+- constants made by rules (e.g. the kernel of a pooling rewritten as a convolution) are
+  weight leaves whose arrays are in `weights`, like the source weights.
 """
 
 from __future__ import annotations
@@ -12,6 +28,8 @@ from typing import Any, Mapping
 
 from einsat.ir.registry import Op
 from einsat.ir.types import TensorType
+
+ABSENT = -1  # a child slot whose optional input is absent
 
 
 @dataclass(frozen=True)
@@ -39,6 +57,7 @@ class EClass:
     id: int
     nodes: list[ENode]
     type: TensorType | None
+    name: str | None = None  # the source program's name for this value, if it has one
 
 
 @dataclass

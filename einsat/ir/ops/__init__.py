@@ -5,3 +5,4 @@ from einsat.ir.ops import (  # noqa: F401
     slicing, special,
 )
 from einsat.ir.ops import control, extrema, math, views  # noqa: F401  (functionalization, kernels)
+from einsat.ir.ops import fused  # noqa: F401  (conv/matmul epilogues, made by rewrites)

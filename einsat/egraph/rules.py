@@ -1,0 +1,152 @@
+"""Rules, rulesets, generators and schedules: the values a `Session` runs.
+
+A `Rule` is one law: its name, the law in one line, and the egglog command(s) stating it.
+Rule text may use list sugar for the inputs of variadic ops: `(Concat ax [a b])` is
+`(Concat ax (TCons a (TCons b (TNil))))`.
+
+    Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)"))
+
+A `Ruleset` groups the rules of one theory with how they run: explosive rules (associativity,
+commutativity) under a persistent back-off scheduler, multi-pattern rules only in the first
+steps (Tensat's budget). A `Generator` is a rule written in Python: it reads the exported
+e-graph and unions new terms in (PET's mutants with their corrections, EinNet's derivations,
+constant folding). A `Schedule` is one step: its phases run in order, and the session repeats
+steps until saturation or a limit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from einsat.egraph.data import EGraphData
+    from einsat.egraph.session import Session
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    law: str
+    egglog: str
+
+    def commands(self, ruleset: str) -> list[str]:
+        """The egglog commands, each tagged with the ruleset and a name (`name`, `name#2`, ...)."""
+        cmds = split_commands(expand_lists(self.egglog))
+        out = []
+        for k, c in enumerate(cmds):
+            tag = self.name if k == 0 else f"{self.name}#{k + 1}"
+            out.append(f'{c[:-1]} :ruleset {ruleset} :name "{tag}")')
+        return out
+
+
+@dataclass(frozen=True)
+class BackOff:
+    """egglog's back-off scheduler, persistent across steps: a rule matching more than
+    `match_limit` times in one iteration is banned for `ban_length` iterations (both double
+    with each ban), so associativity and commutativity grow the e-graph smoothly."""
+
+    match_limit: int = 1000
+    ban_length: int = 2
+
+
+@dataclass(frozen=True)
+class Ruleset:
+    name: str
+    rules: tuple[Rule, ...]
+    backoff: BackOff | None = None
+    first_steps: int | None = None  # run only in the first k steps (multi-pattern rules)
+
+
+@dataclass(frozen=True)
+class Generator:
+    """`fn(session, data) -> number of unions`: reads the export `data`, unions new terms in
+    with `session.union(class_id, term)`. Runs in steps `every - 1`, `2 * every - 1`, ..."""
+
+    name: str
+    law: str
+    fn: Callable[["Session", "EGraphData"], int]
+    every: int = 1
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One step of saturation: phases (rulesets and generators) in order."""
+
+    phases: tuple[Ruleset | Generator, ...]
+
+    def __add__(self, other: "Schedule") -> "Schedule":
+        return Schedule(self.phases + other.phases)
+
+    @property
+    def rules(self) -> list[Rule]:
+        return [r for p in self.phases if isinstance(p, Ruleset) for r in p.rules]
+
+
+def rewrite(lhs: str, rhs: str, *when: str, subsume: bool = False) -> str:
+    cond = f" :when ({' '.join(when)})" if when else ""
+    return f"(rewrite {lhs} {rhs}{cond}{' :subsume' if subsume else ''})"
+
+
+def birewrite(lhs: str, rhs: str, *when: str) -> str:
+    """Both directions (two rewrites, so each may carry its own guard)."""
+    return rewrite(lhs, rhs, *when) + "\n" + rewrite(rhs, lhs, *when)
+
+
+def rule(facts: list[str] | tuple[str, ...], actions: list[str] | tuple[str, ...]) -> str:
+    return f"(rule ({' '.join(facts)}) ({' '.join(actions)}))"
+
+
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[()\[\]]|[^\s()\[\]"]+')
+
+
+def expand_lists(text: str) -> str:
+    """`[a (F b) c]` -> `(TCons a (TCons (F b) (TCons c (TNil))))`, nested brackets allowed."""
+    if "[" not in text:
+        return text
+    tokens = _TOKEN.findall(re.sub(r";[^\n]*", "", text))
+    pos = 0
+
+    def expr() -> str:
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        if tok == "(":
+            items = []
+            while tokens[pos] != ")":
+                items.append(expr())
+            pos += 1
+            return "(" + " ".join(items) + ")"
+        if tok == "[":
+            items = []
+            while tokens[pos] != "]":
+                items.append(expr())
+            pos += 1
+            out = "(TNil)"
+            for item in reversed(items):
+                out = f"(TCons {item} {out})"
+            return out
+        return tok
+
+    out = []
+    while pos < len(tokens):
+        out.append(expr())
+    return "\n".join(out)
+
+
+def split_commands(text: str) -> list[str]:
+    """The top-level s-expressions of `text` (comments dropped)."""
+    text = re.sub(r";[^\n]*", "", text)
+    cmds, depth, start = [], 0, 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group(0)
+        if tok == "(":
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        elif tok == ")":
+            depth -= 1
+            if depth == 0:
+                cmds.append(text[start:m.end()])
+    return cmds

@@ -1,0 +1,291 @@
+"""A saturation session: one egglog e-graph, programs in, bounded rewriting, plain data out.
+
+    s = Session(Limits(nodes=20_000, time_s=5))
+    s.add_graph(graph)                 # the program; its outputs are the export's roots
+    report = s.run(default_schedule())
+    data = s.export()                  # EGraphData for extraction
+
+Limits. egglog has no node limit and cannot be interrupted, so the session steps the schedule
+from Python: one *phase* is one egglog iteration of one ruleset (after the shape analysis is
+saturated) or one generator round, and the limits are checked between phases:
+
+- node limit: a phase starts only while the e-graph has fewer e-nodes than `Limits.nodes`, and
+  not when the last growth of that phase, doubled, would cross the limit. So the e-graph never
+  holds more than `Limits.nodes` plus the growth of one phase (`report.max_phase_growth`
+  bounds the overshoot, and the AC rules' back-off scheduler keeps each phase's growth small);
+- time limit: a phase does not start when its previous duration would cross `Limits.time_s`;
+  the run may end late by one phase's time at most;
+- iteration limit: at most `Limits.iterations` steps (a step runs every phase once).
+
+E-nodes are counted as egglog's constructor rows (tensor ops, leaves, list cells, `Get`),
+analysis tables excluded. The same input, schedule and limits give the same e-graph and the
+same export (one thread, deterministic ids), except for time-limited runs.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from egglog import bindings
+
+from einsat.egraph import analysis
+from einsat.egraph.data import EGraphData
+from einsat.egraph.encoding import CONSTRUCTORS_EXTRA, AttrRefs, declarations, signatures
+from einsat.egraph.export import serialize_json, to_data
+from einsat.egraph.handles import Handles
+from einsat.egraph.rules import Generator, Ruleset, Schedule
+from einsat.egraph.terms import Encoder, Ref, Term, graph_commands, union, var
+from einsat.errors import EinsatError, GraphError
+from einsat.ir.graph import Graph
+from einsat.ir.types import TensorType
+
+
+class StopReason(enum.Enum):
+    SATURATED = "saturated"
+    NODE_LIMIT = "node limit"
+    TIME_LIMIT = "time limit"
+    ITERATION_LIMIT = "iteration limit"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on one `Session.run` (defaults sized so a Tensat/TASO workload optimizes in
+    well under 30 s on two cores), and whether the export filters cycles."""
+
+    nodes: int = 30_000
+    iterations: int = 10
+    time_s: float = 8.0
+    acyclic: bool = True  # export: drop e-nodes that close a cycle (Tensat's cycle filtering)
+
+
+@dataclass
+class RuleStats:
+    matches: int = 0
+    time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PhaseStats:
+    step: int
+    phase: str
+    nodes: int          # e-nodes after the phase
+    growth: int
+    time_s: float
+    changed: bool
+
+
+@dataclass
+class SaturationReport:
+    stop_reason: StopReason
+    iterations: int                 # steps started
+    nodes: int                      # e-nodes at the end
+    classes: int                    # tensor e-classes at the end
+    time_s: float
+    node_limit: int
+    rules: dict[str, RuleStats] = field(default_factory=dict)
+    phases: list[PhaseStats] = field(default_factory=list)
+
+    @property
+    def max_phase_growth(self) -> int:
+        return max((p.growth for p in self.phases), default=0)
+
+    def summary(self) -> str:
+        top = sorted(self.rules.items(), key=lambda kv: -kv[1].matches)[:8]
+        rules = ", ".join(f"{k} {v.matches}" for k, v in top if v.matches)
+        return (f"{self.stop_reason.value} after {self.iterations} steps, {self.time_s:.2f} s: "
+                f"{self.nodes} e-nodes, {self.classes} e-classes; top rules: {rules or 'none'}")
+
+
+Progress = Callable[[int, int, float], None]
+
+
+class Session:
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits()
+        self.egraph = bindings.EGraph()
+        self.sigs = signatures()
+        self._by_name = {s.name: s for s in self.sigs.values()}
+        self.refs = AttrRefs()
+        self.encoder = Encoder(self.sigs, self.refs)
+        self.weights: dict = {}
+        self.input_types: dict[str, TensorType] = {}
+        self.roots: list[str] = []           # let names of the export's roots
+        self.output_names: list[str] = []
+        self.let_names: dict[str, str] = {}  # let name -> source value name
+        self._graphs = 0
+        self._constructors = {s.name for s in self.sigs.values()} | set(CONSTRUCTORS_EXTRA)
+        self._rulesets: set[str] = set()
+        self._export: EGraphData | None = None
+        self.handles = Handles(self)
+        self._program(declarations(self.sigs) + analysis.TABLES + f"(ruleset {analysis.RULESET})")
+        self._program(_in_ruleset(analysis.shape_rules(self.sigs), analysis.RULESET))
+
+    # -- programs in --------------------------------------------------------------------------
+    def add_graph(self, graph: Graph, root: bool = True) -> list[Ref]:
+        """Insert `graph`; returns a `Ref` per output. With `root`, its outputs become export roots."""
+        for n in graph.inputs:
+            if self.input_types.setdefault(n, graph.types[n]) != graph.types[n]:
+                raise GraphError(f"input {n!r} is {graph.types[n]} here, {self.input_types[n]} before")
+        for n, a in graph.weights.items():
+            old = self.weights.setdefault(n, a)
+            if old is not a and (old.shape != a.shape or old.dtype != a.dtype or not (old == a).all()):
+                raise GraphError(f"weight {n!r} differs from the weight of that name added before")
+        cmds, lets = graph_commands(graph, self.encoder, f"g{self._graphs}")
+        self._graphs += 1
+        self.egraph.run_program(*cmds)
+        for value, name in lets.items():
+            self.let_names.setdefault(name, value)
+            self.handles.types[name] = graph.types[value]
+        refs = [Ref(lets[o]) for o in graph.outputs]
+        if root:
+            self.roots += [r.name for r in refs]
+            self.output_names += list(graph.outputs)
+        self._changed()
+        return refs
+
+    def add(self, term: Term | Ref | int) -> Ref:
+        """A new (or existing) term as a `Ref`; ints are e-class ids of the latest export."""
+        return self.handles.ref(term)
+
+    def union(self, a: Term | Ref | int, b: Term | Ref | int) -> None:
+        """Assert that `a` and `b` are equal (fully equivalent: the invariant of the e-graph)."""
+        ea, eb = self.handles.expr(a), self.handles.expr(b)
+        self.egraph.run_program(union(ea, eb))
+        self._changed()
+
+    def add_weight(self, array, hint: str = "w") -> Term:
+        return self.handles.weight(array, hint)
+
+    def equivalent(self, a: Ref | Term | int, b: Ref | Term | int) -> bool:
+        """Whether `a` and `b` are in one e-class now."""
+        ea, eb = self.handles.expr(a), self.handles.expr(b)
+        try:
+            self.egraph.run_program(bindings.Check(bindings.PanicSpan(), [bindings.Eq(bindings.PanicSpan(), ea, eb)]))
+        except bindings.EggSmolError:
+            return False
+        return True
+
+    # -- rewriting ----------------------------------------------------------------------------
+    def run(self, schedule: Schedule | None = None, progress: Progress | None = None) -> SaturationReport:
+        if schedule is None:
+            from einsat.rewrites.schedule import default_schedule
+            schedule = default_schedule()
+        for phase in schedule.phases:
+            if isinstance(phase, Ruleset):
+                self._register(phase)
+        lim, t0 = self.limits, time.perf_counter()
+        report = SaturationReport(StopReason.ITERATION_LIMIT, 0, self.num_nodes(), 0, 0.0, lim.nodes)
+        last: dict[str, PhaseStats] = {}
+        stop = None
+        for step in range(lim.iterations):
+            report.iterations = step + 1
+            changed = False
+            for phase in schedule.phases:
+                if not _due(phase, step):
+                    continue
+                nodes, elapsed = self.num_nodes(), time.perf_counter() - t0
+                prev = last.get(phase.name)
+                if nodes >= lim.nodes or (prev and nodes + 2 * prev.growth > lim.nodes):
+                    stop = StopReason.NODE_LIMIT
+                elif elapsed >= lim.time_s or (prev and elapsed + prev.time_s > lim.time_s):
+                    stop = StopReason.TIME_LIMIT
+                if stop:
+                    break
+                stats = self._run_phase(phase, step, nodes, report)
+                last[phase.name] = stats
+                report.phases.append(stats)
+                changed |= stats.changed
+                if progress:
+                    progress(step, stats.nodes, time.perf_counter() - t0)
+            if stop:
+                break
+            if not changed:
+                stop = StopReason.SATURATED
+                break
+        report.stop_reason = stop or StopReason.ITERATION_LIMIT
+        report.nodes = self.num_nodes()
+        report.classes = len(self.export().classes)
+        report.time_s = time.perf_counter() - t0
+        return report
+
+    def _run_phase(self, phase, step: int, nodes: int, report: SaturationReport) -> PhaseStats:
+        t = time.perf_counter()
+        if isinstance(phase, Generator):
+            unions = phase.fn(self, self.export())
+            changed = unions > 0
+            stats = report.rules.setdefault(phase.name, RuleStats())
+            stats.matches += unions
+            stats.time_s += time.perf_counter() - t
+            self._saturate_analysis()
+        else:
+            run = f"(run-with bo_{phase.name} {phase.name})" if phase.backoff else f"(run {phase.name})"
+            out = self._program(f"(run-schedule (saturate (run {analysis.RULESET})) {run})")[0].report
+            changed = out.updated or not out.can_stop
+            for name, n in out.num_matches_per_rule.items():
+                key = name.split("#")[0] if not name.startswith("(") else analysis.RULESET
+                s = report.rules.setdefault(key, RuleStats())
+                s.matches += n
+                s.time_s += out.search_and_apply_time_per_rule[name].total_seconds()
+            if out.updated:
+                self._changed()
+        after = self.num_nodes()
+        return PhaseStats(step, phase.name, after, after - nodes, time.perf_counter() - t, changed)
+
+    def _saturate_analysis(self) -> None:
+        self._program(f"(run-schedule (saturate (run {analysis.RULESET})))")
+
+    def _register(self, rs: Ruleset) -> None:
+        if rs.name in self._rulesets:
+            return
+        self._rulesets.add(rs.name)
+        cmds = [f"(ruleset {rs.name})"] + [c for r in rs.rules for c in r.commands(rs.name)]
+        if rs.backoff:
+            cmds.append(f"(let-scheduler bo_{rs.name} (back-off :match-limit {rs.backoff.match_limit}"
+                        f" :ban-length {rs.backoff.ban_length}))")
+        try:
+            self._program("\n".join(cmds))
+        except bindings.EggSmolError as e:
+            raise EinsatError(f"ruleset {rs.name!r} does not compile: {e}") from None
+
+    # -- data out -----------------------------------------------------------------------------
+    def num_nodes(self) -> int:
+        sizes = self._program("(print-size)")[0].sizes
+        return sum(n for name, n in sizes if name in self._constructors)
+
+    def export(self) -> EGraphData:
+        """The whole e-graph as `EGraphData` (cached until the e-graph changes)."""
+        if self._export is None:
+            if not self.roots:
+                raise EinsatError("the session has no program: call add_graph first")
+            self._saturate_analysis()
+            js = serialize_json(self.egraph, [var(r) for r in self.roots])
+            data, class_lets, fills = to_data(
+                js, self._by_name, self.refs, output_names=self.output_names,
+                input_types=self.input_types, weights=self.weights, let_names=self.let_names)
+            self.handles.reset(data, class_lets, fills)
+            if self.limits.acyclic:
+                from einsat.egraph.cycles import filter_cycles
+                data = filter_cycles(data)
+            self._export = data
+        return self._export
+
+    # -- internals ----------------------------------------------------------------------------
+    def _program(self, text: str) -> list:
+        return self.egraph.parse_and_run_program(text)
+
+    def _changed(self) -> None:
+        self._export = None
+
+
+def _due(phase, step: int) -> bool:
+    if isinstance(phase, Generator):
+        return (step + 1) % phase.every == 0
+    return phase.first_steps is None or step < phase.first_steps
+
+
+def _in_ruleset(text: str, ruleset: str) -> str:
+    from einsat.egraph.rules import split_commands
+    return "\n".join(f"{c[:-1]} :ruleset {ruleset})" for c in split_commands(text))

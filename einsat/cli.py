@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from einsat import cli_optimize
+from einsat import cli_info, cli_optimize
 from einsat.errors import EinsatError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="einsat", description="A tensor-program superoptimizer.")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="load the bundled model, run it and print a summary")
+    cli_info.add_parsers(sub)
     cli_optimize.add_parser(sub)
     args = parser.parse_args(argv)
     try:
@@ -22,11 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def cmd_demo(args) -> int:
-    raise EinsatError("the demo lands with the ONNX importer")
-
-
-COMMANDS = {"demo": cmd_demo, "optimize": cli_optimize.cmd_optimize}
+COMMANDS = {"demo": cli_info.cmd_demo, "info": cli_info.cmd_info, "optimize": cli_optimize.cmd_optimize}
 
 if __name__ == "__main__":
     sys.exit(main())

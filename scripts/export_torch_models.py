@@ -6,11 +6,13 @@ weight becomes a graph input, listed in the metadata entry `einsat.stripped_weig
 files stay small; the tests fill them with seeded random values
 (`einsat.ir.onnx_weights.fill_random_weights`). Integer initializers (position ids) are kept.
 
-torch exists here only for Python 3.11, einsat needs 3.12: run this in a side environment,
+torch exists here only for Python 3.11, einsat needs 3.12: run this in the side environment
+`make torch-venv` creates, with the exporter's own dependencies added,
 
-    /root/.pyenv/versions/3.11.7/bin/python -m venv .torch-venv
-    .torch-venv/bin/pip install /opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl onnx onnxscript
+    make torch-venv && .torch-venv/bin/pip install -c benchmarks/torch-constraints.txt onnx onnxscript
     .torch-venv/bin/python scripts/export_torch_models.py            # writes tests/data/models/
+
+ResNet-18 is also the model `einsat demo` runs: a copy goes to einsat/data/resnet18.onnx.
 
 The models are defined here by hand (no torchvision): torchvision's ResNet-18 layout, and a
 BERT encoder with BERT's embeddings, LayerNorm, erf-GELU, softmax attention and padding mask.
@@ -171,10 +173,14 @@ def strip_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=Path(__file__).resolve().parent.parent / "tests" / "data" / "models",
-                        type=Path)
+    parser.add_argument("--out", default=ROOT / "tests" / "data" / "models", type=Path)
+    parser.add_argument("--demo", default=ROOT / "einsat" / "data" / "resnet18.onnx", type=Path,
+                        help="where the demo's copy of ResNet-18 goes")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -192,6 +198,9 @@ def main() -> None:
         onnx.save(model, path)
         ops = sorted({n.op_type for n in model.graph.node})
         print(f"{path}: {path.stat().st_size / 1024:.0f} KB, opset {OPSET}, {len(model.graph.node)} nodes: {ops}")
+        if name == "resnet18":
+            args.demo.parent.mkdir(parents=True, exist_ok=True)
+            onnx.save(model, args.demo)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,71 @@
+"""`einsat info` and `einsat demo`, called as `einsat.cli.main([...])` with captured output."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import numpy as np
+
+from einsat.cli import main
+from einsat.cli_info import demo_model_path
+
+ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def test_info_lists_ops_flops_bytes_and_opaque_ops(capsys):
+    assert main(["info", str(ZOO / "light_bvlc_alexnet.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "data_0  [1, 3, 224, 224] f32" in out.replace("    ", "  ")
+    assert re.search(r"prob_1\s+\[1, 1000\] f32", out)
+    rows = {m.group(1): int(m.group(2)) for m in re.finditer(r"^  (\w[\w ]*?)\s+(\d+)\s+\S+ ?\w*\s+\S+ ?\w*B$", out, re.M)}
+    # conv 5, relu 7, LRN 2, maxpool 3, reshape 1, gemm 3, softmax 1; the Dropouts are identities
+    assert rows["conv"] == 5 and rows["gemm"] == 3 and rows["opaque LRN"] == 2 and rows["total"] == 22
+    # AlexNet: 0.72 GMACs in its convolutions and fully connected layers, 2 FLOPs each
+    total = re.search(r"^  total\s+\d+\s+([\d.]+) G", out, re.M)
+    assert total and 1.3 < float(total.group(1)) < 1.6
+    assert "opaque (no einsat op; run by onnx.reference, FLOPs estimated): LRN" in out
+
+
+def test_info_fixes_symbolic_dims_with_input_shape(tmp_path, capsys):
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        initializer=[numpy_helper.from_array(np.ones((4, 3), np.float32), "w")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    path = tmp_path / "sym.onnx"
+    onnx.save(m, path)
+    assert main(["info", str(path)]) == 2
+    assert "input_shapes" in capsys.readouterr().err
+    assert main(["info", str(path), "--input-shape", "x=8,4"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"y\s+\[8, 3\] f32", out) and re.search(r"matmul\s+1\s+192\s", out)
+    assert main(["info", str(path), "--input-shape", "x=eight"]) == 2
+    assert "integer dims" in capsys.readouterr().err
+
+
+def test_info_on_a_bad_file_is_a_one_line_error(tmp_path, capsys):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00\x01 not onnx")
+    assert main(["info", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("einsat: error: ") and "bad.onnx" in err and err.count("\n") == 1
+
+
+def test_demo_runs_the_bundled_model(capsys):
+    assert demo_model_path().is_file() and demo_model_path().stat().st_size < 100_000
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "ResNet-18" in out and re.search(r"conv\s+20\s+3\.6\d G", out)
+    assert re.search(r"batchnorm\s+20\s", out)
+    ran = re.search(r"ran on numpy in ([\d.]+) s", out)
+    assert ran and float(ran.group(1)) > 0
+    assert re.search(r"logits\s+\[1, 1000\] f32\s+mean -?[\d.]+", out)
+    assert main(["demo"]) == 0  # seeded: the same numbers again
+    again = capsys.readouterr().out
+    line = [ln for ln in out.splitlines() if "argmax" in ln]
+    assert line == [ln for ln in again.splitlines() if "argmax" in ln]

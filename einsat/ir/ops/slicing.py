@@ -226,6 +226,8 @@ class Pad(_Layout):
 
     def numpy(self, args, attrs):
         x, p = args[0], attrs["pads"]
+        if x.ndim == 0:  # np.pad rejects 0-d arrays; there is nothing to pad
+            return [np.array(x)]
         widths = [(p[k], p[x.ndim + k]) for k in range(x.ndim)]
         if attrs["mode"] == "constant":
             return [np.pad(x, widths, constant_values=np.asarray(attrs["value"]).astype(x.dtype))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from einsat import cli_info, cli_optimize
+from einsat import cli_fuzz, cli_info, cli_optimize
 from einsat.errors import EinsatError
 
 
@@ -14,6 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     cli_info.add_parsers(sub)
     cli_optimize.add_parser(sub)
+    cli_fuzz.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -22,7 +23,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-COMMANDS = {"demo": cli_info.cmd_demo, "info": cli_info.cmd_info, "optimize": cli_optimize.cmd_optimize}
+COMMANDS = {"demo": cli_info.cmd_demo, "info": cli_info.cmd_info, "optimize": cli_optimize.cmd_optimize,
+            "fuzz": cli_fuzz.cmd_fuzz}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -158,8 +158,8 @@ def _padding(draw):
     pad = [draw(st.integers(0, 2)) for _ in range(4)]
     pad[side] = max(pad[side], 1)
     weight = np.random.default_rng(seed).standard_normal((f, c // groups, k, k)).astype(np.float32)
-    if h + pad[0] + pad[2] < k or w + pad[1] + pad[3] < k:
-        pad = [k, k, k, k]
+    for d, size in ((0, h), (1, w)):  # the conv must still fit with one padding less
+        pad[d] += max(0, k + (side % 2 == d) - size - pad[d] - pad[d + 2])
     original = _conv_graph("conv", (n, c, h, w), weight, seed, padding=tuple(pad), groups=groups)
     less = list(pad)
     less[side] -= 1

@@ -51,6 +51,8 @@ def merge_cells(failing: np.ndarray, edges: list[np.ndarray]) -> list[Region]:
     """Cover failing grid cells ((B, rank) cell coordinates) by boxes: adjacent cells with equal
     extents in the other dimensions merge, one dimension after the other."""
     rank = len(edges)
+    if rank == 0:
+        return [Region((), ())] if len(failing) else []
     rects = {(tuple(c), tuple(c + 1)) for c in np.asarray(failing, dtype=np.int64).reshape(-1, rank)}
     for d in reversed(range(rank)):
         groups: dict[tuple, list] = {}

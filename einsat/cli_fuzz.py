@@ -1,0 +1,32 @@
+"""`einsat fuzz`: random programs through einsat's transformations, checked for equivalence."""
+
+from __future__ import annotations
+
+import sys
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("fuzz", help="fuzz optimize, the ONNX round trip and the verifier with random programs")
+    p.add_argument("--budget", type=int, default=200, help="random cases in all (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--target", action="append", default=None,
+                   help="a target to fuzz (repeatable; default: all available, e.g. optimize, onnx, verify)")
+
+
+def cmd_fuzz(args) -> int:
+    """Exit status 0 when every target passed, 1 when one failed (its minimal case is printed)."""
+    try:
+        from einsat.verify.fuzz import fuzz
+    except ImportError as e:  # hypothesis is a test extra
+        print(f"einsat: error: einsat fuzz needs hypothesis (pip install 'einsat[test]'): {e}", file=sys.stderr)
+        return 2
+    if args.budget < 1:
+        print("einsat: error: --budget must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        report = fuzz(args.budget, args.seed, args.target)
+    except ValueError as e:
+        print(f"einsat: error: {e}", file=sys.stderr)
+        return 2
+    print(report)
+    return 0 if report.ok else 1

@@ -1,0 +1,198 @@
+"""`einsat fuzz`: random programs through transformations, checked for equivalence.
+
+Each target is a strategy of cases and a check that returns None when the case passes or a
+message saying what went wrong. Hypothesis draws up to the budget, and on the first failure
+shrinks it to a minimal case, printed as builder code that reproduces it.
+
+Targets:
+  optimize   random programs -> `einsat.optimize` -> numeric equivalence (and over the field
+             when both programs are multi-linear); looked up at call time, used when it exists
+  onnx       random programs -> `to_onnx` -> `load_onnx` -> numeric equivalence
+  verify     the verifier itself: mutant pairs with known regions -> `find_differences` must
+             report exactly those regions, and the corrected mutant must be equivalent
+Register more with `register_transform(name, fn)`: `fn(graph) -> graph` must keep outputs.
+"""
+
+from __future__ import annotations
+
+import random
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis.errors import NoSuchExample, Unsatisfiable
+
+from einsat.ir.graph import Graph
+from einsat.testing.codegen import builder_code
+
+
+@dataclass
+class Target:
+    strategy: Callable[[], object]
+    check: Callable[[object], str | None]
+    graph_of: Callable[[object], Graph] = lambda case: case
+
+
+@dataclass
+class Failure:
+    target: str
+    case: object
+    message: str
+    code: str
+
+    def __str__(self) -> str:
+        return (f"FAILED {self.target}: {self.message}\n\n# minimal reproduction (builder code):\n{self.code}")
+
+
+@dataclass
+class FuzzReport:
+    budget: int
+    seed: int
+    examples: dict[str, int] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def __str__(self) -> str:
+        head = ", ".join(f"{name}: {n} cases" for name, n in self.examples.items())
+        lines = [f"einsat fuzz (budget {self.budget}, seed {self.seed}): {head}"]
+        lines += [str(f) for f in self.failures]
+        lines.append("all passed" if self.ok else f"{len(self.failures)} target(s) failed")
+        return "\n".join(lines)
+
+
+def _programs():
+    from einsat.testing.programs import programs
+    return programs(max_nodes=5, max_side=4, max_size=512)
+
+
+def _is_multilinear(g: Graph) -> bool:
+    from einsat.verify.fieldeval import rule_for
+    try:
+        for node in g.nodes:
+            rule_for(node)
+    except Exception:
+        return False
+    return True
+
+
+def check_transform(fn: Callable[[Graph], Graph], graph: Graph) -> str | None:
+    """None when `fn(graph)` computes what `graph` does; else what differs (or what was raised)."""
+    from einsat.verify.corrector import find_differences
+    from einsat.verify.numeric import equivalent
+    try:
+        out = fn(graph)
+        report = equivalent(graph, out)
+        if not report:
+            return str(report)
+        if _is_multilinear(graph) and _is_multilinear(out):
+            diffs = find_differences(graph, out)
+            if not diffs.equivalent:
+                return "differs over the field:\n" + str(diffs)
+    except Exception as e:  # a transformation that crashes on a valid program is a failure too
+        return f"{type(e).__name__}: {e}\n" + "".join(traceback.format_exception(e)[-3:])
+    return None
+
+
+def check_verifier(pair) -> str | None:
+    """None when the corrector finds exactly `pair`'s regions and its correction is equivalent."""
+    from einsat.verify.correction import correct
+    from einsat.verify.corrector import find_differences
+    from einsat.verify.numeric import equivalent
+    try:
+        diffs = find_differences(pair.original, pair.mutant)
+        for o in pair.original.outputs:
+            if not np.array_equal(diffs.mask(o), pair.mask(o)):
+                return (f"{pair.family}: output {o}: expected regions {[str(r) for r in pair.regions[o]]}, "
+                        f"found:\n{diffs}")
+        fixed = correct(pair.original, pair.mutant, diffs)
+        report = equivalent(pair.original, fixed)
+        if not report:
+            return f"{pair.family}: the corrected mutant differs numerically:\n{report}"
+        again = find_differences(pair.original, fixed)
+        if not again.equivalent:
+            return f"{pair.family}: the corrected mutant differs over the field:\n{again}"
+    except Exception as e:
+        return f"{pair.family}: {type(e).__name__}: {e}\n" + "".join(traceback.format_exception(e)[-3:])
+    return None
+
+
+def onnx_round_trip(graph: Graph) -> Graph:
+    import einsat
+    return einsat.load_onnx(graph.to_onnx())
+
+
+def optimize_transform(graph: Graph) -> Graph:
+    import einsat
+    result = einsat.optimize(graph, verify=False, extractor="greedy")
+    return getattr(result, "graph", result[0] if isinstance(result, tuple) else result)
+
+
+TARGETS: dict[str, Target] = {}
+
+
+def register_transform(name: str, fn: Callable[[Graph], Graph], strategy=None) -> None:
+    """Fuzz `fn` as target `name` (on `strategy`, default: random programs)."""
+    TARGETS[name] = Target(strategy or _programs, lambda g: check_transform(fn, g))
+
+
+def _mutants():
+    from einsat.testing.mutants import mutant_pairs
+    return mutant_pairs()
+
+
+register_transform("onnx", onnx_round_trip)
+TARGETS["verify"] = Target(_mutants, check_verifier, graph_of=lambda pair: pair.mutant)
+
+
+def available_targets() -> list[str]:
+    """The default targets: `optimize` first when `einsat.optimize` exists, then the rest."""
+    import einsat
+    names = [n for n in TARGETS if n != "optimize"]
+    if callable(getattr(einsat, "optimize", None)) and "optimize" not in TARGETS:
+        register_transform("optimize", optimize_transform)
+    return (["optimize"] if "optimize" in TARGETS else []) + names
+
+
+def _code(target: str, case, graph: Graph) -> str:
+    code = builder_code(graph)
+    if target == "verify":
+        return ("# original:\n" + builder_code(case.original).replace("graph = b.build", "original = b.build")
+                + "\n# mutant:\n" + code)
+    return code + f"\n# check: einsat.verify.fuzz.TARGETS[{target!r}].check(graph)\n"
+
+
+def fuzz(budget: int = 200, seed: int = 0, targets: list[str] | None = None) -> FuzzReport:
+    """Spend `budget` cases over `targets` (default `available_targets()`); shrink any failure."""
+    default = available_targets()  # registers `optimize` when einsat has it
+    names = targets or default
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        raise ValueError(f"unknown fuzz target(s) {unknown}; choose from {sorted(TARGETS)}")
+    report = FuzzReport(budget, seed)
+    share = [budget // len(names) + (1 if k < budget % len(names) else 0) for k in range(len(names))]
+    for k, (name, n) in enumerate(zip(names, share)):
+        if n <= 0:
+            continue
+        target = TARGETS[name]
+        calls = [0]
+
+        def failing(case, target=target, calls=calls):
+            calls[0] += 1
+            return target.check(case) is not None
+
+        conf = settings(max_examples=n, database=None, deadline=None, derandomize=False,
+                        suppress_health_check=list(HealthCheck), phases=[Phase.generate, Phase.shrink])
+        try:
+            case = find(target.strategy(), failing, settings=conf, random=random.Random(seed * 7919 + k))
+        except (NoSuchExample, Unsatisfiable):
+            report.examples[name] = n
+            continue
+        report.examples[name] = calls[0]
+        graph = target.graph_of(case)
+        report.failures.append(Failure(name, case, target.check(case), _code(name, case, graph)))
+    return report

@@ -231,6 +231,8 @@ def _fmt_attr(v) -> str:
         return f"tensor{list(v.shape)}" if v.size > 4 else np.array2string(v, separator=",")
     if isinstance(v, tuple):
         return "(" + ",".join(map(str, v)) + ")"
+    if isinstance(v, bytes):  # an opaque node's serialized ONNX node
+        return f"<{len(v)} bytes>"
     return repr(v) if isinstance(v, str) else str(v)
 
 

@@ -205,6 +205,13 @@ def test_old_opset_is_converted_with_its_semantics():
     check_against_ort(m, {"a": x(2, 3, 4)})
 
 
+def test_newer_opset_is_converted_down():
+    m = make([helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Softmax", ["r"], ["y"])],
+             [("a", [2, 5])], [("y", [2, 5])], opset=23)
+    g = check_against_ort(m, {"a": x(2, 5)})
+    assert [n.op for n in g.nodes] == [Op.RELU, Op.SOFTMAX]
+
+
 def test_symbolic_dims_need_input_shapes():
     m = make([helper.make_node("Relu", ["a"], ["y"])], [("a", ["batch", 3])], [("y", ["batch", 3])])
     with pytest.raises(OnnxError, match=r"'a'.*'batch'.*input_shapes"):

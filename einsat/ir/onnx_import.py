@@ -9,7 +9,10 @@ and its outputs become constants; Identity and inference-mode Dropout alias thei
 becomes a chain of adds. Every other node goes to the registry op with its `onnx_type`, whose
 `from_onnx(ctx, onode)` returns the einsat inputs and attributes through the context below. An
 ONNX op einsat lacks, or one whose `from_onnx` raises `ctx.not_representable(reason)`, becomes
-an opaque node: a real model never fails to import because einsat lacks an op.
+an opaque node: a real model never fails to import because einsat lacks an op. An einsat bug
+met on a node ONNX accepts (a crash in `from_onnx`, a type that disagrees with ONNX shape
+inference) also keeps the node opaque, with an `OpaqueFallbackWarning`; an `EinsatError` from
+`from_onnx` (a bad attribute value, mismatched shapes) is the model's fault and is raised.
 
 Constants read by an einsat node as an input are the graph's weights; those only read as
 attributes (Reshape's shape) vanish. ONNX value names are kept; node names are made unique.
@@ -17,6 +20,7 @@ attributes (Reshape's shape) vanish. ONNX value names are kept; node names are m
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,15 @@ from einsat.ir.types import TensorType
 
 class NotRepresentable(Exception):
     """Raised (via `ctx.not_representable`) by a `from_onnx` that cannot express a node."""
+
+
+class OpaqueFallbackWarning(UserWarning):
+    """An op's `from_onnx` crashed, or its types disagree with ONNX shape inference, on a node
+    ONNX accepts: an einsat bug, worked around by keeping the node opaque."""
+
+
+class _Disagreement(OnnxError):
+    """einsat's inferred type of a value differs from ONNX shape inference's."""
 
 
 def load_onnx(src, *, fill_weights: str | None = None, seed: int = 0, input_shapes=None) -> Graph:
@@ -152,16 +165,24 @@ class ImportContext:
             return
         d = self._ops.get(onode.op_type) if default else None
         reason = f"einsat has no op for {onode.op_type!r}" if d is None else ""
+        name = self._node_name(onode.name)
         if d is not None:
             mark = len(self.nodes)
             try:
                 inputs, attrs = d.from_onnx(self, onode)
-                self._add(d.op, inputs, list(onode.output), attrs, name=self._node_name(onode.name), used=used)
+                self._add(d.op, inputs, list(onode.output), attrs, name=name, used=used)
                 return
             except NotRepresentable as e:
-                del self.nodes[mark:]
                 reason = str(e)
-        self._add_opaque(onode, reason)
+            except Exception as e:
+                if isinstance(e, EinsatError) and not isinstance(e, _Disagreement):
+                    raise  # the model is wrong: a clear error naming the node
+                # einsat's mapping failed on a node ONNX accepts: keep it, correctly, as opaque
+                reason = f"einsat's {d.op.value} import failed: {type(e).__name__}: {e}"
+                warnings.warn(f"{self.label}: {self._where()}: {reason}; kept opaque",
+                              OpaqueFallbackWarning, stacklevel=2)
+            del self.nodes[mark:]
+        self._add_opaque(onode, reason, name)
 
     def _check_enums(self, onode: onnx.NodeProto) -> None:
         """String attributes ONNX allows only a few values for: an error here, not a silent
@@ -186,11 +207,11 @@ class ImportContext:
         for o in node.outputs:
             want = self.onnx_types.get(o)
             if want is not None and want != self.types[o]:
-                raise OnnxError(f"{where}: einsat infers {self.types[o]} for {o!r}, ONNX shape "
-                                f"inference {want} (an einsat bug: please report it)")
+                raise _Disagreement(f"{where}: einsat infers {self.types[o]} for {o!r}, ONNX shape "
+                                    f"inference {want} (an einsat bug: please report it)")
         self.nodes.append(node)
 
-    def _add_opaque(self, onode: onnx.NodeProto, reason: str) -> None:
+    def _add_opaque(self, onode: onnx.NodeProto, reason: str, name: str) -> None:
         outputs = [o for o in onode.output if o]
         missing = [o for o in outputs if o not in self.onnx_types]
         if missing:
@@ -200,7 +221,7 @@ class ImportContext:
         attrs = {"op_type": onode.op_type, "domain": domain, "node": onode.SerializeToString(),
                  "opset": self._opsets.get(domain, self.opset),
                  "output_types": tuple(self.onnx_types[o] for o in outputs)}
-        self._add(Op.OPAQUE, list(onode.input), outputs, attrs, name=self._node_name(onode.name))
+        self._add(Op.OPAQUE, list(onode.input), outputs, attrs, name=name)
 
     # -- names ---------------------------------------------------------------------------
     def _where(self) -> str:

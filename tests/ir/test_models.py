@@ -39,6 +39,8 @@ ZOO_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "re
 SLOW = {"vgg19", "zfnet512", "bvlc_alexnet"}  # 60M-140M parameters: seconds to fill and to load
 
 ort.set_default_logger_severity(3)  # the zoo files carry unused initializers ORT warns about
+# every node einsat has an op for imports as that op: no fallback to opaque on a real model
+pytestmark = pytest.mark.filterwarnings("error::einsat.ir.onnx_import.OpaqueFallbackWarning")
 
 
 def assert_fp32_close(actual: np.ndarray, expected: np.ndarray, what: str) -> None:

@@ -153,6 +153,22 @@ def test_not_representable_keeps_the_node_opaque(monkeypatch):
     assert [n.op_name for n in g.nodes] == ["opaque Relu"]
 
 
+def test_einsat_bugs_on_valid_nodes_fall_back_to_opaque_with_a_warning(monkeypatch):
+    from einsat.ir.onnx_import import OpaqueFallbackWarning
+
+    m = make([helper.make_node("Relu", ["a"], ["y"])], [("a", [2, 3])], [("y", [2, 3])])
+    relu = opdef(Op.RELU)
+    monkeypatch.setattr(relu, "from_onnx", lambda ctx, onode: {}["crash"])
+    with pytest.warns(OpaqueFallbackWarning, match="KeyError"):
+        g = check_against_ort(m, {"a": x(2, 3)})
+    assert [n.op_name for n in g.nodes] == ["opaque Relu"]
+    monkeypatch.undo()
+    monkeypatch.setattr(relu, "infer", lambda types, attrs: [einsat.TensorType((3, 2))])
+    with pytest.warns(OpaqueFallbackWarning, match=r"einsat infers \[3, 2\] f32.*\[2, 3\] f32"):
+        g = check_against_ort(m, {"a": x(2, 3)})
+    assert [n.op_name for n in g.nodes] == ["opaque Relu"]
+
+
 def test_the_import_context_interface(monkeypatch):
     """What `from_onnx` sees: constants, types, opset, emit; attributes as Python values."""
     seen = {}

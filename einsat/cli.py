@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from einsat import cli_fuzz, cli_info, cli_optimize
+from einsat import cli_fuzz, cli_info, cli_optimize, cli_profile
 from einsat.errors import EinsatError
 
 
@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     cli_info.add_parsers(sub)
     cli_optimize.add_parser(sub)
     cli_fuzz.add_parser(sub)
+    cli_profile.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return COMMANDS[args.command](args)
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 COMMANDS = {"demo": cli_info.cmd_demo, "info": cli_info.cmd_info, "optimize": cli_optimize.cmd_optimize,
-            "fuzz": cli_fuzz.cmd_fuzz}
+            "fuzz": cli_fuzz.cmd_fuzz, "profile": cli_profile.cmd_profile}
 
 if __name__ == "__main__":
     sys.exit(main())

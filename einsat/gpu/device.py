@@ -61,6 +61,8 @@ class CupyDevice:
         self._cudnn = None
         self._workspaces: list[Any] = []   # never freed: captured graphs may point into them
         self.allocator: Allocator = self._alloc
+        self.launches = 0    # kernels, GEMMs and convolutions issued (the profiler counts them)
+        self.downloads = 0   # device-to-host reads (a program with any cannot be captured)
 
     # -- memory ---------------------------------------------------------------------------
     def _alloc(self, shape, dtype):
@@ -81,6 +83,7 @@ class CupyDevice:
         return hit[1]
 
     def download(self, array) -> np.ndarray:
+        self.downloads += 1
         return self.cp.asnumpy(array)
 
     def fill(self, array, value: float) -> None:
@@ -112,6 +115,7 @@ class CupyDevice:
         if kernel.work <= 0:
             return
         fn = self.compile(kernel)
+        self.launches += 1
         limit = self.sm_count * 32 if not kernel.per_block else 1 << 20
         fn((kernel.grid(limit),), (kernel.block,), tuple(args))
 
@@ -134,11 +138,13 @@ class CupyDevice:
 
     def gemm(self, call, a, b, c, alpha: float = 1.0, beta: float = 0.0) -> None:
         h = self.cublas
+        self.launches += 1
         h.set_stream(self.stream_ptr)
         h.gemm(call, {"a": a.data.ptr, "b": b.data.ptr}, c.data.ptr, c.dtype, alpha, beta, self.tf32)
 
     def conv(self, plan, x, w, y) -> None:
         h = self.cudnn
+        self.launches += 1
         h.set_stream(self.stream_ptr)
         item = x.dtype.itemsize
         xs = tuple(s // item for s in x.strides)

@@ -105,6 +105,7 @@ class HostDevice:
         self.gemm_calls = 0
         self.conv_calls = 0
         self.downloads = 0
+        self.launches = 0
 
     def empty(self, shape, dtype):
         return self.allocator(tuple(int(d) for d in shape), np.dtype(dtype))
@@ -125,6 +126,7 @@ class HostDevice:
     def launch(self, kernel: Kernel, args: list) -> None:
         assert [np.dtype(p.dtype) for p in kernel.params] == [a.dtype for a in args], \
             f"{kernel.name}: parameter dtypes {[p.dtype for p in kernel.params]} vs {[a.dtype for a in args]}"
+        self.launches += 1
         if self.dry:
             self.recorded.append(kernel)
             return
@@ -133,6 +135,7 @@ class HostDevice:
     def gemm(self, call, a, b, c, alpha=1.0, beta=0.0) -> None:
         """cuBLAS column-major semantics: C = alpha op(A) op(B) + beta C per batch."""
         self.gemm_calls += 1
+        self.launches += 1
         if self.dry:
             return
         src = {"a": a, "b": b}
@@ -154,6 +157,7 @@ class HostDevice:
         """cuDNN semantics: cross-correlation with symmetric padding (forward), or its
         adjoint (backward data) scattering each input pixel through the filter."""
         self.conv_calls += 1
+        self.launches += 1
         assert tuple(x.shape) == plan.x_shape and tuple(w.shape) == plan.w_shape and tuple(y.shape) == plan.y_shape
         if self.dry:
             return

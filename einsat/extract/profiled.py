@@ -1,0 +1,228 @@
+"""Costs from GPU measurements: `ProfiledCost(db)` and the roofline calibrated on the same device.
+
+`ProfiledCost(db)` returns the measured time of every signature the profile holds and, for
+the others, `CalibratedRoofline.fit(db)`: per op family (GEMMs, convolutions, other kernels)
+
+    t = launch + max(flops / peak, bytes / bandwidth)
+
+with launch, peak and bandwidth fitted to the measured ops by least squares on log time (so a
+5 µs kernel counts as much as a 5 ms one). Views (ops that issue no kernel) cost the device's
+view time. `db` may be a `ProfileDB`, a path, or a device kind with a committed profile
+("h100" -> einsat/gpu/profiles/h100.json).
+
+`export_signatures` writes every e-node of an e-graph as a signature file: the CPU machine
+runs it, the GPU machine (no egglog) profiles the file with `einsat profile`. The profile and
+signature formats are defined beside the profiler (`einsat.gpu.profile_db`,
+`einsat.gpu.signature`, pure Python).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from einsat.errors import EinsatError
+from einsat.extract import cost
+from einsat.extract.devices import DEVICES
+from einsat.gpu.profile_db import ProfileDB, committed_profile
+from einsat.gpu.signature import Signature, signature_of, write_signatures
+from einsat.ir.registry import Op, opdef
+from einsat.ir.types import TensorType
+
+GEMM_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.FUSED_MATMUL})
+CONV_OPS = frozenset({Op.CONV, Op.CONV_TRANSPOSE, Op.FUSED_CONV})
+# layout ops einsat's GPU backend runs as strided views (no kernel)
+GPU_VIEW_OPS = frozenset({Op.TRANSPOSE, Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY,
+                          Op.EXPAND, Op.SPLIT, Op.SLICE, Op.ACCESS})
+FAMILIES = ("gemm", "conv", "kernel")
+
+
+def family(op: Op) -> str:
+    if op in GEMM_OPS:
+        return "gemm"
+    if op in CONV_OPS:
+        return "conv"
+    if op in GPU_VIEW_OPS:
+        return "view"
+    return "kernel"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """One family's fitted roofline: launch overhead (µs), peak (FLOP/µs), bandwidth (B/µs)."""
+
+    launch_us: float
+    flops_per_us: float
+    bytes_per_us: float
+
+    def time(self, flops, moved):
+        return self.launch_us + np.maximum(np.asarray(flops) / self.flops_per_us,
+                                           np.asarray(moved) / self.bytes_per_us)
+
+
+PRIOR_WEIGHT = 1e-3
+
+
+def fit_roofline(flops: Sequence[float], moved: Sequence[float], us: Sequence[float],
+                 prior: Roofline | None = None) -> Roofline:
+    """Least squares on log time of t = launch + max(flops/peak, bytes/bandwidth).
+
+    Parameters are fitted in log space (so they stay positive) from several starting points;
+    the best fit wins. A weak prior (weight 1e-3 per log unit, towards `prior`, by default
+    an H100's datasheet figures) settles what the timings cannot tell apart: the peak of a family
+    whose kernels are all memory-bound, whose FLOPs grow in proportion to their bytes.
+    Needs at least 3 timings.
+    """
+    from scipy.optimize import least_squares
+
+    f, b, t = (np.asarray(v, dtype=np.float64) for v in (flops, moved, us))
+    keep = t > 0
+    f, b, t = f[keep], b[keep], t[keep]
+    if len(t) < 3:
+        raise EinsatError(f"a roofline fit needs at least 3 timed ops, got {len(t)}")
+    logt = np.log(t)
+    if prior is None:
+        d = DEVICES["h100"]
+        prior = Roofline(d.launch_us, d.fp32_flops / 1e6, d.hbm_bytes_per_s / 1e6)
+    p_prior = np.log([prior.launch_us, prior.flops_per_us, prior.bytes_per_us])
+
+    def residual(p):
+        launch, peak, bw = np.exp(np.clip(p, -50, 50))
+        data = np.log(launch + np.maximum(f / peak, b / bw)) - logt
+        return np.concatenate([data, PRIOR_WEIGHT * (p - p_prior)])
+
+    # starting points: launch from the fastest op, rates from the slowest ops' ratios, the prior
+    slow = t >= np.percentile(t, 50)
+    peak0 = max(np.max(f[slow] / t[slow]) if f[slow].any() else 1.0, 1.0)
+    bw0 = max(np.max(b[slow] / t[slow]), 1.0)
+    starts = [p_prior] + [np.log([max(t.min() * ls, 1e-3), peak0 * sc, bw0 * sc])
+                          for sc in (0.25, 1.0, 4.0) for ls in (0.1, 0.5, 0.9)]
+    best = min((least_squares(residual, p0, method="trf", x_scale="jac", max_nfev=2000) for p0 in starts),
+               key=lambda r: r.cost)
+    launch, peak, bw = np.exp(best.x)
+    return Roofline(float(launch), float(peak), float(bw))
+
+
+class CalibratedRoofline(cost.CostModel):
+    """A roofline per op family, fitted to a profile of the same device (see `fit`)."""
+
+    def __init__(self, families: Mapping[str, Roofline], view_us: float, kind: str = "gpu"):
+        self.families = dict(families)
+        self.view_us = view_us
+        base = DEVICES.get(kind)
+        self.device = base if base is not None else DEVICES["h100"]
+        self.name = f"roofline-{kind}-calibrated"
+
+    @staticmethod
+    def fit(db: ProfileDB, min_points: int = 3) -> "CalibratedRoofline":
+        """Fit each family with enough timed ops; the others use the fit over all timed ops."""
+        points: dict[str, list[tuple[float, float, float]]] = {f: [] for f in FAMILIES}
+        views = []
+        for key, e in db.entries.items():
+            op = Op(e["signature"]["op"])
+            t = float(e.get(db.mode, e["us"]))
+            if e.get("kernels", 1) == 0 or family(op) == "view":
+                views.append(t)
+                continue
+            points[family(op)].append((float(e["flops"]), float(e["bytes"]), t))
+        everything = [p for ps in points.values() for p in ps]
+        if len(everything) < min_points:
+            raise EinsatError(f"the profile has {len(everything)} timed kernels; a calibration needs "
+                              f"{min_points}")
+        kind = db.device.get("kind", "gpu")
+        base = DEVICES.get(kind, DEVICES["h100"])
+        prior = Roofline(base.launch_us, base.fp32_flops / 1e6, base.hbm_bytes_per_s / 1e6)
+        overall = fit_roofline(*zip(*everything), prior=prior)
+        fits = {f: fit_roofline(*zip(*ps), prior=prior) if len(ps) >= min_points else overall
+                for f, ps in points.items()}
+        view_us = max(float(np.median(views)) if views else 0.0, base.view_us)
+        return CalibratedRoofline(fits, view_us, kind)
+
+    def node_cost(self, op, attrs, ins, outs) -> float:
+        if op in cost.SOURCE_OPS:
+            return 0.0
+        fam = family(op)
+        if fam == "view":
+            return self.view_us
+        flops, moved = _flops_and_bytes(op, attrs, ins, outs)
+        return float(self.families[fam].time(flops, moved))
+
+
+def _flops_and_bytes(op, attrs, ins, outs) -> tuple[float, float]:
+    d = opdef(op)
+    try:
+        flops = float(d.flops(ins, outs, attrs))
+    except NotImplementedError:
+        flops = 0.0
+    return flops, float(d.bytes(ins, outs, attrs))
+
+
+def load_profile(db: ProfileDB | str | os.PathLike) -> ProfileDB:
+    """A ProfileDB from itself, a path, or a device kind with a committed profile."""
+    if isinstance(db, ProfileDB):
+        return db
+    path = committed_profile(str(db)) or os.fspath(db)
+    if not os.path.exists(path):
+        raise EinsatError(f"no profile {db!r}: neither a file nor a committed device profile")
+    return ProfileDB.load(path)
+
+
+class ProfiledCost(cost.ProfiledCost):
+    """Measured GPU times (µs), the calibrated roofline for signatures the profile lacks.
+
+    `mode` picks the measured time: "warm_us" (per op inside a whole-program CUDA graph, inputs
+    L2-resident: the default, what end-to-end runs see) or "us" (cold L2).
+    """
+
+    def __init__(self, db: ProfileDB | str | os.PathLike, fallback: cost.CostModel | None = None,
+                 mode: str = "warm_us", name: str | None = None):
+        db = load_profile(db)
+        if mode not in ("warm_us", "us"):
+            raise EinsatError(f"unknown profile mode {mode!r}; choose 'warm_us' or 'us'")
+        db.mode = mode
+        if fallback is None:
+            fallback = CalibratedRoofline.fit(db)
+        super().__init__(db, fallback, name or f"profiled-{db.device.get('kind', 'gpu')}")
+
+    def coverage(self, graph) -> float:
+        """The fraction of a graph's (profiled-kind) nodes the profile measured."""
+        hits = total = 0
+        for node in graph.nodes:
+            ins, outs = graph.node_types(node)
+            if signature_of(node.op, node.attrs, ins) is None:
+                continue
+            total += 1
+            hits += self.db.lookup(node.op, node.attrs, ins, outs) is not None
+        return hits / total if total else 1.0
+
+
+def signatures_of_egraph(data) -> list[Signature]:
+    """The distinct signatures of every e-node of an exported e-graph (`EGraphData`)."""
+    out: dict[str, Signature] = {}
+    for cls in data.classes.values():
+        for node in cls.nodes:
+            if node.op is None:
+                continue
+            ins: list[TensorType | None] = [data.classes[c].type if c >= 0 else None for c in node.children]
+            try:
+                sig = signature_of(node.op, node.attrs, ins)
+            except EinsatError:
+                continue
+            if sig is not None:
+                out.setdefault(sig.key, sig)
+    return list(out.values())
+
+
+def export_signatures(data, path) -> int:
+    """Write every e-node signature of an e-graph to `path`; returns how many."""
+    return write_signatures(path, signatures_of_egraph(data))
+
+
+def profiled_or_roofline(kind: str, **kw: Any) -> cost.CostModel:
+    """The committed profile of `kind` as a ProfiledCost when there is one, else its roofline."""
+    if committed_profile(kind):
+        return ProfiledCost(kind, **kw)
+    return cost.RooflineCost(kind)

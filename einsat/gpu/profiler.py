@@ -1,0 +1,171 @@
+"""Timing op signatures on the GPU with CUDA events, and filling the profile database.
+
+For each signature the profiler builds the one-node program (`Signature.graph`), compiles it
+(`CompiledProgram`: kernels compiled, cuDNN algorithms chosen, CUDA graph captured) and then
+measures two times, each the median over `reps` repetitions after `warmup` untimed ones:
+
+- `us` (cold): before each repetition a memset of `flush_bytes` (≥ 4 × L2, at least 256 MB)
+  evicts the inputs from L2 and keeps the GPU busy while the host enqueues the replay, so the
+  event pair around the replay measures device time, not launch latency (triton's do_bench);
+- `warm_us`: a program of `copies` back-to-back copies of the op, replayed as one CUDA graph,
+  divided by `copies`: the per-op time inside a whole-program graph, with inputs L2-resident
+  when they fit. End-to-end predictions sum these.
+
+Ops that issue no kernel (views) get 0 for both without timing. Inputs are random (normal
+floats; valid indices for gather). Only the GPU machine runs this; nothing here needs egglog.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import time
+from typing import Callable, Iterable
+
+import numpy as np
+
+from einsat.gpu.profile_db import ProfileDB, device_kind
+from einsat.gpu.program import CompiledProgram
+from einsat.gpu.signature import Signature
+from einsat.ir.graph import Graph, Node
+from einsat.ir.registry import Op
+
+
+def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Inputs the graph's ops accept: normal floats, valid gather indices, small integers."""
+    bounds: dict[str, int] = {}
+    for node in graph.nodes:
+        if node.op is Op.GATHER and len(node.inputs) > 1:
+            bounds[node.inputs[1]] = graph.types[node.inputs[0]].shape[node.attrs.get("axis", 0)]
+    out = {}
+    for name in graph.inputs:
+        t = graph.types[name]
+        if t.dtype.kind == "f":
+            out[name] = rng.standard_normal(t.shape).astype(t.dtype)
+        elif t.dtype.kind == "b":
+            out[name] = rng.random(t.shape) < 0.5
+        else:
+            out[name] = rng.integers(0, max(bounds.get(name, 4), 1), t.shape).astype(t.dtype)
+    return out
+
+
+def replicated(graph: Graph, copies: int) -> Graph:
+    """`copies` sequential copies of a one-node graph over the same inputs; the last is the output."""
+    node = graph.nodes[0]
+    nodes = [Node(node.op, node.inputs, tuple(f"{o}_c{k}" for o in node.outputs), dict(node.attrs), f"copy{k}")
+             for k in range(copies)]
+    outs = tuple(f"{o}_c{copies - 1}" for o in node.outputs)
+    return Graph(nodes, graph.input_types(), outs, name=f"{graph.name}x{copies}")
+
+
+def device_info(dev) -> dict:
+    """The device, driver and library versions a profile was measured with."""
+    cp = dev.cp
+    props = dev.properties
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    info = {"name": name, "kind": device_kind(name), "compute_capability": f"{props['major']}.{props['minor']}",
+            "sm_count": int(props["multiProcessorCount"]), "l2_bytes": int(props["l2CacheSize"]),
+            "memory_bytes": int(props["totalGlobalMem"]), "cuda_driver": int(cp.cuda.runtime.driverGetVersion()),
+            "cuda_runtime": int(cp.cuda.runtime.runtimeGetVersion()), "cupy": cp.__version__, "tf32": dev.tf32}
+    for lib in ("cudnn", "cublas"):
+        try:
+            info[lib] = getattr(dev, lib).version()
+        except Exception as e:  # the profile says why a version is missing
+            info[lib] = f"unavailable: {e}"
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        driver, clock, power = (s.strip() for s in smi.stdout.strip().splitlines()[0].split(","))
+        info.update(driver=driver, max_sm_clock=clock, power_limit=power)
+    except Exception:
+        info["driver"] = "unknown (nvidia-smi failed)"
+    return info
+
+
+class Profiler:
+    """Times signatures on one device (a `CupyDevice`)."""
+
+    def __init__(self, dev=None, reps: int = 50, warmup: int = 5, copies: int = 10, flush_bytes: int | None = None,
+                 seed: int = 0):
+        if dev is None:
+            from einsat.gpu.device import CupyDevice
+            dev = CupyDevice()
+        self.dev, self.reps, self.warmup, self.copies = dev, reps, warmup, copies
+        cp = dev.cp
+        l2 = int(dev.properties["l2CacheSize"])
+        self.flush_bytes = flush_bytes or max(4 * l2, 256 << 20)
+        self.flush = cp.empty(self.flush_bytes, dtype=np.uint8)
+        self.rng = np.random.default_rng(seed)
+
+    @property
+    def method(self) -> dict:
+        return {"reps": self.reps, "warmup": self.warmup, "copies": self.copies, "flush_bytes": self.flush_bytes,
+                "statistic": "median", "timer": "cuda events"}
+
+    def _events(self, prog: CompiledProgram, flush: bool, reps: int) -> list[float]:
+        cp = self.dev.cp
+        stream = prog._stream
+        pairs = []
+        with stream:
+            for _ in range(self.warmup):
+                prog.replay()
+            for _ in range(reps):
+                if flush:
+                    self.flush.fill(0)
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record(stream)
+                prog.replay()
+                end.record(stream)
+                pairs.append((start, end))
+            stream.synchronize()
+        return [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in pairs]  # µs
+
+    def time_program(self, prog: CompiledProgram, inputs: dict[str, np.ndarray], flush: bool = True,
+                     reps: int | None = None) -> dict:
+        """Median device time of one replay of a compiled program (µs), and its spread."""
+        prog.run(inputs)
+        times = self._events(prog, flush, reps or self.reps)
+        q = np.percentile(times, [10, 90])
+        return {"us": statistics.median(times), "p10_us": float(q[0]), "p90_us": float(q[1]), "mode": prog.mode}
+
+    def time_signature(self, sig: Signature) -> dict:
+        graph = sig.graph()
+        inputs = random_inputs(graph, self.rng)
+        before = self.dev.launches
+        prog = CompiledProgram(graph, device=self.dev)
+        issued = self.dev.launches - before  # the trace, and the capture or planned run, issue them once each
+        kernels = issued // 2 if prog.mode != "eager" else issued
+        entry = {"flops": sig.flops(), "bytes": sig.bytes(), "kernels": kernels, "reps": self.reps}
+        if kernels == 0:  # a view: no device work
+            return {"us": 0.0, "warm_us": 0.0, **entry}
+        cold = self.time_program(prog, inputs, flush=True)
+        warm = self.time_program(CompiledProgram(replicated(graph, self.copies), device=self.dev), inputs,
+                                 flush=False)
+        return {"us": cold["us"], "warm_us": warm["us"] / self.copies, "p10_us": cold["p10_us"],
+                "p90_us": cold["p90_us"], "graph": cold["mode"], **entry}
+
+    def profile(self, sigs: Iterable[Signature], db: ProfileDB | None = None, time_budget_s: float | None = None,
+                skip_known: bool = True, progress: Callable[[str], None] | None = None) -> ProfileDB:
+        """Time every signature (within the time budget) into `db`; failures are recorded, not fatal."""
+        db = db if db is not None else ProfileDB()
+        db.device = db.device or device_info(self.dev)
+        db.method = self.method
+        start = time.monotonic()
+        sigs = list(sigs)
+        for k, sig in enumerate(sigs):
+            if skip_known and sig.key in db:
+                continue
+            if time_budget_s is not None and time.monotonic() - start > time_budget_s:
+                if progress:
+                    progress(f"time budget reached: {len(sigs) - k} signatures left unmeasured")
+                break
+            try:
+                db.add(sig, **self.time_signature(sig))
+                db.failures.pop(sig.key, None)
+            except Exception as e:  # noqa: BLE001 - one bad signature must not lose the others
+                db.failures[sig.key] = f"{type(e).__name__}: {e}"
+            if progress:
+                e = db.entries.get(sig.key)
+                progress(f"[{k + 1}/{len(sigs)}] {sig.key}: " + (f"{e['us']:.2f} us cold, {e['warm_us']:.2f} us warm"
+                                                                 if e else "failed"))
+        return db

@@ -1,0 +1,127 @@
+"""ProfiledCost: measured times where the profile has them, a calibrated roofline elsewhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from einsat.extract.from_graph import egraph_data_from_graph
+from einsat.extract.profiled import (CalibratedRoofline, ProfiledCost, Roofline, export_signatures, family,
+                                     fit_roofline)
+from einsat.gpu.profile_db import ProfileDB
+from einsat.gpu.signature import read_signatures, signatures_of_graph
+from einsat.ir.builder import GraphBuilder
+from einsat.ir.registry import Op
+
+TRUE = Roofline(launch_us=3.0, flops_per_us=40e6, bytes_per_us=2.5e6)  # 40 TFLOP/s, 2.5 TB/s
+
+
+def synthetic(n, rng, truth=TRUE, noise=0.0):
+    flops = 10 ** rng.uniform(3, 11, n)
+    moved = 10 ** rng.uniform(3, 9.5, n)
+    t = truth.time(flops, moved) * (1 + noise * rng.standard_normal(n))
+    return flops, moved, t
+
+
+def test_fit_recovers_a_known_roofline():
+    f, b, t = synthetic(60, np.random.default_rng(0))
+    fit = fit_roofline(f, b, t)
+    for got, want in zip((fit.launch_us, fit.flops_per_us, fit.bytes_per_us), (3.0, 40e6, 2.5e6)):
+        assert got == pytest.approx(want, rel=1e-4)
+
+
+def test_fit_with_measurement_noise_stays_close():
+    f, b, t = synthetic(200, np.random.default_rng(1), noise=0.03)
+    fit = fit_roofline(f, b, t)
+    assert fit.launch_us == pytest.approx(3.0, rel=0.05)
+    assert fit.flops_per_us == pytest.approx(40e6, rel=0.05)
+    assert fit.bytes_per_us == pytest.approx(2.5e6, rel=0.05)
+
+
+def model(batch=2):
+    b = GraphBuilder("m")
+    x = b.input("x", (batch, 16))
+    h = b.relu(b.matmul(x, b.weight("w1", (16, 32))))
+    h = b.reshape(h, shape=(batch, 4, 8))
+    return b.build(b.softmax(b.matmul(h, b.weight("w2", (8, 8)))))
+
+
+def profile_of(graph, time_of) -> ProfileDB:
+    db = ProfileDB(device={"kind": "h100", "name": "NVIDIA H100 80GB HBM3"})
+    for s in signatures_of_graph(graph):
+        t = time_of(s)
+        db.add(s, us=2 * t, warm_us=t, flops=s.flops(), bytes=s.bytes(), kernels=0 if t == 0 else 1)
+    return db
+
+
+def calibration_profile(rng):
+    """Many matmuls and element-wise ops timed with two different rooflines."""
+    gemm, other = Roofline(4.0, 30e6, 2e6), Roofline(2.0, 10e6, 3e6)
+    db = ProfileDB(device={"kind": "h100"})
+    for k in range(40):
+        m, n, kk = (int(2 ** v) for v in rng.uniform(0, 11, 3))  # log-uniform: both regimes occur
+        b = GraphBuilder("c")
+        x = b.input("x", (m, kk))
+        y = b.tanh(b.matmul(x, b.input("w", (kk, n))))
+        g = b.build(y)
+        for s in signatures_of_graph(g):
+            roof = gemm if family(s.op) == "gemm" else other
+            db.add(s, us=float(roof.time(s.flops(), s.bytes())) * 1.5, warm_us=float(roof.time(s.flops(), s.bytes())),
+                   flops=s.flops(), bytes=s.bytes(), kernels=1)
+    return db, gemm, other
+
+
+def test_calibration_fits_each_family():
+    db, gemm, other = calibration_profile(np.random.default_rng(2))
+    cal = CalibratedRoofline.fit(db)
+    g = cal.families["gemm"]
+    for got, want in zip((g.launch_us, g.flops_per_us, g.bytes_per_us), (4.0, 30e6, 2e6)):
+        assert got == pytest.approx(want, rel=1e-3)
+    # tanh is memory-bound at any size: its launch and bandwidth are what the timings show
+    k = cal.families["kernel"]
+    assert (k.launch_us, k.bytes_per_us) == (pytest.approx(2.0, rel=1e-3), pytest.approx(3e6, rel=1e-3))
+    assert k.flops_per_us >= 0.5 * 4 / 8 * 3e6  # never so low that tanh would look compute-bound
+    assert cal.families["conv"] is not None  # no convolutions: the fit over all kernels
+
+
+def test_profiled_cost_measured_and_fallback():
+    db, gemm, other = calibration_profile(np.random.default_rng(3))
+    g = model()
+    cost = ProfiledCost(db)
+    for node in g.nodes:
+        ins, outs = g.node_types(node)
+        want = db.lookup(node.op, node.attrs, ins, outs)
+        got = cost.node_cost(node.op, node.attrs, ins, outs)
+        if node.op is Op.RESHAPE:
+            assert got == cost.fallback.view_us > 0
+        elif want is not None:
+            assert got == want
+        else:  # not profiled: the calibrated roofline of its family
+            roof = gemm if family(node.op) == "gemm" else other
+            assert got == pytest.approx(float(roof.time(*_fb(node, ins, outs))), rel=1e-3)
+    assert cost.graph_cost(g) > 0
+
+
+def _fb(node, ins, outs):
+    d = node.definition
+    return d.flops(ins, outs, node.attrs), d.bytes(ins, outs, node.attrs)
+
+
+def test_profiled_cost_prefers_measurements():
+    g = model()
+    db, *_ = calibration_profile(np.random.default_rng(4))
+    db.merge(profile_of(g, lambda s: 0.0 if s.op is Op.RESHAPE else 7.0))
+    cost = ProfiledCost(db)
+    mm = g.nodes[0]
+    assert cost.node_cost(mm.op, mm.attrs, *g.node_types(mm)) == 7.0
+    cost_cold = ProfiledCost(db, mode="us")
+    assert cost_cold.node_cost(mm.op, mm.attrs, *g.node_types(mm)) == 14.0
+    assert cost.coverage(g) == 1.0
+
+
+def test_export_signatures_of_an_egraph(tmp_path):
+    g = model()
+    path = tmp_path / "sigs.json"
+    n = export_signatures(egraph_data_from_graph(g), path)
+    keys = [s.key for s in read_signatures(path)]
+    assert n == len(keys) and sorted(keys) == sorted(s.key for s in signatures_of_graph(g))

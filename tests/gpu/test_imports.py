@@ -1,0 +1,36 @@
+"""The GPU machine has no egglog, and the development machines no CuPy: every module of
+einsat.gpu must import with both blocked (CuPy is imported lazily, on first device use)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BLOCKER = """
+import importlib, importlib.abc, pkgutil, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {blocked!r}:
+            raise ImportError('blocked for this test: ' + name)
+sys.meta_path.insert(0, Block())
+import einsat.gpu
+names = ['einsat.gpu'] + [m.name for m in pkgutil.walk_packages(einsat.gpu.__path__, 'einsat.gpu.')]
+names += {extra!r}
+for name in names:
+    importlib.import_module(name)
+print(len(names), sorted(m for m in sys.modules if m.split('.')[0] in {blocked!r}))
+"""
+
+
+def run_blocked(blocked: set[str], extra: list[str]) -> str:
+    code = BLOCKER.format(blocked=sorted(blocked), extra=extra)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
+def test_gpu_package_imports_without_egglog_or_cupy():
+    out = run_blocked({"egglog", "cupy", "cupyx", "cupy_backends"},
+                      ["einsat.gpu.backend_cupy", "einsat.gpu.profiler", "einsat.gpu.profile_db"])
+    count, loaded = out.split(" ", 1)
+    assert int(count) >= 20 and loaded.strip() == "[]"

@@ -9,15 +9,38 @@ FIND_PYTHON := for p in python3.13 python3.12 $$(ls -d $${PYENV_ROOT:-$$HOME/.py
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test bench bench-gpu lint clean
+.PHONY: demo test bench bench-gpu torch-venv lint clean
 demo: $(STAMP)
 	$(PY) -m einsat.cli demo
 
-test: $(STAMP)
+test: $(STAMP) torch-venv
 	$(PY) -m pytest -n 2 -q tests
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.harness
+
+# The GPU run (einsat's CuPy backend beside PyTorch eager and torch.compile), on the GPU machine's
+# own Python, which has CuPy and PyTorch but not egglog.
+bench-gpu:
+	python3 -m benchmarks.harness --gpu
+
+# PyTorch exists here only as a CPU wheel for Python 3.11: the PyTorch baselines are tested in a
+# side venv made from it (tests/benchmarks/test_torch_baseline.py). Without the wheel, nothing to do.
+TORCH_VENV := .torch-venv
+TORCH_WHEEL := $(firstword $(wildcard /opt/wheels/torch-*-cp311-*.whl))
+FIND_PYTHON311 := for p in python3.11 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.11*/bin/python 2>/dev/null | sort -rV); do \
+	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then echo $$p; break; fi; \
+	done
+
+torch-venv: $(if $(TORCH_WHEEL),$(TORCH_VENV)/.installed)
+
+$(TORCH_VENV)/.installed: benchmarks/torch-constraints.txt
+	@py="$$($(FIND_PYTHON311))"; \
+	if [ -z "$$py" ]; then echo "the torch wheel $(TORCH_WHEEL) needs Python 3.11 and none was found"; exit 1; fi; \
+	echo "Creating $(TORCH_VENV) with $$py and $(TORCH_WHEEL)"; \
+	rm -rf $(TORCH_VENV) && $$py -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install -q -c benchmarks/torch-constraints.txt '$(TORCH_WHEEL)' numpy
+	touch $@
 
 lint: $(STAMP)
 	$(PY) -m ruff check einsat tests benchmarks
@@ -32,8 +55,8 @@ $(STAMP): pyproject.toml constraints.txt
 	echo "Creating $(VENV) with $$py ($$($$py --version))"; \
 	rm -rf $(VENV) && $$py -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,notebooks]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,notebooks,bench]'
 	touch $@
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(TORCH_VENV) .pytest_cache .hypothesis build *.egg-info

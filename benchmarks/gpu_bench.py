@@ -1,0 +1,133 @@
+"""GPU latencies of one program, four ways, on the same inputs and weights.
+
+- einsat on its CuPy backend, the original and the optimized program: the interpreter loop over
+  device-resident values (inputs and weights uploaded once, nothing copied back while timed);
+- PyTorch eager (cuDNN, cuBLAS) and `torch.compile(mode="max-autotune-no-cudagraphs")`, both
+  built from the original graph by `benchmarks.torch_baseline` with the graph's own weights.
+
+All in fp32 with TF32 off in cuBLAS and cuDNN (einsat's backend and PyTorch alike). Each
+latency is the median of at least 100 repetitions after warm-up, timed with CUDA events on the
+stream the work runs on (host launch gaps included, as PET and EinNet measure). Outputs are
+checked against NumPy before timing. Needs CuPy and a device; PyTorch parts need torch.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+MIN_REPS = 100
+
+
+def device_name() -> str | None:
+    """The CUDA device CuPy finds, or None (no CuPy, no driver, no device)."""
+    try:
+        import cupy as cp
+        if cp.cuda.runtime.getDeviceCount() < 1:
+            return None
+        props = cp.cuda.runtime.getDeviceProperties(0)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # no CuPy, no driver or no device: the CPU part of the harness runs alone
+        return None
+
+
+def summary(times: list[float]) -> dict:
+    ts = sorted(times)
+    return {"median_ms": statistics.median(ts), "min_ms": ts[0], "p90_ms": ts[int(0.9 * (len(ts) - 1))],
+            "reps": len(ts)}
+
+
+def rel_error(got: np.ndarray, want: np.ndarray) -> float:
+    want = np.asarray(want, dtype=np.float64)
+    scale = max(float(np.abs(want).max(initial=0.0)), 1e-30)
+    return float(np.abs(np.asarray(got, dtype=np.float64) - want).max(initial=0.0) / scale)
+
+
+def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, warmup: int = 10) -> dict:
+    """Median latency of `graph` on einsat's CuPy backend, and its error against `reference`."""
+    import cupy as cp
+
+    from einsat.gpu.interpreter import get_backend
+
+    be = get_backend("cupy")
+    be.tf32 = False
+    env0 = {n: be.from_numpy(a) for n, a in graph.weights.items()}
+    env0.update({n: be.from_numpy(np.asarray(feeds[n])) for n in graph.inputs})
+
+    def run_once():
+        env = dict(env0)
+        for node in graph.nodes:
+            env.update(zip(node.outputs, be.execute(node, [env[i] if i else None for i in node.inputs], graph)))
+        return [env[o] for o in graph.outputs]
+
+    outs = run_once()
+    err = max(rel_error(be.to_numpy(o), reference[n]) for n, o in zip(graph.outputs, outs))
+    for _ in range(warmup):
+        run_once()
+    cp.cuda.get_current_stream().synchronize()
+    times = []
+    for _ in range(max(reps, MIN_REPS)):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        run_once()
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return {**summary(times), "rel_error": err, "host_fallbacks": dict(getattr(be, "host_fallbacks", {}))}
+
+
+def torch_latencies(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, warmup: int = 10,
+                    compile: bool = True) -> dict:
+    """PyTorch eager and (optionally) torch.compile latencies of `graph`, same weights and inputs."""
+    import torch
+
+    from benchmarks.torch_baseline import TorchProgram, compiled, plain_graph, set_precision
+
+    set_precision(tf32=False)
+    dev = torch.device("cuda")
+    module = TorchProgram(plain_graph(graph)).eval().to(dev)
+    args = [torch.from_numpy(np.asarray(feeds[n])).to(dev) for n in graph.inputs]
+    result = {"torch": torch.__version__}
+    variants = [("eager", module)]
+    if compile:
+        variants.append(("compile", compiled(module)))
+    for label, fn in variants:
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            outs = fn(*args)  # the first call compiles (and autotunes) torch.compile
+            torch.cuda.synchronize()
+            first_s = time.perf_counter() - t0
+            err = max(rel_error(o.float().cpu().numpy(), reference[n]) for n, o in zip(graph.outputs, outs))
+            for _ in range(warmup):
+                fn(*args)
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(max(reps, MIN_REPS)):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn(*args)
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+        result[label] = {**summary(times), "rel_error": err, "first_call_s": first_s}
+    return result
+
+
+def measure(original, optimized, feeds: dict, reference: dict, reps: int = MIN_REPS, compile: bool = True,
+            log=print) -> dict:
+    """The four latencies of one workload; a part that fails is recorded with its error."""
+    out: dict = {"device": device_name()}
+    parts = [("einsat", lambda: einsat_latency(original, feeds, reference, reps))]
+    if optimized is not None:
+        parts.append(("einsat_optimized", lambda: einsat_latency(optimized, feeds, reference, reps)))
+    parts.append(("pytorch", lambda: torch_latencies(original, feeds, reference, reps, compile=compile)))
+    for label, fn in parts:
+        try:
+            out[label] = fn()
+        except Exception as e:  # recorded in the results, never hidden
+            out[label] = {"error": f"{type(e).__name__}: {e}"}
+            log(f"    {label}: {out[label]['error']}")
+    return out

@@ -1,0 +1,271 @@
+"""The side-by-side harness: `python -m benchmarks.harness [names] [--gpu] [--out DIR]`.
+
+For each workload: build it, run it on NumPy at batch 1 (the CPU sizes of `CPU_SIZES` unless
+`--paper-sizes`), optimize it with `einsat.optimize` (the e-graph size and stop reason, the
+time per phase, the modeled cost before and after), and run the optimized program on NumPy
+too. With `--gpu` and a CUDA device, it also measures the original and the optimized program
+on einsat's CuPy backend beside PyTorch eager and torch.compile (`benchmarks.gpu_bench`), at
+the papers' sizes by default. It writes <kind>.json, <kind>.md and <kind>.png (kind: `cpu`, or
+`gpu` with `--gpu`) to benchmarks/results/, stamped with the commit, machine and versions.
+A workload that fails is recorded with its error, the others go on; the exit status is 1 then.
+`make bench` runs the CPU part, `make bench-gpu` the GPU part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from benchmarks.workloads import CPU_SIZES, WORKLOADS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+PACKAGES = ("numpy", "scipy", "onnx", "onnxruntime", "egglog", "highspy", "cupy-cuda13x", "torch", "matplotlib")
+
+
+def random_inputs(graph, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal(graph.types[n].shape).astype(graph.types[n].dtype) for n in graph.inputs}
+
+
+def numpy_ms(graph, feeds: dict, reps: int = 3, budget_s: float = 20.0) -> tuple[float, dict]:
+    """Median wall time of `einsat.run` on NumPy after one warm-up run (fewer reps past the budget)."""
+    from einsat import run
+    t0 = time.perf_counter()
+    outs = run(graph, feeds)
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(reps if first * reps < budget_s else 1):
+        t0 = time.perf_counter()
+        run(graph, feeds)
+        times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times), outs
+
+
+def optimize_summary(result) -> dict:
+    """The numbers the harness keeps from an `einsat.optimize` result."""
+    r = result.report
+    out = {"model": r.model, "unit": r.unit, "cost_before": r.cost_before, "cost_after": r.cost_after,
+           "speedup": r.speedup, "nodes_before": sum(r.ops_before.values()),
+           "nodes_after": sum(r.ops_after.values()), "ops_after": dict(r.ops_after),
+           "times": {k: round(v, 3) for k, v in r.times.items()}}
+    s = r.saturation
+    if s is not None:
+        out.update(enodes=s.enodes, eclasses=s.eclasses, stop_reason=s.stop_reason, iterations=s.iterations,
+                   node_limit=s.node_limit, egglog_nodes=s.egglog_nodes)
+    x = r.extraction
+    out["extraction"] = {k: getattr(x, k, None) for k in ("method", "status", "gap")}
+    v = r.verification
+    if v is not None:
+        out["verification"] = {"max_error": v.max_error, "tolerance": v.tolerance, "trials": v.trials}
+    return out
+
+
+def optimize(graph, cost: str, time_limit: float | None) -> tuple[dict, object]:
+    """Optimize `graph` if `einsat.optimize` can run here (it needs egglog and HiGHS)."""
+    try:
+        import egglog  # noqa: F401  (the GPU machine may lack it: then the optimizer is skipped)
+        from einsat import optimize as einsat_optimize
+    except ImportError as e:
+        return {"skipped": f"einsat.optimize is not available here ({e})"}, None
+    try:
+        result = einsat_optimize(graph, cost=cost, time_limit=time_limit)
+    except Exception as e:  # recorded in the results: one workload's failure stops no other
+        return {"error": f"{type(e).__name__}: {e}"}, None
+    return optimize_summary(result), result.graph
+
+
+def bench_workload(name: str, args, log=print) -> dict:
+    builder, defaults, description, source = WORKLOADS[name]
+    sizes = {} if args.paper_sizes or args.gpu else CPU_SIZES.get(name, {})
+    kwargs = {**defaults, **sizes}
+    if args.batch is not None:
+        kwargs["batch"] = args.batch
+    rec: dict = {"name": name, "source": source, "description": description, "kwargs": kwargs}
+    t0 = time.perf_counter()
+    graph = builder(**kwargs)
+    rec.update(build_s=round(time.perf_counter() - t0, 3), nodes=len(graph), gflop=graph.flops() / 1e9,
+               weights_mb=sum(a.nbytes for a in graph.weights.values()) / 1e6)
+    feeds = random_inputs(graph)
+    rec["numpy_ms"], reference = numpy_ms(graph, feeds)
+    log(f"  {name}: {len(graph)} nodes, {rec['gflop']:.2f} GFLOP, NumPy {rec['numpy_ms']:.1f} ms", flush=True)
+    optimized = None
+    if args.no_optimize:
+        rec["optimize"] = {"skipped": "--no-optimize"}
+    else:
+        rec["optimize"], optimized = optimize(graph, args.cost, args.time_limit)
+        o = rec["optimize"]
+        log("    optimize: " + (f"modeled {o['speedup']:.2f}x, {o.get('enodes', 0):,} e-nodes, "
+                                f"{o['times'].get('total', 0):.1f} s" if "speedup" in o else str(o)), flush=True)
+    if optimized is not None:
+        rec["optimized_numpy_ms"], _ = numpy_ms(optimized, feeds)
+    if args.gpu:
+        from benchmarks.gpu_bench import measure
+        rec["gpu"] = measure(graph, optimized, feeds, reference, reps=args.reps, compile=not args.no_compile,
+                             log=log)
+    return rec
+
+
+def _git(*cmd: str) -> str:
+    try:
+        return subprocess.run(["git", *cmd], capture_output=True, text=True, check=True,
+                              cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def metadata(kind: str, cost: str) -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    versions = {"python": platform.python_version()}
+    versions.update({p: v for p in PACKAGES if (v := _version(p))})
+    gpu = None
+    if kind == "gpu":
+        from benchmarks.gpu_bench import device_name
+        gpu = device_name()
+    return {"kind": kind, "commit": _git("rev-parse", "HEAD") or "unknown",
+            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "einsat", "benchmarks")),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
+            "gpu": gpu, "cost_model": cost, "versions": versions}
+
+
+def write_results(results: dict, out_dir: str, kind: str, log=print) -> list[str]:
+    from benchmarks.report import chart, markdown
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, f"{kind}.{ext}") for ext in ("json", "md", "png")]
+    with open(paths[0], "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    with open(paths[1], "w") as f:
+        f.write(markdown(results))
+    try:
+        chart(results, paths[2])
+    except ImportError as e:  # matplotlib is the `bench` extra
+        log(f"no chart: {e} (pip install -e '.[bench]')")
+        paths.pop()
+    return paths
+
+
+def _limit_memory(gb: float):
+    """A child's address-space cap: an allocation past it fails in that child (MemoryError, or an
+    abort in native code) instead of waking the machine's OOM killer, which might pick anyone."""
+    def apply():
+        import resource
+        cap = int(gb * (1 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return apply
+
+
+def run_isolated(name: str, args, forwarded: list[str]) -> dict:
+    """`bench_workload(name)` in a child process under a time limit and a memory cap."""
+    fd, path = tempfile.mkstemp(prefix=f"einsat-bench-{name}-", suffix=".json")
+    os.close(fd)
+    cmd = [sys.executable, "-m", "benchmarks.harness", "--child", name, "--child-out", path, *forwarded]
+    try:
+        proc = subprocess.run(cmd, timeout=args.timeout, cwd=ROOT,
+                              preexec_fn=_limit_memory(args.memory_gb) if args.memory_gb else None)
+        with open(path) as f:
+            text = f.read()
+        if proc.returncode == 0 and text:
+            return json.loads(text)
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        return {"name": name, "source": WORKLOADS[name].source,
+                "error": f"the benchmark process died ({how}; memory cap {args.memory_gb} GB)"}
+    except subprocess.TimeoutExpired:
+        return {"name": name, "source": WORKLOADS[name].source, "error": f"timed out after {args.timeout} s"}
+    finally:
+        os.unlink(path)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.harness", description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", help=f"workloads (default: all): {', '.join(WORKLOADS)}")
+    p.add_argument("--out", default=RESULTS, help="results directory (default: benchmarks/results)")
+    p.add_argument("--gpu", action="store_true", help="also measure on the GPU (needs CuPy and a device)")
+    p.add_argument("--paper-sizes", action="store_true", help="the papers' sizes on the CPU too")
+    p.add_argument("--batch", type=int, help="batch size (default: each workload's own)")
+    p.add_argument("--cost", default="h100", help="cost model for the modeled speedup (default h100)")
+    p.add_argument("--time-limit", type=float, help="ILP time limit per workload, seconds")
+    p.add_argument("--no-optimize", action="store_true", help="skip einsat.optimize")
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile on the GPU")
+    p.add_argument("--reps", type=int, default=100, help="GPU repetitions (at least 100)")
+    p.add_argument("--timeout", type=float, default=1200, help="seconds per workload (default 1200)")
+    p.add_argument("--memory-gb", type=float, default=12, help="memory cap per workload (0: none)")
+    p.add_argument("--in-process", action="store_true", help="no child process per workload (debugging)")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--child-out", help=argparse.SUPPRESS)
+    return p, p.parse_args(argv)
+
+
+def forwarded_options(args) -> list[str]:
+    out = [flag for flag, on in (("--gpu", args.gpu), ("--paper-sizes", args.paper_sizes),
+                                 ("--no-optimize", args.no_optimize), ("--no-compile", args.no_compile)) if on]
+    for flag, value in (("--batch", args.batch), ("--time-limit", args.time_limit)):
+        if value is not None:
+            out += [flag, str(value)]
+    return out + ["--cost", args.cost, "--reps", str(args.reps)]
+
+
+def main(argv=None) -> int:
+    p, args = parse_args(argv)
+    if args.child:  # one workload, for run_isolated
+        rec = bench_workload(args.child, args)
+        with open(args.child_out, "w") as f:
+            json.dump(rec, f, default=str)
+        return 0
+    names = args.names or list(WORKLOADS)
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    kind = "gpu" if args.gpu else "cpu"
+    if args.gpu:
+        from benchmarks.gpu_bench import device_name
+        if device_name() is None:
+            print("--gpu: CuPy finds no CUDA device here; run the CPU part (make bench) instead")
+            return 2
+    results = {"meta": metadata(kind, args.cost), "workloads": []}
+    print(f"einsat harness ({kind}) at {results['meta']['commit'][:10]}: {len(names)} workloads", flush=True)
+    for name in names:
+        if not args.in_process:
+            rec = run_isolated(name, args, forwarded_options(args))
+        else:
+            try:
+                rec = bench_workload(name, args)
+            except Exception as e:  # a workload that cannot even build or run is recorded as such
+                rec = {"name": name, "source": WORKLOADS[name].source, "error": f"{type(e).__name__}: {e}"}
+        if "error" in rec:
+            print(f"  {name}: ERROR {rec['error']}", flush=True)
+        results["workloads"].append(rec)
+    for path in write_results(results, args.out, kind):
+        print(f"wrote {path}")
+    failed = [w["name"] for w in results["workloads"]
+              if "error" in w or "error" in w.get("optimize", {})]
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""The sizes the benchmark tests build each workload at: batch 1, the papers' sizes where they are
+small, reduced spatial size / depth / sequence where the paper's would take too long on a CPU
+(each reduction keeps every kind of layer of the workload)."""
+
+SMALL = {
+    "resnet18": {"image": 64},
+    "csrnet": {},                                    # the paper's [1, 512, 14, 14]
+    "inception_v3": {"image": 75},                   # the smallest input the stem accepts
+    "bert": {"seq": 64, "layers": 2},                # hidden 768, 12 heads, FFN 3072 kept
+    "infogan": {},
+    "dcgan": {},
+    "fsrcnn": {},
+    "gcn": {"image": 64},
+    "longformer": {"seq": 256, "width": 16},         # hidden 512, 8 heads, dilation 4 kept
+    "bert_tensat": {"layers": 2},                    # [64, 1024], 16 heads kept
+    "nasrnn": {},
+    "resnext50": {"image": 64, "blocks": (1, 1, 1, 1)},
+    "nasnet_a": {"size": 8, "channels": 16, "cells": 2},
+    "squeezenet": {"image": 64},
+    "vgg19": {"image": 32, "hidden": 512},
+    "pet_conv": {},
+    "pet_dilated_conv": {},
+    "pet_group_conv": {},
+    "pet_batch_matmul": {},
+    "einnet_conv3x3": {},
+    "einnet_conv_transpose": {},                     # the paper's batch 16
+    "einnet_conv5x5": {"batch": 1, "size": 32},
+    "einnet_g2bmm": {"seq": 256, "width": 16},       # batch 8 (heads), 64-wide rows, dilation 4 kept
+}

@@ -1,0 +1,105 @@
+"""The harness writes JSON, markdown and a chart stamped with the commit; its report renders
+CPU-only and GPU runs; `einsat.optimize` results are recorded with their e-graph and times."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks import harness
+from benchmarks.report import markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_cpu_run_writes_stamped_results(tmp_path):
+    code = harness.main(["pet_group_conv", "einnet_g2bmm", "--out", str(tmp_path), "--no-optimize",
+                         "--in-process"])
+    assert code == 0
+    data = json.loads((tmp_path / "cpu.json").read_text())
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    meta = data["meta"]
+    assert meta["commit"] == commit and meta["kind"] == "cpu"
+    assert {"python", "numpy", "onnx"} <= set(meta["versions"])
+    rows = {w["name"]: w for w in data["workloads"]}
+    assert set(rows) == {"pet_group_conv", "einnet_g2bmm"}
+    g2 = rows["einnet_g2bmm"]
+    assert g2["kwargs"]["seq"] == 2000 and g2["kwargs"]["width"] == 200  # the CPU size
+    assert g2["gflop"] == 2 * 8 * 2000 * 401 * 64 / 1e9
+    assert g2["numpy_ms"] > 0 and g2["optimize"] == {"skipped": "--no-optimize"}
+    md = (tmp_path / "cpu.md").read_text()
+    assert commit in md and "| einnet_g2bmm |" in md
+    png = (tmp_path / "cpu.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_optimize_is_recorded_with_its_egraph_and_phases(tmp_path):
+    code = harness.main(["pet_batch_matmul", "--out", str(tmp_path)])
+    row = json.loads((tmp_path / "cpu.json").read_text())["workloads"][0]
+    opt = row["optimize"]
+    assert code == 0, opt
+    assert opt["cost_after"] <= opt["cost_before"] and opt["speedup"] >= 1.0
+    assert opt["enodes"] > 0 and opt["eclasses"] > 0 and opt["stop_reason"]
+    assert {"saturate", "extract", "verify"} <= set(opt["times"])
+    assert opt["verification"]["max_error"] <= opt["verification"]["tolerance"]
+    assert row["optimized_numpy_ms"] > 0
+
+
+def test_a_failing_workload_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    def broken(**kwargs):
+        raise ValueError("no such layer")
+    w = harness.WORKLOADS["fsrcnn"]
+    monkeypatch.setitem(harness.WORKLOADS, "fsrcnn", w._replace(builder=broken))
+    code = harness.main(["fsrcnn", "pet_conv", "--out", str(tmp_path), "--no-optimize", "--in-process"])
+    assert code == 1
+    rows = {w["name"]: w for w in json.loads((tmp_path / "cpu.json").read_text())["workloads"]}
+    assert rows["fsrcnn"]["error"] == "ValueError: no such layer"
+    assert rows["pet_conv"]["numpy_ms"] > 0
+    assert "no such layer" in (tmp_path / "cpu.md").read_text()
+
+
+def test_each_workload_runs_in_its_own_process_under_a_memory_cap(tmp_path):
+    # a child that cannot get the memory it needs dies alone; the parent records it and goes on
+    code = harness.main(["pet_conv", "--out", str(tmp_path), "--no-optimize", "--memory-gb", "0.05"])
+    assert code == 1
+    row = json.loads((tmp_path / "cpu.json").read_text())["workloads"][0]
+    assert row["name"] == "pet_conv" and "died" in row["error"] and "0.05 GB" in row["error"]
+    code = harness.main(["pet_conv", "--out", str(tmp_path), "--no-optimize"])
+    assert code == 0
+    row = json.loads((tmp_path / "cpu.json").read_text())["workloads"][0]
+    assert row["numpy_ms"] > 0 and row["kwargs"] == {"batch": 1}
+
+
+def test_gpu_report_has_the_four_latencies():
+    gpu = {"device": "NVIDIA H100", "einsat": {"median_ms": 1.25}, "einsat_optimized": {"median_ms": 0.75},
+           "pytorch": {"eager": {"median_ms": 1.5}, "compile": {"error": "InductorError: x"}}}
+    results = {"meta": {"kind": "gpu", "commit": "abc123", "dirty": False, "date": "d", "machine": "m",
+                        "gpu": "NVIDIA H100", "cost_model": "h100", "versions": {"torch": "2.11"}},
+               "workloads": [{"name": "csrnet", "source": "PET", "kwargs": {"batch": 1}, "nodes": 12,
+                              "gflop": 3.38, "numpy_ms": 190.0, "optimize": {"skipped": "no egglog"},
+                              "gpu": gpu}]}
+    md = markdown(results)
+    lines = md.splitlines()
+    header = next(ln for ln in lines if ln.startswith("| workload"))
+    row = next(ln for ln in lines if ln.startswith("| csrnet"))
+    assert "PyTorch eager ms" in header and "torch.compile ms" in header
+    cells = [c.strip() for c in row.split("|")]
+    assert cells[-5:-1] == ["1.250", "0.750", "1.500", "error"]
+    assert "no egglog" in row
+
+
+def test_gpu_flag_without_a_device_refuses_clearly(tmp_path, capsys):
+    from benchmarks.gpu_bench import device_name
+    if device_name() is not None:  # this machine has a GPU: the refusal path does not apply
+        return
+    assert harness.main(["pet_conv", "--gpu", "--out", str(tmp_path)]) == 2
+    assert "no CUDA device" in capsys.readouterr().out
+    assert not list(tmp_path.iterdir())
+
+
+def test_random_inputs_follow_the_graph_types():
+    from benchmarks.workloads import build
+    g = build("nasrnn", steps=2, hidden=8)
+    x = harness.random_inputs(g)
+    assert sorted(x) == ["x0", "x1"] and all(v.dtype == np.float32 and v.shape == (1, 8) for v in x.values())

@@ -1,0 +1,107 @@
+"""The PyTorch baselines (benchmarks/torch_baseline.py) compute what einsat computes.
+
+torch exists on CPU machines only as a Python 3.11 wheel, so the module runs in the side venv
+`.torch-venv` (`make torch-venv`; `make test` makes it first), in a subprocess that receives each
+workload as a pickled plain graph (no einsat, no egglog there) and writes its outputs; they are
+compared here with einsat's NumPy outputs. One small workload also goes through torch.compile
+(Inductor's CPU code generation; it takes a few seconds per graph, hence one).
+"""
+
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import einsat
+from benchmarks.torch_baseline import plain_graph
+from benchmarks.workloads import WORKLOADS, build
+from tests.benchmarks.small_sizes import SMALL
+from tests.benchmarks.test_workloads import assert_close_scaled, random_feeds
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_PYTHON = ROOT / ".torch-venv" / "bin" / "python"
+WHEELS = sorted(Path("/opt/wheels").glob("torch-*-cp311-*.whl")) if Path("/opt/wheels").is_dir() else []
+COMPILED = "fsrcnn"
+
+
+@pytest.fixture(scope="module")
+def torch_python():
+    if not VENV_PYTHON.exists():
+        if not WHEELS:
+            pytest.skip("no torch here: neither .torch-venv nor a torch wheel in /opt/wheels")
+        made = subprocess.run(["make", "-C", str(ROOT), "torch-venv"], capture_output=True, text=True)
+        assert made.returncode == 0, f"make torch-venv failed:\n{made.stdout}\n{made.stderr}"
+    return str(VENV_PYTHON)
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory):
+    """Every workload at its test size: (graph, inputs, einsat outputs, case directory)."""
+    root = tmp_path_factory.mktemp("torch_cases")
+    out = {}
+    for name in WORKLOADS:
+        g = build(name, **(SMALL[name] if name != COMPILED else {"size": 12}))
+        x = random_feeds(g, seed=1)
+        d = root / name
+        d.mkdir()
+        with open(d / "graph.pkl", "wb") as f:
+            pickle.dump(plain_graph(g), f)
+        np.savez(d / "inputs.npz", **x)
+        out[name] = (g, einsat.run(g, x), d)
+    return out
+
+
+def run_venv(python, *args):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    r = subprocess.run([python, "-m", "benchmarks.torch_baseline", *args], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"torch baseline failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+
+
+def test_eager_pytorch_matches_einsat_on_every_workload(torch_python, cases):
+    run_venv(torch_python, *(str(d) for _, _, d in cases.values()))
+    for name, (g, want, d) in cases.items():
+        got = np.load(d / "eager.npz")
+        assert sorted(got.files) == sorted(g.outputs), name
+        for o in g.outputs:
+            assert got[o].shape == want[o].shape, f"{name}/{o}"
+            assert_close_scaled(got[o], want[o], what=f"{name}/{o} (torch eager)")
+
+
+def test_torch_compile_matches_einsat(torch_python, cases):
+    g, want, d = cases[COMPILED]
+    run_venv(torch_python, "--compile", str(d))
+    got = np.load(d / "compiled.npz")
+    for o in g.outputs:
+        assert_close_scaled(got[o], want[o], what=f"{COMPILED}/{o} (torch.compile)")
+
+
+def test_plain_graphs_hold_only_builtins_and_arrays(cases):
+    g, _, d = cases["longformer"]
+    plain = plain_graph(g)
+    allowed = (str, int, float, bool, tuple, list, dict, np.ndarray, type(None))
+
+    def walk(v):
+        assert isinstance(v, allowed), f"{type(v).__name__} in a plain graph"
+        if isinstance(v, dict):
+            for k, x in v.items():
+                walk(k)
+                walk(x)
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                walk(x)
+
+    walk(plain)
+    assert [n["op"] for n in plain["nodes"]].count("g2bmm") == 1
+
+
+def test_the_module_imports_without_einsat_or_torch():
+    # the GPU machine and the 3.11 venv have no egglog; this checks the module names neither
+    code = ("import sys; sys.modules['einsat'] = None; sys.modules['egglog'] = None; sys.modules['torch'] = None\n"
+            "import benchmarks.torch_baseline as t; assert t.OPS == {}")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -152,12 +152,13 @@ class ImportContext:
         if foldable(onode, self.constants, self.types):
             try:
                 values = fold(onode, self.constants, self.types, self.opset)
-            except Exception as e:
-                raise OnnxError(f"{self._where()}: constant folding failed: {type(e).__name__}: {e}") from None
-            for o, v in zip(onode.output, values):
-                if o and v is not None:
-                    self.constants[o] = _frozen(v)
-            return
+            except Exception:  # onnx.reference lacks the op, or rejects the values: import it as a node
+                values = None
+            if values is not None:
+                for o, v in zip(onode.output, values):
+                    if o and v is not None:
+                        self.constants[o] = _frozen(v)
+                return
         default = onode.domain in DEFAULT_DOMAINS
         if default:
             self._check_enums(onode)

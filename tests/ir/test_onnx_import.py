@@ -314,6 +314,14 @@ def test_shape_mismatch_names_file_node_and_shapes(tmp_path):
         einsat.load_onnx(path)
 
 
+def test_constants_that_cannot_fold_are_reported_by_the_op():
+    m = make([helper.make_node("Reshape", ["c", "shape"], ["r"], name="bad_reshape"),
+              helper.make_node("Add", ["a", "r"], ["y"])], [("a", [4])], [("y", [4])],
+             inits=[("c", np.ones((2, 3), np.float32)), ("shape", np.array([4], np.int64))])
+    with pytest.raises(ShapeError, match=r"'bad_reshape'.*\[2, 3\]"):
+        einsat.load_onnx(m)
+
+
 def test_unknown_attribute_value_names_the_node():
     m = make([helper.make_node("Conv", ["a", "w"], ["y"], name="c1", auto_pad="BOGUS")],
              [("a", [1, 1, 4, 4])], [("y", [1, 1, 2, 2])], inits=[("w", x(1, 1, 3, 3))])

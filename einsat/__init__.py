@@ -13,6 +13,13 @@ from einsat.optimize import Result, optimize  # binds `einsat.optimize` to the f
 __version__ = "0.1.0"
 
 
+def functionalize(fn, example_inputs, **kwargs) -> Graph:
+    """The pure `Graph` of an imperative NumPy-style function (views, in-place updates, loops):
+    TensorSSA's functionalization, see `einsat.frontend`."""
+    from einsat.frontend import functionalize as _functionalize
+    return _functionalize(fn, example_inputs, **kwargs)
+
+
 def load_onnx(path_or_model, **kwargs) -> Graph:
     """Import an ONNX model (a path, bytes or a ModelProto) as an `einsat.Graph`."""
     from einsat.ir.onnx_io import load_onnx as _load
@@ -25,5 +32,5 @@ def save_onnx(graph: Graph, path, **kwargs) -> None:
     _save(graph, path, **kwargs)
 
 
-__all__ = ["EinsatError", "Graph", "GraphBuilder", "Node", "Op", "Result", "TensorType", "load_onnx",
-           "optimize", "run", "save_onnx"]
+__all__ = ["EinsatError", "Graph", "GraphBuilder", "Node", "Op", "Result", "TensorType", "functionalize",
+           "load_onnx", "optimize", "run", "save_onnx"]

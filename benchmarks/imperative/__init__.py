@@ -7,7 +7,8 @@ Each runs unchanged on `np.ndarray` (the oracle) and functionalizes with
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from benchmarks.imperative import attention, detection, nms, paper, sequence
 

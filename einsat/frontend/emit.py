@@ -65,6 +65,16 @@ def apply(tr: Trace, op: Op, inputs: list[str], hint: str | None = None, **attrs
     return results[0] if len(results) == 1 else tuple(results)
 
 
+def select(tr: Trace, cond: str, a: str, b: str, hint: str = "where"):
+    """where(cond, a, b); for bools as (cond & a) | (~cond & b), since onnxruntime has no bool
+    Where kernel and the graph should run everywhere."""
+    if tr.types[a].dtype != np.bool_:
+        return apply(tr, Op.WHERE, [cond, a, b], hint)
+    keep = apply(tr, Op.LOGICAL_AND, [cond, a], hint)
+    other = apply(tr, Op.LOGICAL_AND, [apply(tr, Op.LOGICAL_NOT, [cond], hint)._name, b], hint)
+    return apply(tr, Op.LOGICAL_OR, [keep._name, other._name], hint)
+
+
 def cast(tr: Trace, name: str, dtype) -> str:
     dtype = np.dtype(dtype)
     if tr.types[name].dtype == dtype:

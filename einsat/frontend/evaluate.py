@@ -10,12 +10,20 @@ ran, which the launch counts (`launches.py`) multiply with.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from einsat.frontend.program import (
-    AccessStmt, AssignStmt, Block, IfStmt, LoopStmt, MutateStmt, OpStmt, Program, ViewStmt,
+    AccessStmt,
+    AssignStmt,
+    Block,
+    IfStmt,
+    LoopStmt,
+    MutateStmt,
+    OpStmt,
+    Program,
+    ViewStmt,
 )
 from einsat.ir.ops.views import apply_spec
 from einsat.ir.registry import Op, opdef

@@ -142,7 +142,7 @@ def _where(condition, x=None, y=None):
         c = call(tr, np.not_equal, [emit.wrap(tr, c), 0])._name
     dt = np.result_type(*(emit.weak_dtype(v) for v in (x, y)))
     names = [emit.cast(tr, emit.lift(tr, v), dt) for v in (x, y)]
-    return emit.apply(tr, Op.WHERE, [c, *names], "where")
+    return emit.select(tr, c, *names)
 
 
 @implements(np.clip)

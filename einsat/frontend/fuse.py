@@ -152,7 +152,6 @@ class _Fuser:
 
     def forward(self, out: str, to: str):
         self.fwd[out] = to
-        return None
 
     def rewrite(self, n: _N) -> _N | None:
         out = n.outputs[0] if n.outputs else None

@@ -180,5 +180,5 @@ def _masked_write(x, raw, kinds, value) -> None:
     vname = emit.cast(tr, vname, x.dtype)
     m = emit.apply(tr, Op.RESHAPE, [mname], "mask", shape=(1,) * lead + mshape + (1,) * len(rest))
     v = emit.apply(tr, Op.RESHAPE, [vname], "fill", shape=(1,) * (x.ndim - len(vshape)) + vshape)
-    w = emit.apply(tr, Op.WHERE, [m._name, v._name, x._name], "masked")
+    w = emit.select(tr, m._name, v._name, x._name, "masked")
     emit.mutate(tr, x._name, w._name)

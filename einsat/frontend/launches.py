@@ -23,7 +23,7 @@ level never creates a cycle between kernels.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

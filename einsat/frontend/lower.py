@@ -10,7 +10,16 @@ Output values are renamed to the names the user sees (`out`, `out0`, ..., `<inpu
 from __future__ import annotations
 
 from einsat.frontend.program import (
-    AccessStmt, AssignStmt, Block, IfStmt, LoopStmt, MutateStmt, OpStmt, Program, UpdateStmt, ViewStmt,
+    AccessStmt,
+    AssignStmt,
+    Block,
+    IfStmt,
+    LoopStmt,
+    MutateStmt,
+    OpStmt,
+    Program,
+    UpdateStmt,
+    ViewStmt,
     defined,
 )
 from einsat.ir.graph import Graph, Node

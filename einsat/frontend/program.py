@@ -16,8 +16,9 @@ Every statement keeps the user's source line it came from, for error messages.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 

@@ -19,7 +19,16 @@ statements are dropped: the result is in SSA form, with no mutation left.
 from __future__ import annotations
 
 from einsat.frontend.program import (
-    CONTROL, AccessStmt, AssignStmt, Block, IfStmt, LoopStmt, OpStmt, Program, UpdateStmt, defined,
+    CONTROL,
+    AccessStmt,
+    AssignStmt,
+    Block,
+    IfStmt,
+    LoopStmt,
+    OpStmt,
+    Program,
+    UpdateStmt,
+    defined,
 )
 
 

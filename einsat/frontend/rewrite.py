@@ -17,7 +17,13 @@ from __future__ import annotations
 
 from einsat.frontend.alias import AliasGraph
 from einsat.frontend.program import (
-    AccessStmt, AssignStmt, Block, MutateStmt, Program, UpdateStmt, ViewStmt,
+    AccessStmt,
+    AssignStmt,
+    Block,
+    MutateStmt,
+    Program,
+    UpdateStmt,
+    ViewStmt,
 )
 
 

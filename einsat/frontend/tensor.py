@@ -29,7 +29,7 @@ def _data_dependent(what: str):
 class TracedArray:
     """A value of the program being traced: a name and its trace."""
 
-    __slots__ = ("_trace", "_name")
+    __slots__ = ("_name", "_trace")
     __array_priority__ = 1000
     __hash__ = object.__hash__
 
@@ -59,7 +59,7 @@ class TracedArray:
         return self.type.size
 
     @property
-    def T(self) -> "TracedArray":
+    def T(self) -> TracedArray:
         return self.transpose()
 
     def __len__(self) -> int:

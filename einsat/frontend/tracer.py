@@ -16,6 +16,7 @@ import linecache
 import os
 import sys
 from contextlib import contextmanager
+from typing import Self
 
 import numpy as np
 
@@ -23,11 +24,11 @@ from einsat.errors import FrontendError
 from einsat.frontend.program import Block, Program
 from einsat.ir.types import TensorType
 
-_CURRENT: contextvars.ContextVar["Trace | None"] = contextvars.ContextVar("einsat_trace", default=None)
+_CURRENT: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("einsat_trace", default=None)
 _SKIP = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(np.__file__))
 
 
-def current_trace() -> "Trace | None":
+def current_trace() -> Trace | None:
     """The trace being recorded in this context, if any (`functionalize` sets it)."""
     return _CURRENT.get()
 
@@ -76,7 +77,7 @@ class Trace:
         self.error: FrontendError | None = None  # the first error raised while tracing
 
     # -- context -------------------------------------------------------------------------
-    def __enter__(self) -> "Trace":
+    def __enter__(self) -> Self:
         self._token = _CURRENT.set(self)
         return self
 

@@ -68,6 +68,9 @@ class Loop(OpDef):
     }
     onnx_type = None  # exports to ONNX Loop; ONNX Loop imports stay opaque
 
+    def num_outputs(self, attrs):
+        return attrs["n_carried"]
+
     def infer(self, types, attrs):
         trip, k = types[0], attrs["n_carried"]
         if trip.rank != 0 or not np.issubdtype(trip.dtype, np.integer):
@@ -124,6 +127,9 @@ class If(OpDef):
         "else_branch": Attr("any", check=_is_graph, doc="else_branch(*captured) -> outs"),
     }
     onnx_type = None
+
+    def num_outputs(self, attrs):
+        return len(attrs["then_branch"].outputs)
 
     def infer(self, types, attrs):
         cond = types[0]

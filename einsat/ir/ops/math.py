@@ -135,15 +135,10 @@ class LogicalNot(_Unary):
 
 
 def _dtype_name(v) -> str:
-    return np.dtype(v).name
-
-
-def _known_dtype(v) -> str | None:
     try:
-        np.dtype(v)
+        return np.dtype(v).name
     except TypeError:
-        return "is not a NumPy dtype name"
-    return None
+        raise ValueError(f"dtype {v!r} is not a NumPy dtype name") from None
 
 
 @register
@@ -153,7 +148,7 @@ class Cast(OpDef):
     op = Op.CAST
     elementwise = True
     onnx_type = "Cast"
-    attrs = {"dtype": Attr("str", check=_known_dtype, doc="a NumPy dtype name, e.g. 'float32'")}
+    attrs = {"dtype": Attr("str", doc="a NumPy dtype name, e.g. 'float32'")}
 
     def normalize(self, attrs, types):
         attrs["dtype"] = _dtype_name(attrs["dtype"])

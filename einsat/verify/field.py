@@ -2,8 +2,8 @@
 
 Values are int64 NumPy arrays of residues in [0, p). No operation overflows: a product of two
 residues is below 2^62, and sums are reduced after every product. Matrix products split each
-residue into a 15-bit and a 16-bit limb and multiply the limbs with float64 BLAS, which is exact
-while a dot product has at most 2^20 terms (longer ones are chunked).
+operand into 11-bit limbs and multiply them with float64 BLAS, exact while a dot product has at
+most 2^11 terms (longer ones are chunked).
 
 Real numbers enter the field through `embed`: every finite float is a dyadic rational m·2^e and
 maps to m·2^e mod p (2 is invertible mod p). The map is a ring homomorphism on dyadic rationals,
@@ -23,7 +23,6 @@ import numpy as np
 from einsat.errors import VerificationError
 
 P = 2**31 - 1
-MAX_DOT = 1 << 20  # terms per exact float64 limb dot product (4 limb products of < 2^31 each)
 
 _U64 = np.uint64
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
@@ -47,6 +46,17 @@ def embed(values) -> np.ndarray:
     m = np.round(mant * 2.0**53).astype(np.int64)  # exact: 53-bit mantissa
     shift = np.mod(exp.astype(np.int64) - 53, 31)  # 2**31 == 1 (mod p)
     return np.mod(np.mod(m, P) * np.left_shift(np.int64(1), shift), P)
+
+
+def unique(a: np.ndarray) -> np.ndarray:
+    """Sorted unique values of an int array (a sort: NumPy's hash-based unique is slower here)."""
+    a = np.sort(np.asarray(a, dtype=np.int64).reshape(-1))
+    if len(a) < 2:
+        return a
+    keep = np.empty(len(a), dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 def inverse(a) -> np.ndarray:
@@ -77,36 +87,48 @@ def sum_mod(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
 
 
 def dot_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """sum(a * b, axis=-1) mod p for equal-shaped residue arrays (chunked along the last axis)."""
+    """sum(a * b, axis=-1) mod p for residue arrays: a split in a 15-bit high and a 16-bit low
+    limb keeps each product below 2^47, so 2^16 of them sum without overflow."""
     out = np.zeros(np.broadcast_shapes(a.shape, b.shape)[:-1], dtype=np.int64)
-    step = 1 << 30  # each product < 2^62 reduced to < 2^31, so 2^31 of them fit in int64
+    step = 1 << 16
     for s in range(0, a.shape[-1], step):
-        out = np.mod(out + np.sum(mul(a[..., s:s + step], b[..., s:s + step]), axis=-1), P)
+        x, y = a[..., s:s + step], b[..., s:s + step]
+        hi = np.mod(np.sum((x >> 16) * y, axis=-1), P)
+        lo = np.mod(np.sum((x & 0xFFFF) * y, axis=-1), P)
+        out = np.mod(out + hi * 65536 + lo, P)
     return out
 
 
-def _limbs(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return (a >> 16).astype(np.float64), (a & 0xFFFF).astype(np.float64)
+LIMB_BITS = 11            # limbs of the smaller matmul operand: 3 of them cover 31 bits
+LIMB_DOT = 1 << 11        # terms per float64 dot product: 2^11 · 2^31 · 2^11 = 2^53
 
 
 def matmul_mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """np.matmul over the field (2-d or batched with broadcasting), through exact float64 BLAS.
 
-    Each limb product is below 2^32, so a dot product of at most 2^20 terms, summed twice for
-    the cross limbs, stays below 2^53 where float64 is exact.
+    The smaller operand is split into three 11-bit limbs and the larger one is used whole (its
+    residues are exact in float64): each product is below 2^42, so dot products of up to 2^11
+    terms are exact below 2^53; longer ones are chunked and reduced mod p.
     """
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
+    split_b = b.size <= a.size
+    whole, small = (a, b) if split_b else (b, a)
+    whole_f = whole.astype(np.float64)
+    mask = (1 << LIMB_BITS) - 1
+    limbs = [((small >> (LIMB_BITS * j)) & mask).astype(np.float64) for j in range(3)]
     k = a.shape[-1]
     out = None
-    for s in range(0, max(k, 1), MAX_DOT):
-        ah, al = _limbs(a[..., s:s + MAX_DOT])
-        bh, bl = _limbs(b[..., s:s + MAX_DOT, :])
-        hh = np.mod(np.matmul(ah, bh).astype(np.int64), P)
-        cross = np.mod((np.matmul(ah, bl) + np.matmul(al, bh)).astype(np.int64), P)
-        ll = np.mod(np.matmul(al, bl).astype(np.int64), P)
-        # a*b = hh·2^32 + cross·2^16 + ll, and 2^32 == 2 (mod p)
-        part = np.mod(hh * 2 + cross * 65536 + ll, P)
+    for s in range(0, max(k, 1), LIMB_DOT):
+        part = None
+        for j, limb in enumerate(limbs):
+            if split_b:
+                prod_ = np.matmul(whole_f[..., s:s + LIMB_DOT], limb[..., s:s + LIMB_DOT, :])
+            else:
+                prod_ = np.matmul(limb[..., s:s + LIMB_DOT], whole_f[..., s:s + LIMB_DOT, :])
+            term = np.mod(np.mod(prod_.astype(np.int64), P) << (LIMB_BITS * j), P)
+            part = term if part is None else part + term
+        part = np.mod(part, P)
         out = part if out is None else np.mod(out + part, P)
     return out
 

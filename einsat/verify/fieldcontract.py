@@ -18,6 +18,7 @@ from einsat.verify import field as F
 from einsat.verify.fieldops import Rule, _shapes, broadcast_flat, ravel, unravel
 
 PAIR_CHUNK = 1 << 22  # elements gathered at once on the pairwise path
+BLOCK_WASTE = 16      # a BLAS block may compute this many products per wanted one and still win
 
 
 def contract(a, a_idx, ra, b, b_idx, rb, tests: int) -> np.ndarray:
@@ -26,7 +27,7 @@ def contract(a, a_idx, ra, b, b_idx, rb, tests: int) -> np.ndarray:
     out = np.zeros((tests, k), np.int64)
     if k == 0 or r == 0:
         return out
-    if len(a_idx) * len(b_idx) <= max(4 * k, 1 << 16):
+    if len(a_idx) * len(b_idx) <= max(BLOCK_WASTE * k, 1 << 16):
         av, bv = a.read(a_idx), b.read(b_idx)                # (tests, Ua, R), (tests, Ub, R)
         for t in range(tests):
             out[t] = F.matmul_mod(av[t], bv[t].T)[ra, rb]
@@ -39,7 +40,8 @@ def contract(a, a_idx, ra, b, b_idx, rb, tests: int) -> np.ndarray:
 
 def _keys(keys: np.ndarray):
     """Unique keys and, for each entry, the index of its key."""
-    return np.unique(keys, return_inverse=True)
+    uniq = F.unique(keys)
+    return uniq, np.searchsorted(uniq, keys)
 
 
 class Contraction(Rule):
@@ -53,7 +55,7 @@ class Contraction(Rule):
 
     def pull(self, node, ctx, out_flat):
         a_idx, ra, b_idx, rb = self.plan(node, ctx, out_flat[0])
-        return [a_idx[np.unique(ra)].reshape(-1), b_idx[np.unique(rb)].reshape(-1)]
+        return [a_idx[F.unique(ra)].reshape(-1), b_idx[F.unique(rb)].reshape(-1)]
 
     def compute(self, node, ctx, out_flat, ins):
         a_idx, ra, b_idx, rb = self.plan(node, ctx, out_flat[0])
@@ -155,32 +157,40 @@ class Conv(Contraction):
         taps = [self.taps(kc[2 + i], i, xs[2 + i], a, nsp, kernel[i]) for i in range(nsp)]
         tgrid = [t.reshape(-1) for t in np.meshgrid(*[np.arange(k) for k in kernel], indexing="ij")]
         tt = prod(kernel)
-        # x index for (pixel, channel in group, tap): [P, Cg, T]
-        coords = [np.broadcast_to(kc[0][:, None, None], (len(keys), cg, tt)),
-                  kc[1][:, None, None] * cg + np.arange(cg)[None, :, None]]
-        coords += [q[:, None, tg] for q, tg in zip(taps, tgrid)]
-        coords = [np.broadcast_to(cc, (len(keys), cg, tt)) for cc in coords]
-        valid = np.all(np.stack([q[:, tg] >= 0 for q, tg in zip(taps, tgrid)]), axis=0) if nsp else None
-        x_idx = ravel(np.stack(coords), xs)
-        if valid is not None:
-            x_idx = np.where(valid[:, None, :], x_idx, -1)
-        x_idx = x_idx.reshape(len(keys), cg * tt)
+        # x's flat index for (pixel, channel in group, tap), [P, Cg·T]: batch and channel part plus
+        # the spatial part, -1 where a tap falls in the padding
+        spatial, valid, stride = np.zeros((len(keys), tt), np.int64), np.ones((len(keys), tt), bool), 1
+        for i in reversed(range(nsp)):
+            q = taps[i][:, tgrid[i]]
+            spatial += q * stride
+            valid &= q >= 0
+            stride *= xs[2 + i]
+        base = (kc[0] * xs[1] + kc[1] * cg) * stride
+        x_idx = base[:, None, None] + (np.arange(cg) * stride)[None, :, None] + spatial[:, None, :]
+        x_idx = np.where(valid[:, None, :], x_idx, -1).reshape(len(keys), cg * tt)
         plans = []
-        for gi in np.unique(grp):
+        ch = np.arange(cg)[None, :, None]
+        tp = np.arange(tt)[None, None, :]
+        for gi in F.unique(grp):
             sel = np.nonzero(grp == gi)[0]
-            fl = np.arange(fg)[:, None, None]
-            ch = np.arange(cg)[None, :, None]
-            tp = np.arange(tt)[None, None, :]
+            filters, rf = _keys(c[1][sel] - gi * fg)    # only the filters asked for
+            fl = filters[:, None, None]
             if self.transposed:
                 w_idx = ((gi * cg + ch) * fg + fl) * tt + tp
             else:
                 w_idx = ((gi * fg + fl) * cg + ch) * tt + tp
-            plans.append((x_idx, rpix[sel], w_idx.reshape(fg, cg * tt), c[1][sel] - gi * fg, sel))
+            plans.append((x_idx, rpix[sel], w_idx.reshape(len(filters), cg * tt), rf, sel))
         return plans
 
+    def cached_plan(self, node, ctx, flat):
+        key = (node.name, "plan", len(flat))
+        if key not in ctx.cache:
+            ctx.cache[key] = self.groups_plan(node, ctx, flat)
+        return ctx.cache[key]
+
     def pull(self, node, ctx, out_flat):
-        plans = self.groups_plan(node, ctx, out_flat[0])
-        xs_need = np.concatenate([p[0][np.unique(p[1])].reshape(-1) for p in plans]) if plans else None
+        plans = self.cached_plan(node, ctx, out_flat[0])
+        xs_need = np.concatenate([p[0][F.unique(p[1])].reshape(-1) for p in plans]) if plans else None
         ws_need = np.concatenate([p[2].reshape(-1) for p in plans]) if plans else None
         need = [xs_need, ws_need]
         if len(node.inputs) > 2:
@@ -189,7 +199,7 @@ class Conv(Contraction):
 
     def compute(self, node, ctx, out_flat, ins):
         y = np.zeros((ctx.env.tests, len(out_flat[0])), np.int64)
-        for x_idx, ra, w_idx, rb, sel in self.groups_plan(node, ctx, out_flat[0]):
+        for x_idx, ra, w_idx, rb, sel in self.cached_plan(node, ctx, out_flat[0]):
             y[:, sel] = contract(ins[0], x_idx, ra, ins[1], w_idx, rb, ctx.env.tests)
         if len(ins) > 2 and ins[2] is not None:
             y = F.add(y, ins[2].read(unravel(out_flat[0], _shapes(node, ctx)[1][0])[1]))

@@ -21,7 +21,7 @@ import numpy as np
 
 from einsat.errors import describe_node
 from einsat.ir.graph import Graph
-from einsat.verify.field import NotMultilinearError, Source, embed
+from einsat.verify.field import NotMultilinearError, Source, embed, unique
 
 
 @dataclass
@@ -61,27 +61,42 @@ def fold_constant(graph: Graph, name: str) -> np.ndarray | None:
     return node.definition.numpy(args, node.attrs)[node.outputs.index(name)]
 
 
+TABLE_LIMIT = 1 << 25  # tensors up to this size get a position table for reads (int32, 128 MB at most)
+
+
 class Known:
     """A tensor's field values at some flat positions: `flat` sorted and unique, `vals` (tests, n)."""
 
-    __slots__ = ("shape", "flat", "vals", "_full")
+    __slots__ = ("shape", "flat", "vals", "_ext", "_table")
 
     def __init__(self, shape: tuple[int, ...], flat: np.ndarray, vals: np.ndarray):
         self.shape, self.flat, self.vals = shape, flat, vals
-        self._full = len(flat) == prod(shape)
+        n = len(flat)
+        self._ext = np.concatenate([vals, np.zeros((vals.shape[0], 1), np.int64)], axis=1)  # col n reads 0
+        self._table = None
 
-    def read(self, idx: np.ndarray, fill: int = 0) -> np.ndarray:
-        """Values at flat positions `idx` (any shape; -1 reads `fill`): shape (tests, *idx.shape)."""
+    def read(self, idx: np.ndarray) -> np.ndarray:
+        """Values at flat positions `idx` (any shape; -1 reads zero): shape (tests, *idx.shape)."""
         idx = np.asarray(idx, dtype=np.int64)
-        safe = np.maximum(idx, 0)
-        pos = safe if self._full else np.searchsorted(self.flat, safe)
-        if not self._full and len(self.flat):
-            pos = np.minimum(pos, len(self.flat) - 1)
-            missing = (self.flat[pos] != safe) & (idx >= 0)
-            if missing.any():
-                raise AssertionError(f"position {int(safe[missing].flat[0])} was not pulled")
-        v = self.vals[:, pos] if len(self.flat) else np.zeros((self.vals.shape[0],) + idx.shape, np.int64)
-        return np.where(idx >= 0, v, np.int64(fill))
+        n, size = len(self.flat), prod(self.shape)
+        if n == size:
+            pos = np.where(idx >= 0, idx, n)
+            return self._ext[:, pos]
+        if self._table is None and size <= TABLE_LIMIT and 64 * idx.size > size:
+            self._table = np.full(size + 1, n + 1, dtype=np.int32)  # a table pays off: build it once
+            self._table[self.flat] = np.arange(n, dtype=np.int32)
+            self._table[size] = n  # where index -1 lands
+        if self._table is not None:
+            pos = self._table[idx]  # -1 reads the last entry: n
+            if pos.size and pos.max() > n:
+                raise AssertionError(f"a position of {list(self.shape)} was read but not pulled")
+        else:
+            safe = np.maximum(idx, 0)
+            pos = np.minimum(np.searchsorted(self.flat, safe), max(n - 1, 0))
+            if n and np.any((self.flat[pos] != safe) & (idx >= 0)):
+                raise AssertionError(f"a position of {list(self.shape)} was read but not pulled")
+            pos = np.where(idx >= 0, pos, n)
+        return self._ext[:, pos]
 
 
 @dataclass
@@ -91,6 +106,7 @@ class Context:
     graph: Graph
     env: FieldEnv
     degree: dict[str, int]
+    cache: dict = field(default_factory=dict)  # rules keep work here between pull and compute
 
     def constant(self, name: str) -> np.ndarray:
         """The float (or int) value of an input that must be computed from weights only."""
@@ -146,7 +162,7 @@ def evaluate_at(graph: Graph, env: FieldEnv, positions: Mapping[str, np.ndarray]
         outs = [needed.get(o) for o in node.outputs]
         if all(o is None for o in outs):
             continue
-        out_flat = [None if o is None else np.unique(np.concatenate(o)) for o in outs]
+        out_flat = [None if o is None else unique(np.concatenate(o)) for o in outs]
         for o, f in zip(node.outputs, out_flat):
             if f is not None:
                 needed[o] = [f]
@@ -157,7 +173,7 @@ def evaluate_at(graph: Graph, env: FieldEnv, positions: Mapping[str, np.ndarray]
     known: dict[str, Known] = {}
     for name, parts in needed.items():
         if graph.producer(name) is None:
-            flat = np.unique(np.concatenate(parts))
+            flat = unique(np.concatenate(parts))
             src = env.source(graph, name)
             vals = np.stack([src.at(flat, k) for k in range(env.tests)]) if len(flat) else \
                 np.zeros((env.tests, 0), np.int64)
@@ -165,7 +181,7 @@ def evaluate_at(graph: Graph, env: FieldEnv, positions: Mapping[str, np.ndarray]
     for node in graph.nodes:
         if not any(o in needed for o in node.outputs):
             continue
-        out_flat = [np.unique(np.concatenate(needed[o])) if o in needed else None for o in node.outputs]
+        out_flat = [unique(np.concatenate(needed[o])) if o in needed else None for o in node.outputs]
         ins = [known.get(i) if i else None for i in node.inputs]
         results = rule_for(node).compute(node, ctx, out_flat, ins)
         for o, f, v in zip(node.outputs, out_flat, results):

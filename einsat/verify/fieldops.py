@@ -32,12 +32,13 @@ def ravel(coords: np.ndarray, shape) -> np.ndarray:
     coords = np.asarray(coords, dtype=np.int64)
     if not shape:
         return np.zeros(coords.shape[1:], np.int64)
-    ok = np.ones(coords.shape[1:], dtype=bool)
-    flat = np.zeros(coords.shape[1:], np.int64)
+    flat = np.ravel_multi_index(tuple(coords), shape, mode="clip").astype(np.int64)
+    bad = np.zeros(coords.shape[1:], dtype=bool)
     for c, d in zip(coords, shape):
-        ok &= (c >= 0) & (c < d)
-        flat = flat * d + np.clip(c, 0, max(d - 1, 0))
-    return np.where(ok, flat, -1)
+        bad |= (c < 0) | (c >= d)
+    if bad.any():
+        flat[bad] = -1
+    return flat
 
 
 def broadcast_flat(out_flat: np.ndarray, out_shape, in_shape) -> np.ndarray:

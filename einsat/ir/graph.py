@@ -233,6 +233,8 @@ def _fmt_attr(v) -> str:
         return "(" + ",".join(map(str, v)) + ")"
     if isinstance(v, bytes):  # an opaque node's serialized ONNX node
         return f"<{len(v)} bytes>"
+    if isinstance(v, Graph):  # a loop or branch body: its listing, indented under the node
+        return "{\n" + "\n".join("      " + line for line in str(v).splitlines()) + "\n    }"
     return repr(v) if isinstance(v, str) else str(v)
 
 

@@ -27,7 +27,7 @@ from einsat.ir.graph import Graph
 from einsat.progress import ProgressEvent
 from einsat.optimize_report import Report, SaturationSummary, Verification
 
-EXTRACTION_TIME_LIMIT = 10.0  # seconds of ILP by default
+EXTRACTION_TIME_LIMIT = 5.0  # seconds of ILP by default
 
 
 @dataclass
@@ -49,7 +49,7 @@ def optimize(program, *, cost="h100", rules=None, limits=None, extractor: str = 
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
-    time_limit: seconds for the ILP (default 10).
+    time_limit: seconds for the ILP (default 5).
     verify: check the result numerically against the input on random inputs (default: yes;
         a mismatch raises `VerificationError`). Turning it off is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).

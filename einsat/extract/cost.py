@@ -25,7 +25,8 @@ from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
 # ops that run on tensor cores (cuBLAS/cuDNN GEMMs)
-TENSOR_CORE_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.CONV, Op.CONV_TRANSPOSE})
+TENSOR_CORE_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.CONV, Op.CONV_TRANSPOSE,
+                             Op.FUSED_CONV, Op.FUSED_MATMUL})
 # layout ops a backend can run as a view of their input, with no kernel
 VIEW_OPS = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY, Op.EXPAND,
                       Op.SPLIT, Op.SLICE})

@@ -8,9 +8,14 @@ graph (N: the component's size).
     minimize   Σ cost(n) x_n  (+ Σ cost(g) y_g for groups)
     subject to Σ_{n ∈ root} x_n = 1                    every output is computed
                Σ_{n ∈ c} x_n ≤ 1                       one e-node per e-class
-               x_n ≤ Σ_{m ∈ d} x_m                     a chosen e-node's children are computed
+               Σ_{n ∈ c uses d} x_n ≤ Σ_{m ∈ d} x_m     a chosen e-node's children are computed
                y_g ≥ x_n  (n ∈ g)                      a used group is paid
                t_c - t_d - N x_n ≥ 1 - N               chosen edges inside a component go down
+
+The child constraint is aggregated over the e-nodes of one e-class that use the same child
+e-class (valid since at most one of them is chosen): the per-e-node form lets the LP
+relaxation halve its flow at every e-class with two e-nodes over one child, and its bound
+decays geometrically with depth (2.9 µs for a 70 µs SqueezeNet optimum).
 
 Order variables are only needed inside strongly connected components: edges between
 components can never close a cycle, so every incumbent (even one cut short by the time
@@ -159,15 +164,18 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0) -> I
     for c in sorted(ids):
         row(1.0 if c in roots else -np.inf, 1.0, [(col[i], 1.0) for i in ids[c]])
     for c in sorted(ids):
+        users: dict[int, list[int]] = {}
         for i in ids[c]:
             cand = problem.candidates[i]
             for d in sorted(set(cand.children)):
-                row(0.0, np.inf, [(col[m], 1.0) for m in ids[d]] + [(col[i], -1.0)])
+                users.setdefault(d, []).append(i)
                 if c in comp and comp.get(d) == comp[c]:
                     n = float(sizes[comp[c]])
                     row(1.0 - n, np.inf, [(tcol[c], 1.0), (tcol[d], -1.0), (col[i], -n)])
             if cand.group in gcol:
                 row(0.0, np.inf, [(gcol[cand.group], 1.0), (col[i], -1.0)])
+        for d in sorted(users):  # aggregated over c's e-nodes: at most one of them is chosen
+            row(0.0, np.inf, [(col[m], 1.0) for m in ids[d]] + [(col[i], -1.0) for i in users[d]])
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)

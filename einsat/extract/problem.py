@@ -77,7 +77,8 @@ class Problem:
         if missing:
             raise ExtractionError(f"root e-class(es) {missing} are not in the e-graph")
         self.types = _class_types(data)
-        self.constants = _constant_derivations(data, self.types) if fold_constants else {}
+        self._parents = _parents(data)
+        self.constants = _constant_derivations(data, self.types, self._parents) if fold_constants else {}
         self.candidates: list[Candidate] = []
         self.group_cost: list[float] = []
         self.group_size: list[int] = []
@@ -86,7 +87,7 @@ class Problem:
 
     # -- construction ------------------------------------------------------------------------
     def _build(self) -> None:
-        data, keep = self.data, _extractable(self.data, self.constants)
+        data, keep = self.data, _extractable(self.data, self._parents, self.constants)
         unextractable = [r for r in self.data.roots if r not in keep]
         if unextractable:
             raise ExtractionError(f"output e-class(es) {unextractable} have no finite term: every "
@@ -230,50 +231,56 @@ def _infer_one(node: ENode, types, data: EGraphData) -> TensorType | None:
     return opdef(node.op).infer(ins, node.attrs)[node.output]
 
 
-def _constant_derivations(data: EGraphData, types) -> dict[int, ENode]:
-    """E-classes computable from weights alone, each with a derivation found level by level."""
-    const: dict[int, ENode] = {}
-    frontier = True
-    while frontier:
-        found = {}
-        for cid, cls in data.classes.items():
-            if cid in const or cid not in types or types[cid].nbytes > FOLD_BYTES:
-                continue
-            for node in cls.nodes:
-                if node.leaf is not None:
-                    if node.leaf[0] == "weight" and node.leaf[1] in data.weights:
-                        found[cid] = node
-                        break
-                    continue
-                if node.op is Op.OPAQUE or not all(c in const for c in node.children if c >= 0):
-                    continue
-                if node.op in SOURCE_OPS or node.children:
-                    found[cid] = node
-                    break
-        const.update(found)
-        frontier = bool(found)
-    return const
-
-
-def _extractable(data: EGraphData, constants) -> set[int]:
-    """E-classes with a finite term (fixpoint from the sources)."""
-    ok = set(constants)
+def _parents(data: EGraphData) -> dict[int, list[tuple[int, ENode]]]:
+    """Child e-class -> the (e-class, e-node) pairs that use it."""
     parents: dict[int, list[tuple[int, ENode]]] = {}
-    ready = []
     for cid, cls in data.classes.items():
         for node in cls.nodes:
-            kids = {c for c in node.children if c >= 0}
-            if not kids:
-                ready.append(cid)
-            for c in kids:
-                parents.setdefault(c, []).append((cid, node))
-    stack = ready + list(constants)
-    while stack:
-        cid = stack.pop()
-        if cid in ok and cid not in constants:
-            continue
-        ok.add(cid)
+            for c in set(node.children):
+                if c >= 0:
+                    parents.setdefault(c, []).append((cid, node))
+    return parents
+
+
+def _closure(data: EGraphData, parents, seeds: dict[int, ENode], accept) -> dict[int, ENode]:
+    """The e-classes reachable bottom-up from `seeds` through e-nodes that `accept` allows and
+    whose children are all in the set; each with the first e-node that put it there (so the
+    chosen e-nodes form an acyclic derivation)."""
+    found = dict(seeds)
+    queue = list(seeds)
+    head = 0
+    while head < len(queue):
+        cid = queue[head]
+        head += 1
         for parent, node in parents.get(cid, ()):
-            if parent not in ok and all(c in ok for c in node.children if c >= 0):
-                stack.append(parent)
-    return ok
+            if parent not in found and accept(parent, node) and \
+                    all(c in found for c in node.children if c >= 0):
+                found[parent] = node
+                queue.append(parent)
+    return found
+
+
+def _constant_derivations(data: EGraphData, types, parents) -> dict[int, ENode]:
+    """E-classes computable from weights alone (up to `FOLD_BYTES`), each with a derivation."""
+    def small(cid):
+        return cid in types and types[cid].nbytes <= FOLD_BYTES
+
+    seeds = {}
+    for cid, cls in data.classes.items():
+        for node in cls.nodes:
+            is_weight = node.leaf is not None and node.leaf[0] == "weight" and node.leaf[1] in data.weights
+            if small(cid) and (is_weight or (node.leaf is None and node.op in SOURCE_OPS)):
+                seeds[cid] = node
+                break
+    return _closure(data, parents, seeds,
+                    lambda cid, node: small(cid) and node.leaf is None and node.op is not Op.OPAQUE)
+
+
+def _extractable(data: EGraphData, parents, constants) -> set[int]:
+    """E-classes with a finite term (fixpoint from the sources)."""
+    seeds = dict(constants)
+    for cid, cls in data.classes.items():
+        for node in cls.nodes:
+            if cid not in seeds and not any(c >= 0 for c in node.children):
+                seeds[cid] = node
+    return set(_closure(data, parents, seeds, lambda cid, node: True))

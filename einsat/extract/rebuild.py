@@ -132,7 +132,8 @@ class _Folder:
                 args = [self.memo[k] if k >= 0 else None for k in node.children]
                 out = opdef(node.op).numpy(args, node.attrs)[node.output]
             want = self.problem.types[c]
-            out = np.asarray(out)
+            out = np.array(out)  # a private copy, read-only: the Graph keeps it without copying
+            out.setflags(write=False)
             if out.shape != want.shape or out.dtype != want.dtype:
                 raise ExtractionError(f"folding {node.op.value if node.op else node.leaf} gave "
                                       f"{out.shape} {out.dtype}, its e-class is {want}")

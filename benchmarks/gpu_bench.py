@@ -1,7 +1,8 @@
 """GPU latencies of one program, four ways, on the same inputs and weights.
 
-- einsat on its CuPy backend, the original and the optimized program: the interpreter loop over
-  device-resident values (inputs and weights uploaded once, nothing copied back while timed);
+- einsat on its CuPy backend, the original and the optimized program: `CompiledProgram` replays
+  (static memory plan, one CUDA graph launch), and the interpreter loop over device-resident
+  values for comparison (inputs and weights uploaded once, nothing copied back while timed);
 - PyTorch eager (cuDNN, cuBLAS) and `torch.compile(mode="max-autotune-no-cudagraphs")`, both
   built from the original graph by `benchmarks.torch_baseline` with the graph's own weights.
 
@@ -46,14 +47,41 @@ def rel_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(np.asarray(got, dtype=np.float64) - want).max(initial=0.0) / scale)
 
 
+def _cupy_times(fn, stream, reps: int, warmup: int) -> list[float]:
+    """CUDA-event times (ms) of `fn` on `stream`, after `warmup` untimed calls."""
+    import cupy as cp
+    for _ in range(warmup):
+        fn()
+    stream.synchronize()
+    times = []
+    for _ in range(max(reps, MIN_REPS)):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        fn()
+        end.record(stream)
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return times
+
+
 def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, warmup: int = 10) -> dict:
-    """Median latency of `graph` on einsat's CuPy backend, and its error against `reference`."""
+    """`graph` on einsat's CuPy backend, two ways: `CompiledProgram` (static memory plan, one
+    CUDA graph launch when the program allows it) and the interpreter loop (one launch per op,
+    Python in between). Each with its error against `reference`."""
     import cupy as cp
 
     from einsat.gpu.interpreter import get_backend
+    from einsat.gpu.program import CompiledProgram
+
+    prog = CompiledProgram(graph)
+    outs = prog.run(feeds)
+    # the program replays on its own stream; CompiledProgram keeps it private (no public handle yet)
+    stream = getattr(prog, "stream", None) or getattr(prog, "_stream", None) or cp.cuda.get_current_stream()
+    compiled = {**summary(_cupy_times(prog.replay, stream, reps, warmup)), "mode": prog.mode,
+                "rel_error": max(rel_error(outs[n], reference[n]) for n in graph.outputs)}
+    del prog
 
     be = get_backend("cupy")
-    be.tf32 = False
     env0 = {n: be.from_numpy(a) for n, a in graph.weights.items()}
     env0.update({n: be.from_numpy(np.asarray(feeds[n])) for n in graph.inputs})
 
@@ -63,20 +91,10 @@ def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, wa
             env.update(zip(node.outputs, be.execute(node, [env[i] if i else None for i in node.inputs], graph)))
         return [env[o] for o in graph.outputs]
 
-    outs = run_once()
-    err = max(rel_error(be.to_numpy(o), reference[n]) for n, o in zip(graph.outputs, outs))
-    for _ in range(warmup):
-        run_once()
-    cp.cuda.get_current_stream().synchronize()
-    times = []
-    for _ in range(max(reps, MIN_REPS)):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        run_once()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return {**summary(times), "rel_error": err, "host_fallbacks": dict(getattr(be, "host_fallbacks", {}))}
+    err = max(rel_error(be.to_numpy(o), reference[n]) for n, o in zip(graph.outputs, run_once()))
+    times = _cupy_times(run_once, cp.cuda.get_current_stream(), reps, warmup)
+    return {**compiled, "interpreted": {**summary(times), "rel_error": err},
+            "host_fallbacks": dict(getattr(be, "host_fallbacks", {}))}
 
 
 def torch_latencies(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, warmup: int = 10,

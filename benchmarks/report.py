@@ -75,7 +75,9 @@ def markdown(results: dict) -> str:
     lines += ["", "Modeled speedup: the cost model's estimate of the input program over the optimized one; "
               "NumPy ms: the original program on the NumPy backend (median of the repetitions)."]
     if gpu:
-        lines.append("GPU latencies: median of >= 100 repetitions after warm-up, CUDA events, fp32, TF32 off.")
+        lines.append("GPU latencies: median of >= 100 repetitions after warm-up, CUDA events, fp32, TF32 off. "
+                     "einsat: `CompiledProgram` (static memory plan, one CUDA graph launch; the interpreter "
+                     "loop's latencies are in the JSON); PyTorch eager and torch.compile without CUDA graphs.")
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,28 @@
-"""The sizes the benchmark tests build each workload at: batch 1, the papers' sizes where they are
-small, reduced spatial size / depth / sequence where the paper's would take too long on a CPU
-(each reduction keeps every kind of layer of the workload)."""
+"""What the benchmark tests share: the size each workload is tested at, and how outputs compare.
+
+SMALL: batch 1, the papers' sizes where they are small, reduced spatial size / depth / sequence
+where the paper's would take too long on a CPU (each reduction keeps every kind of layer).
+"""
+
+import numpy as np
+
+# float32 programs computed in different summation orders (BLAS blocking, onnxruntime's and
+# PyTorch's kernels): observed max differences are ~1e-6 of the output's scale; 1e-4 leaves a
+# 100x margin for depth
+REL = 1e-4
+
+
+def assert_close_scaled(got, want, rel=REL, what=""):
+    """max |got - want| <= rel * max |want|."""
+    scale = float(np.abs(want).max(initial=0.0))
+    err = float(np.abs(np.asarray(got, np.float64) - want).max(initial=0.0))
+    assert err <= rel * max(scale, 1e-30), f"{what}: max error {err:.3g} vs output scale {scale:.3g}"
+
+
+def random_feeds(g, seed=0):
+    rng = np.random.default_rng(seed)
+    return {n: rng.standard_normal(g.types[n].shape).astype(np.float32) for n in g.inputs}
+
 
 SMALL = {
     "resnet18": {"image": 64},

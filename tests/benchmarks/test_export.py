@@ -8,7 +8,7 @@ import pytest
 import einsat
 from benchmarks.export import main, parse_overrides
 from benchmarks.workloads import build
-from tests.benchmarks.test_workloads import assert_close_scaled, random_feeds
+from tests.benchmarks.common import assert_close_scaled, random_feeds
 
 
 def test_export_writes_models_with_overrides_that_run_like_einsat(tmp_path):

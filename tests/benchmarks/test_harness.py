@@ -103,3 +103,11 @@ def test_random_inputs_follow_the_graph_types():
     g = build("nasrnn", steps=2, hidden=8)
     x = harness.random_inputs(g)
     assert sorted(x) == ["x0", "x1"] and all(v.dtype == np.float32 and v.shape == (1, 8) for v in x.values())
+
+
+def test_gpu_timing_summary_and_error_measures():
+    from benchmarks.gpu_bench import rel_error, summary
+    s = summary([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert s == {"median_ms": 3.0, "min_ms": 1.0, "p90_ms": 4.0, "reps": 5}
+    assert rel_error(np.array([1.0, 2.5]), np.array([1.0, 2.0])) == 0.25
+    assert rel_error(np.zeros(3), np.zeros(3)) == 0.0

@@ -19,8 +19,7 @@ import pytest
 import einsat
 from benchmarks.torch_baseline import plain_graph
 from benchmarks.workloads import WORKLOADS, build
-from tests.benchmarks.small_sizes import SMALL
-from tests.benchmarks.test_workloads import assert_close_scaled, random_feeds
+from tests.benchmarks.common import SMALL, assert_close_scaled, random_feeds
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = ROOT / ".torch-venv" / "bin" / "python"

@@ -8,22 +8,7 @@ import pytest
 
 import einsat
 from benchmarks.workloads import CPU_SIZES, WORKLOADS, build
-from tests.benchmarks.small_sizes import SMALL
-
-# float32 programs computed in different summation orders (BLAS blocking, onnxruntime's kernels):
-# observed max differences are ~1e-6 of the output's scale; 1e-4 leaves a 100x margin for depth
-REL = 1e-4
-
-
-def assert_close_scaled(got, want, rel=REL, what=""):
-    scale = float(np.abs(want).max(initial=0.0))
-    err = float(np.abs(np.asarray(got, np.float64) - want).max(initial=0.0))
-    assert err <= rel * max(scale, 1e-30), f"{what}: max error {err:.3g} vs output scale {scale:.3g}"
-
-
-def random_feeds(g, seed=0):
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(g.types[n].shape).astype(np.float32) for n in g.inputs}
+from tests.benchmarks.common import SMALL, assert_close_scaled, random_feeds
 
 
 def test_every_workload_has_a_test_size_and_a_documented_source():

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-
-import numpy as np
 
 from einsat.cli import main
 from einsat.cli_info import demo_model_path
@@ -21,11 +20,11 @@ def test_info_lists_ops_flops_bytes_and_opaque_ops(capsys):
     out = capsys.readouterr().out
     assert "data_0  [1, 3, 224, 224] f32" in out.replace("    ", "  ")
     assert re.search(r"prob_1\s+\[1, 1000\] f32", out)
-    rows = {m.group(1): int(m.group(2)) for m in re.finditer(r"^  (\w[\w ]*?)\s+(\d+)\s+\S+ ?\w*\s+\S+ ?\w*B$", out, re.M)}
+    rows = {m.group(1): int(m.group(2)) for m in re.finditer(r"^  (\w[\w ]*?)\s+(\d+)\s+\S+ ?\w*\s+\S+ ?\w*B$", out, re.MULTILINE)}
     # conv 5, relu 7, LRN 2, maxpool 3, reshape 1, gemm 3, softmax 1; the Dropouts are identities
     assert rows["conv"] == 5 and rows["gemm"] == 3 and rows["opaque LRN"] == 2 and rows["total"] == 22
     # AlexNet: 0.72 GMACs in its convolutions and fully connected layers, 2 FLOPs each
-    total = re.search(r"^  total\s+\d+\s+([\d.]+) G", out, re.M)
+    total = re.search(r"^  total\s+\d+\s+([\d.]+) G", out, re.MULTILINE)
     assert total and 1.3 < float(total.group(1)) < 1.6
     assert "opaque (no einsat op; run by onnx.reference, FLOPs estimated): LRN" in out
 

@@ -25,12 +25,21 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from einsat.errors import AttributeValueError, EinsatError, OnnxError, ShapeError
 from einsat.ir.graph import Graph, Node, _frozen, _typed_node
 from einsat.ir.onnx_fold import fold, foldable
-from einsat.ir.onnx_read import DEFAULT_DOMAINS, default_opset, prepare, read_model
+from einsat.ir.onnx_read import (
+    DEFAULT_DOMAINS,
+    attr_value,
+    default_opset,
+    live_nodes,
+    prepare,
+    read_model,
+    static_type,
+    value_type,
+)
 from einsat.ir.onnx_weights import detach_weights, random_weights
 from einsat.ir.registry import REGISTRY, Op, normalize_attrs, opdef
 from einsat.ir.types import TensorType
@@ -82,9 +91,9 @@ class ImportContext:
         self._opsets = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
         self.constants: dict[str, np.ndarray] = {i.name: _frozen(numpy_helper.to_array(i)) for i in g.initializer}
         self.constants.update((n, _frozen(v)) for n, v in (weights or {}).items())
-        self.inputs = {i.name: _value_type(i, label) for i in g.input if i.name not in self.constants}
+        self.inputs = {i.name: value_type(i, label) for i in g.input if i.name not in self.constants}
         self.types: dict[str, TensorType] = dict(self.inputs)
-        self.onnx_types = {vi.name: t for vi in (*g.value_info, *g.output) if (t := _static_type(vi))}
+        self.onnx_types = {vi.name: t for vi in (*g.value_info, *g.output) if (t := static_type(vi))}
         self.nodes: list[Node] = []
         self.alias: dict[str, str] = {}
         self._ops = onnx_ops()
@@ -96,7 +105,7 @@ class ImportContext:
     # -- the interface of OpDef.from_onnx ------------------------------------------------
     def attrs(self, onode: onnx.NodeProto) -> dict[str, Any]:
         """The node's attributes as Python values (ints, floats, str, tuples, arrays)."""
-        return {a.name: _attr_value(a) for a in onode.attribute}
+        return {a.name: attr_value(a) for a in onode.attribute}
 
     def constant(self, name: str) -> np.ndarray | None:
         return self.constants.get(self.alias.get(name, name)) if name else None
@@ -127,7 +136,7 @@ class ImportContext:
     def run(self) -> Graph:
         g = self.model.graph
         used = {i for n in g.node for i in n.input} | {o.name for o in g.output}
-        for onode in _live(g):
+        for onode in live_nodes(g):
             self._onode = onode
             try:
                 self._convert(_resolved(onode, self.alias), used)
@@ -289,18 +298,6 @@ _ENUMS = {
 }
 
 
-def _live(g: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """The nodes some graph output depends on, in order."""
-    nodes = list(g.node)
-    needed = {o.name for o in g.output}
-    live = []
-    for k in range(len(nodes) - 1, -1, -1):
-        if any(o in needed for o in nodes[k].output):
-            live.append(k)
-            needed.update(i for i in nodes[k].input if i)
-    return [nodes[k] for k in reversed(live)]
-
-
 def _resolved(onode: onnx.NodeProto, alias: dict[str, str]) -> onnx.NodeProto:
     if not any(i in alias for i in onode.input):
         return onode
@@ -309,31 +306,3 @@ def _resolved(onode: onnx.NodeProto, alias: dict[str, str]) -> onnx.NodeProto:
     del copy.input[:]
     copy.input.extend(alias.get(i, i) for i in onode.input)
     return copy
-
-
-def _attr_value(a: onnx.AttributeProto):
-    v = helper.get_attribute_value(a)
-    if isinstance(v, bytes):
-        return v.decode("utf-8", errors="replace")
-    if isinstance(v, onnx.TensorProto):
-        return numpy_helper.to_array(v)
-    if isinstance(v, list):
-        return tuple(x.decode("utf-8", errors="replace") if isinstance(x, bytes)
-                     else numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x for x in v)
-    return v
-
-
-def _static_type(vi: onnx.ValueInfoProto) -> TensorType | None:
-    if not vi.type.HasField("tensor_type"):
-        return None
-    tt = vi.type.tensor_type
-    if not tt.HasField("shape") or not tt.elem_type or any(not d.HasField("dim_value") for d in tt.shape.dim):
-        return None
-    return TensorType([d.dim_value for d in tt.shape.dim], helper.tensor_dtype_to_np_dtype(tt.elem_type))
-
-
-def _value_type(vi: onnx.ValueInfoProto, label: str) -> TensorType:
-    t = _static_type(vi)
-    if t is None:
-        raise OnnxError(f"{label}: input {vi.name!r} has no static tensor type")
-    return t

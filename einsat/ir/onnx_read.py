@@ -5,7 +5,8 @@ messages; every failure (missing file, truncated or corrupt protobuf) is an `Onn
 the file. `prepare` then makes the model importable: nodes in topological order (a cycle is a
 `GraphError` naming its nodes), the ONNX checker, local functions inlined, the default opset
 brought into 13-21 with `onnx.version_converter`, static input shapes (symbolic dims must be
-fixed with `input_shapes=`) and ONNX shape inference.
+fixed with `input_shapes=`) and ONNX shape inference. Below: reading ONNX values (attributes as
+Python values, static tensor types) and the nodes the graph's outputs depend on.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from pathlib import Path
 
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import shape_inference, version_converter
+from onnx import helper, numpy_helper, shape_inference, version_converter
 
 from einsat.errors import GraphError, OnnxError
+from einsat.ir.types import TensorType
 
 MIN_OPSET, MAX_OPSET = 13, 21
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -161,3 +163,43 @@ def _cycle(stuck: list[int], deps, missing) -> list[int]:
 
 def _node_label(node: onnx.NodeProto) -> str:
     return f"{node.name or (node.output[0] if node.output else '?')!r} ({node.op_type})"
+
+
+def live_nodes(g: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes some graph output depends on, in order."""
+    nodes = list(g.node)
+    needed = {o.name for o in g.output}
+    live = []
+    for k in range(len(nodes) - 1, -1, -1):
+        if any(o in needed for o in nodes[k].output):
+            live.append(k)
+            needed.update(i for i in nodes[k].input if i)
+    return [nodes[k] for k in reversed(live)]
+
+
+def attr_value(a: onnx.AttributeProto):
+    v = helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return tuple(x.decode("utf-8", errors="replace") if isinstance(x, bytes)
+                     else numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else x for x in v)
+    return v
+
+
+def static_type(vi: onnx.ValueInfoProto) -> TensorType | None:
+    if not vi.type.HasField("tensor_type"):
+        return None
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape") or not tt.elem_type or any(not d.HasField("dim_value") for d in tt.shape.dim):
+        return None
+    return TensorType([d.dim_value for d in tt.shape.dim], helper.tensor_dtype_to_np_dtype(tt.elem_type))
+
+
+def value_type(vi: onnx.ValueInfoProto, label: str) -> TensorType:
+    t = static_type(vi)
+    if t is None:
+        raise OnnxError(f"{label}: input {vi.name!r} has no static tensor type")
+    return t

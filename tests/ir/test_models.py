@@ -150,7 +150,7 @@ def test_torch_bert_encoder_matches_onnxruntime():
     assert counts["layernorm"] == 5 and counts["softmax"] == 2 and counts["erf"] == 2
     assert Op.OPAQUE not in {n.op for n in g.nodes}, counts
     # the position ids are an int64 initializer kept by the stripping: gathered rows, folded
-    ids = onnx.numpy_helper.to_array([i for i in model.graph.initializer if i.name == "position_ids"][0])
+    ids = onnx.numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "position_ids"))
     assert ids.dtype == np.int64 and np.array_equal(ids[0], np.arange(ids.shape[1]))
 
 

@@ -71,7 +71,7 @@ def test_node_whose_schema_changed_is_converted_on_export():
 def test_attributes_round_trip_exactly():
     node = helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=1, reverse=1)
     m = one_node_model(node, [("x", [3, 4], F)], [("y", [3, 4], F)], inits=[("axis", np.array(1, np.int64))])
-    g, exported = round_trip(m, {"x": np.arange(12, dtype=np.float32).reshape(3, 4)})
+    _, exported = round_trip(m, {"x": np.arange(12, dtype=np.float32).reshape(3, 4)})
     (back,) = [n for n in exported.graph.node if n.op_type == "CumSum"]
     assert list(back.attribute) == list(node.attribute)
 

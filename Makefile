@@ -4,8 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 
-# The first Python >= 3.12 found: python3.13, python3.12, then pyenv's installs.
-FIND_PYTHON := for p in python3.13 python3.12 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.1[2-9]*/bin/python 2>/dev/null | sort -rV) python3; do \
+# A Python >= 3.12 (egglog 14 needs it): 3.12 first, the version constraints.txt was pinned with,
+# then newer ones; pyenv's installs are looked at directly (its shims fail for versions not selected).
+PYENV_VERSIONS := $${PYENV_ROOT:-$$HOME/.pyenv}/versions
+FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2>/dev/null | sort -rV) \
+	    python3.13 $$(ls -d $(PYENV_VERSIONS)/3.1[3-9]*/bin/python 2>/dev/null | sort -V) python3; do \
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 

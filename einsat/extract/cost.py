@@ -120,9 +120,16 @@ class ProfiledCost(CostModel):
         return max(float(measured), floor)
 
 
+def _device_model(kind: str) -> CostModel:
+    """The committed GPU profile of `kind` (einsat/gpu/profiles/<kind>.json) as a ProfiledCost,
+    or the analytic roofline while none is committed."""
+    from einsat.extract.profiled import profiled_or_roofline
+    return profiled_or_roofline(kind)
+
+
 _COST_MODELS: dict[str, Callable[[], CostModel]] = {
-    "h100": lambda: RooflineCost("h100"),
-    "h200": lambda: RooflineCost("h200"),
+    "h100": lambda: _device_model("h100"),
+    "h200": lambda: _device_model("h200"),
     "h100-tf32": lambda: RooflineCost("h100", tf32=True),
     "h200-tf32": lambda: RooflineCost("h200", tf32=True),
 }

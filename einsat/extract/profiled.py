@@ -121,7 +121,7 @@ class CalibratedRoofline(cost.CostModel):
         """Fit each family with enough timed ops; the others use the fit over all timed ops."""
         points: dict[str, list[tuple[float, float, float]]] = {f: [] for f in FAMILIES}
         views = []
-        for key, e in db.entries.items():
+        for e in db.entries.values():
             op = Op(e["signature"]["op"])
             t = float(e.get(db.mode, e["us"]))
             if e.get("kernels", 1) == 0 or family(op) == "view":

@@ -180,6 +180,9 @@ def atomic_write_json(path, payload) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(payload, f, indent=1, sort_keys=False)
             f.write("\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a data file is as readable as any other
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

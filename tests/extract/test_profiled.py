@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from einsat.extract.from_graph import egraph_data_from_graph
-from einsat.extract.profiled import (CalibratedRoofline, ProfiledCost, Roofline, export_signatures, family,
-                                     fit_roofline)
+from einsat.extract.profiled import (
+    CalibratedRoofline,
+    ProfiledCost,
+    Roofline,
+    export_signatures,
+    family,
+    fit_roofline,
+)
 from einsat.gpu.profile_db import ProfileDB
 from einsat.gpu.signature import read_signatures, signatures_of_graph
 from einsat.ir.builder import GraphBuilder
@@ -72,7 +78,7 @@ def calibration_profile(rng):
 
 
 def test_calibration_fits_each_family():
-    db, gemm, other = calibration_profile(np.random.default_rng(2))
+    db, _, _ = calibration_profile(np.random.default_rng(2))
     cal = CalibratedRoofline.fit(db)
     g = cal.families["gemm"]
     for got, want in zip((g.launch_us, g.flops_per_us, g.bytes_per_us), (4.0, 30e6, 2e6)):
@@ -125,3 +131,15 @@ def test_export_signatures_of_an_egraph(tmp_path):
     n = export_signatures(egraph_data_from_graph(g), path)
     keys = [s.key for s in read_signatures(path)]
     assert n == len(keys) and sorted(keys) == sorted(s.key for s in signatures_of_graph(g))
+
+
+def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
+    from einsat.extract import RooflineCost, cost_model
+    from einsat.gpu import profile_db
+    monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
+    assert isinstance(cost_model("h100"), RooflineCost)  # nothing committed: the analytic roofline
+    db, *_ = calibration_profile(np.random.default_rng(5))
+    db.save(tmp_path / "h100.json")
+    model = cost_model("h100")
+    assert isinstance(model, ProfiledCost) and len(model.db) == len(db)
+    assert isinstance(cost_model("h200"), RooflineCost)

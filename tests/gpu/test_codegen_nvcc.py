@@ -19,8 +19,13 @@ from einsat.gpu.interpreter import run
 from einsat.gpu.kernels.banded import g2bmm_kernel, gbmm_kernel
 from einsat.gpu.kernels.elementwise import Operand, Step, elementwise_kernel
 from einsat.gpu.kernels.layout import concat_kernel, correct_kernel, gather_kernel, pad_kernel
-from einsat.gpu.kernels.reduce import (argmax_kernel, layernorm_kernel, pool_kernel, reduce_kernel,
-                                       softmax_kernel)
+from einsat.gpu.kernels.reduce import (
+    argmax_kernel,
+    layernorm_kernel,
+    pool_kernel,
+    reduce_kernel,
+    softmax_kernel,
+)
 from einsat.gpu.lower import HOST_OPS
 from einsat.ir.registry import REGISTRY
 from tests.gpu.cases import strategy

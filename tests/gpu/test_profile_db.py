@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 
 from einsat.errors import EinsatError
 from einsat.gpu.profile_db import ProfileDB, device_kind
-from einsat.gpu.signature import (Signature, read_signatures, signature_of, signatures_of_graph,
-                                  write_signatures)
+from einsat.gpu.signature import (
+    Signature,
+    read_signatures,
+    signature_of,
+    signatures_of_graph,
+    write_signatures,
+)
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.registry import REGISTRY, Op
 from einsat.ir.types import TensorType

@@ -12,7 +12,7 @@ each thread output columns n (reading v's rows coalesced across threads).
 from __future__ import annotations
 
 from einsat.errors import ExecutionError
-from einsat.gpu.kernels.codegen import Kernel, Param, block_rows, ctype, make_kernel
+from einsat.gpu.kernels.codegen import Kernel, Param, block_rows, ctype, make_kernel, memoize
 from einsat.gpu.kernels.elementwise import Operand
 
 SHARED_ELEMS = 4096  # rows longer than this are read from global memory instead
@@ -30,6 +30,7 @@ def _row(name: str, n: int, off: str, stride: int, t: str, load) -> tuple[str, s
     return decl, stage
 
 
+@memoize
 def g2bmm_kernel(a: Operand, b: Operand, width: int, dilation: int) -> Kernel:
     z, m, k = a.shape
     if tuple(b.shape) != (z, m, k):
@@ -59,6 +60,7 @@ def g2bmm_kernel(a: Operand, b: Operand, width: int, dilation: int) -> Kernel:
     return make_kernel("g2bmm", params, decl + block_rows(body, z * m), z * m, block=128, per_block=1)
 
 
+@memoize
 def gbmm_kernel(p: Operand, v: Operand, dilation: int) -> Kernel:
     z, m, j_len = p.shape
     n = v.shape[2]

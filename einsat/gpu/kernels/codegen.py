@@ -16,6 +16,7 @@ Launch contract (the same for every kernel, so one launcher serves all):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from math import prod
@@ -218,6 +219,33 @@ class Kernel:
             return 0
         items = self.work if self.per_block else -(-self.work // self.block)
         return max(1, min(items, max_blocks))
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    return v
+
+
+def memoize(fn):
+    """Cache a kernel generator by its (frozen) arguments: generation is pure, and the
+    interpreter calls it again for every node it runs. At most 4096 kernels are kept."""
+    cache: dict = {}
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kw):
+        key = (_freeze(args), _freeze(kw))
+        hit = cache.get(key)
+        if hit is None:
+            if len(cache) >= 4096:
+                cache.clear()
+            hit = cache[key] = fn(*args, **kw)
+        return hit
+
+    wrapper.cache = cache
+    return wrapper
 
 
 def make_kernel(family: str, params: Sequence[Param], body: str, work: int, *, block: int = 256,

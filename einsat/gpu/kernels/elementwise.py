@@ -19,9 +19,21 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from einsat.errors import ExecutionError
-from einsat.gpu.kernels.codegen import (CType, Kernel, Param, broadcast_strides, coalesce,
-                                        contiguous_strides, ctype, decompose, dot, grid_stride,
-                                        make_kernel, numel)
+from einsat.gpu.kernels.codegen import (
+    CType,
+    Kernel,
+    Param,
+    broadcast_strides,
+    coalesce,
+    contiguous_strides,
+    ctype,
+    decompose,
+    dot,
+    grid_stride,
+    make_kernel,
+    memoize,
+    numel,
+)
 
 
 @dataclass(frozen=True)
@@ -229,6 +241,7 @@ def _batchnorm(a, s, t, ins):
     return f"(({x} - {mean}) * ({scale} / {t.fn('sqrt')}({var} + {eps})) + {bias})"
 
 
+@memoize
 def elementwise_kernel(out_shape: Sequence[int], inputs: Sequence[Operand], steps: Sequence[Step],
                        out_strides: Sequence[int] | None = None) -> Kernel:
     """A kernel computing `steps` over `inputs` broadcast to `out_shape`; the last step is stored.
@@ -275,6 +288,7 @@ def elementwise_kernel(out_shape: Sequence[int], inputs: Sequence[Operand], step
     return make_kernel("ew", params, body, work)
 
 
+@memoize
 def copy_kernel(src: Operand, out_strides: Sequence[int] | None = None) -> Kernel:
     """Materialize any view `src` as a contiguous array (or into `out_strides`)."""
     return elementwise_kernel(src.shape, [src], [Step("identity", (0,), src.dtype)], out_strides)

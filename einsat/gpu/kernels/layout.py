@@ -11,11 +11,22 @@ from __future__ import annotations
 from typing import Sequence
 
 from einsat.errors import ExecutionError
-from einsat.gpu.kernels.codegen import (Kernel, Param, contiguous_strides, ctype, decompose, dot,
-                                        grid_stride, make_kernel, numel)
+from einsat.gpu.kernels.codegen import (
+    Kernel,
+    Param,
+    contiguous_strides,
+    ctype,
+    decompose,
+    dot,
+    grid_stride,
+    make_kernel,
+    memoize,
+    numel,
+)
 from einsat.gpu.kernels.elementwise import Operand
 
 
+@memoize
 def pad_kernel(src: Operand, pads: Sequence[int], mode: str = "constant", value: float = 0.0) -> Kernel:
     """out = np.pad(src, pads) with ONNX pads (begins, then ends; negative crops).
 
@@ -54,6 +65,7 @@ def pad_kernel(src: Operand, pads: Sequence[int], mode: str = "constant", value:
     return make_kernel("pad", params, grid_stride("\n".join(lines), work), work)
 
 
+@memoize
 def concat_kernel(inputs: Sequence[Operand], axis: int) -> Kernel:
     """out = np.concatenate(inputs, axis) in one pass: each output element picks its input."""
     if not inputs:
@@ -84,6 +96,7 @@ def concat_kernel(inputs: Sequence[Operand], axis: int) -> Kernel:
     return make_kernel("concat", params, grid_stride("\n".join(lines), work), work)
 
 
+@memoize
 def gather_kernel(data: Operand, indices: Operand, axis: int) -> Kernel:
     """out = np.take(data, indices, axis): negative indices count from the end; out-of-range
     indices are clamped (a kernel cannot raise; the registry rejects them on the host)."""
@@ -108,6 +121,7 @@ def gather_kernel(data: Operand, indices: Operand, axis: int) -> Kernel:
     return make_kernel("gather", params, grid_stride("\n".join(x for x in lines if x), work), work)
 
 
+@memoize
 def correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], ends: Sequence[int]) -> Kernel:
     """PET's correction in one pass: out = mutant, except out[starts:ends] = fix."""
     r = len(mutant.shape)

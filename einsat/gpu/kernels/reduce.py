@@ -14,9 +14,21 @@ from typing import Sequence
 import numpy as np
 
 from einsat.errors import ExecutionError
-from einsat.gpu.kernels.codegen import (Kernel, Param, block_rows, broadcast_strides, coalesce,
-                                        contiguous_strides, ctype, decompose, dot, grid_stride,
-                                        make_kernel, numel)
+from einsat.gpu.kernels.codegen import (
+    Kernel,
+    Param,
+    block_rows,
+    broadcast_strides,
+    coalesce,
+    contiguous_strides,
+    ctype,
+    decompose,
+    dot,
+    grid_stride,
+    make_kernel,
+    memoize,
+    numel,
+)
 from einsat.gpu.kernels.elementwise import Operand
 
 SERIAL_MAX = 64  # rows at most this long get one thread each
@@ -38,6 +50,7 @@ def _max_expr(acc: str, v: str, pick: str = ">") -> str:
     return f"(({v} {pick} {acc} || {v} != {v}) ? {v} : {acc})"  # NaN wins, as in NumPy
 
 
+@memoize
 def reduce_kernel(src: Operand, axes: Sequence[int], kind: str = "sum", serial_max: int = SERIAL_MAX) -> Kernel:
     """out[kept...] = sum / mean / max / min of src over `axes` (output contiguous over kept dims)."""
     if kind not in ("sum", "mean", "max", "min"):
@@ -78,6 +91,7 @@ def reduce_kernel(src: Operand, axes: Sequence[int], kind: str = "sum", serial_m
     return make_kernel(f"reduce_{kind}", params, body, n_out, block=block, per_block=1)
 
 
+@memoize
 def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX) -> Kernel:
     """out = exp(x - max) / sum(exp(x - max)) along `axis` (output contiguous, src's shape)."""
     r = len(src.shape)
@@ -115,10 +129,10 @@ def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX) -> Ker
     return make_kernel("softmax", params, body, n_rows, block=_block_size(n), per_block=1)
 
 
+@memoize
 def layernorm_kernel(src: Operand, scale: Operand, bias: Operand | None, axis: int, epsilon: float,
                      serial_max: int = SERIAL_MAX) -> Kernel:
     """ONNX LayerNormalization: normalize over dims [axis, rank), then * scale + bias."""
-    r = len(src.shape)
     ct = ctype(src.dtype)
     if not ct.is_float:
         raise ExecutionError(f"layernorm needs a float input, got {src.dtype}")
@@ -163,6 +177,7 @@ def layernorm_kernel(src: Operand, scale: Operand, bias: Operand | None, axis: i
     return make_kernel("layernorm", params, body, n_rows, block=_block_size(n), per_block=1)
 
 
+@memoize
 def pool_kernel(src: Operand, out_shape: Sequence[int], kind: str, kernel: Sequence[int], stride: Sequence[int],
                 padding: Sequence[int], dilation: Sequence[int], count_include_pad: bool = False) -> Kernel:
     """Max or average pooling over [N, C, *spatial], one thread per output element.
@@ -206,6 +221,7 @@ def pool_kernel(src: Operand, out_shape: Sequence[int], kind: str, kernel: Seque
     return make_kernel(f"{kind}pool", params, grid_stride("\n".join(lines), work), work)
 
 
+@memoize
 def argmax_kernel(src: Operand, axis: int) -> Kernel:
     """out[kept...] = the first index of the maximum along `axis` (a NaN counts as the
     maximum, as in NumPy), int64, one thread per row."""
@@ -228,6 +244,7 @@ def argmax_kernel(src: Operand, axis: int) -> Kernel:
     return make_kernel("argmax", params, grid_stride(body, work), work)
 
 
+@memoize
 def matmul_kernel(a: Operand, b: Operand, out_shape: Sequence[int]) -> Kernel:
     """A plain batched matrix product for dtypes cuBLAS lacks (integers): one thread per output.
 

@@ -3,7 +3,13 @@ layernorm, max/average pooling and global average pooling."""
 
 from __future__ import annotations
 
-from einsat.gpu.kernels.reduce import argmax_kernel, layernorm_kernel, pool_kernel, reduce_kernel, softmax_kernel
+from einsat.gpu.kernels.reduce import (
+    argmax_kernel,
+    layernorm_kernel,
+    pool_kernel,
+    reduce_kernel,
+    softmax_kernel,
+)
 from einsat.gpu.lower import implements, operand, reshape, run_kernel
 
 

@@ -1,0 +1,369 @@
+"""GPU machine: all of einsat's GPU work in one run, every result written under one folder.
+
+    PYTHONUNBUFFERED=1 python3 scripts/gpu_session.py --out "$OUT"          # see docs/gpu.md
+
+Phases (`--phases`, in this order; each is skipped or cut short when `--deadline` seconds since
+the start would be passed, and every phase rewrites the summary, so a run stopped early still
+leaves its results):
+
+  env      the device, driver, CUDA / cuDNN / cuBLAS / CuPy / torch versions, nvidia-smi
+  tests    pytest tests/gpu (the GPU tests and the host ones), log in tests.log
+  profile  the benchmark workloads' signatures (benchmarks/signatures/*.json, exported on a CPU
+           machine by scripts/export_signatures.py), the end-to-end workloads' own first, into
+           profile-<kind>.json (extending the committed einsat/gpu/profiles/<kind>.json)
+  e2e      the unoptimized end-to-end workloads (ResNet-18, BERT) on einsat's backend, as a CUDA
+           graph and through the interpreter loop, beside PyTorch eager, same weights and inputs;
+           outputs checked against NumPy; the profile's prediction of each
+  bench    the benchmark harness's GPU part (benchmarks.harness --gpu), into bench/
+
+Outputs (at most 8 files, as the device tool returns): session.md, session.json, tests.log,
+profile-<kind>.json, session.log, bench/gpu.{json,md,png}. Nothing here imports egglog.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+PHASES = ("env", "tests", "profile", "e2e", "bench")
+E2E = ("resnet18", "bert")
+START = time.monotonic()
+
+
+class Session:
+    def __init__(self, out: str, deadline: float):
+        self.out, self.deadline = out, deadline
+        os.makedirs(out, exist_ok=True)
+        self.data: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "phases": {}}
+        self.logf = open(os.path.join(out, "session.log"), "a")
+
+    def log(self, msg: str) -> None:
+        line = f"[{time.monotonic() - START:6.0f}s] {msg}"
+        print(line, flush=True)
+        self.logf.write(line + "\n")
+        self.logf.flush()
+
+    def left(self) -> float:
+        return self.deadline - (time.monotonic() - START)
+
+    def save(self) -> None:
+        with open(os.path.join(self.out, "session.json"), "w") as f:
+            json.dump(self.data, f, indent=1, default=str)
+        with open(os.path.join(self.out, "session.md"), "w") as f:
+            f.write(summary_markdown(self.data))
+
+
+# -- phases ---------------------------------------------------------------------------------
+
+def phase_env(s: Session, args) -> dict:
+    from einsat.gpu.device import CupyDevice
+    from einsat.gpu.profiler import device_info
+    info = {"python": platform.python_version(), "device": device_info(CupyDevice())}
+    try:
+        import torch
+        info["torch"] = {"version": torch.__version__, "cuda": torch.version.cuda,
+                         "cudnn": torch.backends.cudnn.version()}
+    except Exception as e:
+        info["torch"] = f"unavailable: {e}"
+    try:
+        import egglog  # noqa: F401
+        info["egglog"] = "present (unexpected on the GPU machine)"
+    except ImportError:
+        info["egglog"] = "absent"
+    smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,"
+                          "power.draw,memory.used,memory.total", "--format=csv"], capture_output=True, text=True)
+    info["nvidia_smi"] = smi.stdout.strip()
+    s.log(f"device: {info['device'].get('name')} driver {info['device'].get('driver')} "
+          f"cuDNN {info['device'].get('cudnn')} cuBLAS {info['device'].get('cublas')} CuPy {info['device'].get('cupy')}")
+    return info
+
+
+def phase_tests(s: Session, args) -> dict:
+    budget = max(60, min(args.test_budget, s.left() - 60))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/gpu", "tests/extract/test_profiled.py"]
+    try:
+        import xdist  # noqa: F401
+        cmd += ["-n", str(min(8, os.cpu_count() or 1))]
+    except ImportError:
+        pass
+    s.log(f"tests: {' '.join(cmd[2:])} (budget {budget:.0f} s)")
+    with open(os.path.join(s.out, "tests.log"), "w") as f:
+        try:
+            rc = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, timeout=budget).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    tail = open(os.path.join(s.out, "tests.log")).read().strip().splitlines()[-1:]
+    s.log(f"tests: rc={rc} {tail[0] if tail else ''}")
+    return {"returncode": rc, "summary": tail[0] if tail else ""}
+
+
+def signature_files(args) -> list[str]:
+    files = sorted(glob.glob(os.path.join(ROOT, "benchmarks", "signatures", "*.json")))
+    first = [f for w in E2E for f in files if os.path.basename(f) == f"{w}.json"]
+    return first + [f for f in files if f not in first]
+
+
+def _profile_db(s: Session, kind: str):
+    from einsat.gpu.profile_db import ProfileDB, committed_profile
+    path = os.path.join(s.out, f"profile-{kind}.json")
+    if os.path.exists(path):
+        return ProfileDB.load(path), path
+    base = committed_profile(kind)
+    return (ProfileDB.load(base) if base else ProfileDB()), path
+
+
+def phase_profile(s: Session, args, only_e2e_programs: bool = False) -> dict:
+    from benchmarks.workloads import build
+    from einsat.gpu.device import CupyDevice
+    from einsat.gpu.profiler import Profiler, device_info
+    from einsat.gpu.signature import read_signatures, signatures_of_graph
+    dev = CupyDevice()
+    info = device_info(dev)
+    db, path = _profile_db(s, info["kind"])
+    db.device = info
+    if only_e2e_programs:  # exactly what the end-to-end predictions need, built here
+        sigs = [sig for w in E2E for sig in signatures_of_graph(build(w))]
+    else:
+        sigs = [sig for f in signature_files(args) for sig in read_signatures(f)]
+    sigs = list({x.key: x for x in sigs}.values())
+    budget = s.left() - args.reserve
+    s.log(f"profile: {len(sigs)} signatures ({sum(x.key not in db for x in sigs)} new), budget {budget:.0f} s")
+    prof = Profiler(dev, reps=args.reps)
+    done = 0
+    chunk = 20
+    for k in range(0, len(sigs), chunk):
+        if s.left() - args.reserve <= 0:
+            break
+        prof.profile(sigs[k:k + chunk], db, time_budget_s=s.left() - args.reserve)
+        done = min(k + chunk, len(sigs))
+        db.save(path)
+    s.log(f"profile: {len(db)} entries, {len(db.failures)} failures -> {os.path.basename(path)}")
+    return {"path": os.path.basename(path), "entries": len(db), "failures": len(db.failures),
+            "signatures_seen": done, "signatures_total": len(sigs)}
+
+
+def _median_events(fn, reps: int, stream=None) -> float:
+    """Median ms between CUDA events recorded on `stream` (the one `fn` runs on) around `fn`."""
+    import cupy as cp
+    stream = stream or cp.cuda.get_current_stream()
+    for _ in range(10):
+        fn()
+    stream.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record(stream)
+        fn()
+        b.record(stream)
+        b.synchronize()
+        times.append(cp.cuda.get_elapsed_time(a, b))
+    return statistics.median(times)
+
+
+def rel_error(got, want) -> float:
+    want = np.asarray(want, dtype=np.float64)
+    return float(np.abs(np.asarray(got, np.float64) - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+def predict_us(graph, db) -> tuple[float, float]:
+    """Σ over nodes of the measured warm time (views 0): (µs, fraction of kernels measured)."""
+    from einsat.gpu.signature import signature_of
+    total, hit, n = 0.0, 0, 0
+    for node in graph.nodes:
+        ins, outs = graph.node_types(node)
+        if signature_of(node.op, node.attrs, ins) is None:
+            continue
+        n += 1
+        t = db.lookup(node.op, node.attrs, ins, outs)
+        if t is not None:
+            hit += 1
+            total += t
+    return total, (hit / n if n else 1.0)
+
+
+def e2e_workload(s: Session, name: str, args, db) -> dict:
+    from benchmarks.workloads import build
+    from einsat.gpu.backend_cupy import GpuBackend
+    from einsat.gpu.interpreter import run
+    from einsat.gpu.program import CompiledProgram
+    graph = build(name)
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(graph.types[n].shape).astype(graph.types[n].dtype) for n in graph.inputs}
+    t0 = time.perf_counter()
+    want = run(graph, feeds)
+    res: dict = {"nodes": len(graph.nodes), "numpy_s": time.perf_counter() - t0, "reps": args.e2e_reps}
+    backend = GpuBackend(tf32=False)
+    t0 = time.perf_counter()
+    prog = CompiledProgram(graph, device=backend.device)
+    res["compile_s"] = time.perf_counter() - t0
+    res["mode"] = prog.mode
+    got = prog.run(feeds)
+    res["rel_error"] = max(rel_error(got[o], want[o]) for o in graph.outputs)
+    res["arena_mb"] = prog.arena_bytes / 2**20
+    res["einsat_graph_ms"] = _median_events(prog.replay, args.e2e_reps, prog._stream)
+    # the interpreter loop on device-resident values (no CUDA graph)
+    dev = backend.device
+    env0 = {n: dev.constant(a) for n, a in graph.weights.items()}
+    env0.update({n: dev.upload(feeds[n]) for n in graph.inputs})
+
+    def eager():
+        env = dict(env0)
+        for node in graph.nodes:
+            env.update(zip(node.outputs, backend.execute(node, [env[i] if i else None for i in node.inputs], graph)))
+    res["einsat_eager_ms"] = _median_events(eager, args.e2e_reps)
+    try:
+        import torch
+
+        from benchmarks.torch_baseline import TorchProgram, plain_graph, set_precision
+        set_precision(tf32=False)
+        module = TorchProgram(plain_graph(graph)).eval().to("cuda")
+        targs = [torch.from_numpy(feeds[n]).cuda() for n in graph.inputs]
+        with torch.inference_mode():
+            outs = module(*targs)
+            res["torch_rel_error"] = max(rel_error(o.float().cpu().numpy(), want[n])
+                                         for n, o in zip(graph.outputs, outs))
+            for _ in range(10):
+                module(*targs)
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(args.e2e_reps):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                module(*targs)
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b))
+        res["torch_eager_ms"] = statistics.median(times)
+        res["ratio_graph_vs_torch"] = res["einsat_graph_ms"] / res["torch_eager_ms"]
+        res["ratio_eager_vs_torch"] = res["einsat_eager_ms"] / res["torch_eager_ms"]
+    except Exception as e:
+        res["torch_error"] = f"{type(e).__name__}: {e}"
+    if db is not None:
+        us, coverage = predict_us(graph, db)
+        res["profile_sum_ms"] = us / 1e3
+        res["profile_coverage"] = coverage
+        res["prediction_ratio"] = res["profile_sum_ms"] / res["einsat_graph_ms"] if coverage else None
+    s.log(f"e2e {name}: einsat graph {res['einsat_graph_ms']:.3f} ms, eager {res['einsat_eager_ms']:.3f} ms, "
+          f"torch {res.get('torch_eager_ms', float('nan')):.3f} ms, rel err {res['rel_error']:.1e}, "
+          f"predicted {res.get('profile_sum_ms', float('nan')):.3f} ms")
+    return res
+
+
+def phase_e2e(s: Session, args) -> dict:
+    from einsat.gpu.device import CupyDevice
+    from einsat.gpu.profiler import device_info
+    kind = device_info(CupyDevice())["kind"]
+    db, _ = _profile_db(s, kind)
+    out = {}
+    for name in args.workloads.split(","):
+        if s.left() < 45:
+            out[name] = {"skipped": "deadline"}
+            continue
+        try:
+            out[name] = e2e_workload(s, name, args, db if len(db) else None)
+        except Exception as e:
+            out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
+            s.log(f"e2e {name}: ERROR {out[name]['error']}")
+    return out
+
+
+def phase_bench(s: Session, args) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.harness", "--gpu", "--out", os.path.join(s.out, "bench")]
+    cmd += args.bench_args.split()
+    budget = s.left() - 10
+    s.log(f"bench: {' '.join(cmd[2:])} (budget {budget:.0f} s)")
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=max(budget, 1))
+        s.logf.write(p.stdout + p.stderr)
+        return {"returncode": p.returncode, "tail": (p.stdout + p.stderr).strip().splitlines()[-5:]}
+    except subprocess.TimeoutExpired:
+        return {"returncode": "timeout"}
+
+
+# -- summary --------------------------------------------------------------------------------
+
+def summary_markdown(d: dict) -> str:
+    lines = [f"# einsat GPU session ({d.get('started')})", ""]
+    env = d["phases"].get("env", {})
+    dev = env.get("device", {}) if isinstance(env, dict) else {}
+    if dev:
+        lines += [f"Device: {dev.get('name')} (driver {dev.get('driver')}, CUDA runtime {dev.get('cuda_runtime')}, "
+                  f"cuDNN {dev.get('cudnn')}, cuBLAS {dev.get('cublas')}, CuPy {dev.get('cupy')}); "
+                  f"torch {env.get('torch', {}).get('version') if isinstance(env.get('torch'), dict) else env.get('torch')}", ""]
+    t = d["phases"].get("tests")
+    if t:
+        lines += [f"Tests: return code {t.get('returncode')}: {t.get('summary')}", ""]
+    p = d["phases"].get("profile")
+    if p:
+        lines += [f"Profile: {p.get('entries')} entries, {p.get('failures')} failures "
+                  f"({p.get('signatures_seen')}/{p.get('signatures_total')} signatures) in {p.get('path')}", ""]
+    e = d["phases"].get("e2e")
+    if e and "error" not in e:
+        lines += ["| workload | einsat graph ms | einsat eager ms | torch eager ms | graph/torch | rel err | "
+                  "profile sum ms | predicted/measured |", "|---|---|---|---|---|---|---|---|"]
+        for name, r in e.items():
+            if not isinstance(r, dict):
+                continue
+            f = lambda k, fmt="{:.3f}", r=r: (fmt.format(r[k]) if isinstance(r.get(k), (int, float))  # noqa: E731
+                                              else str(r.get(k, "-")))
+            lines.append(f"| {name} | {f('einsat_graph_ms')} | {f('einsat_eager_ms')} | {f('torch_eager_ms')} | "
+                         f"{f('ratio_graph_vs_torch', '{:.2f}')} | {f('rel_error', '{:.1e}')} | {f('profile_sum_ms')} | "
+                         f"{f('prediction_ratio', '{:.2f}')} |")
+        lines.append("")
+    for name, r in (d["phases"].items()):
+        if isinstance(r, dict) and "error" in r:
+            lines.append(f"Phase {name} failed: {r['error']}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("OUT", "gpu-session"))
+    p.add_argument("--phases", default="env,tests,profile-e2e,e2e,profile",
+                   help="comma-separated, in order: env, tests, profile-e2e (the e2e programs' signatures), "
+                        "e2e, profile (all exported signatures), bench")
+    p.add_argument("--deadline", type=float, default=560.0, help="seconds from the start to finish by")
+    p.add_argument("--reserve", type=float, default=20.0, help="seconds the profile leaves for the phases after it")
+    p.add_argument("--test-budget", type=float, default=240.0)
+    p.add_argument("--reps", type=int, default=30, help="repetitions per profiled signature")
+    p.add_argument("--e2e-reps", type=int, default=100)
+    p.add_argument("--workloads", default=",".join(E2E))
+    p.add_argument("--bench-args", default="--no-optimize --no-compile resnet18 bert")
+    args = p.parse_args(argv)
+    s = Session(args.out, args.deadline)
+    s.log(f"einsat GPU session: phases {args.phases}, deadline {args.deadline:.0f} s, out {args.out}")
+    funcs = {"env": phase_env, "tests": phase_tests, "profile": phase_profile, "e2e": phase_e2e,
+             "bench": phase_bench, "profile-e2e": lambda s_, a: phase_profile(s_, a, only_e2e_programs=True)}
+    failed = False
+    for ph in args.phases.split(","):
+        if ph not in funcs:
+            p.error(f"unknown phase {ph!r}")
+        if s.left() < 15:
+            s.data["phases"][ph] = {"skipped": "deadline"}
+            continue
+        try:
+            s.data["phases"][ph] = funcs[ph](s, args)
+        except Exception as e:
+            failed = True
+            s.data["phases"][ph] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
+            s.log(f"{ph}: ERROR {type(e).__name__}: {e}")
+        s.save()
+    print(summary_markdown(s.data))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

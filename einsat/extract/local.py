@@ -9,9 +9,11 @@ The search keeps a choice for every e-class (the selection's, and the tree-greed
 the others, so that the whole choice graph is acyclic), reference counts of the needed
 e-classes and of the paid groups. A switch is costed incrementally (the e-classes it newly
 needs or frees, and their groups) and rejected if it closes a cycle: a new cycle must pass
-through the switched e-node, so one search below its children decides. Each accepted switch
-lowers the cost, so the search ends; it also stops after `max_evals` switches tried (a count,
-not a time: the result is deterministic).
+through the switched e-node, so one search below its children decides. Besides single
+switches, the outputs of one multi-output op (a merged matmul's split) are tried together:
+merging Q, K and V pays off only when all three e-classes switch at once. Each accepted move
+lowers the cost, so the search ends; it also stops after `max_evals` moves tried (a count, not
+a time: the result is deterministic).
 """
 
 from __future__ import annotations
@@ -80,23 +82,41 @@ def improve(problem: Problem, selection: Selection, complete: Selection,
     full = dict(complete)
     full.update(selection)
     state = _State(problem, full)
-    evals, improved = 0, True
-    while improved and evals < max_evals:
+    groups: dict[int, list[int]] = {}
+    for c in problem.candidates:
+        if problem.group_size[c.group] > 1:
+            groups.setdefault(c.group, []).append(c.index)
+    budget = [max_evals]
+    improved = True
+    while improved and budget[0] > 0:
         improved = False
         for cid in problem.order(full):
-            if state.rc.get(cid, 0) == 0:
-                continue
-            for idx in problem.classes[cid]:
-                current = full[cid]
-                if idx == current or evals >= max_evals:
-                    continue
-                evals += 1
-                if state.reaches(state.kids[idx], cid):
-                    continue
-                before = state.cost
-                state.switch(cid, idx)
-                if state.cost < before - 1e-9 * max(1.0, before):
-                    improved = True
-                else:
-                    state.switch(cid, current)
+            if state.rc.get(cid, 0):
+                for idx in problem.classes[cid]:
+                    improved |= _try(state, [(cid, idx)], budget)
+        for g in sorted(groups):  # all outputs of one multi-output op at once (merged matmuls)
+            moves = [(problem.candidates[i].cls, i) for i in groups[g]]
+            moves = [(c, i) for c, i in moves if state.rc.get(c, 0)]
+            if len(moves) > 1:
+                improved |= _try(state, moves, budget)
     return {c: full[c] for c in problem.order(full)}
+
+
+def _try(state: _State, moves: list[tuple[int, int]], budget: list[int]) -> bool:
+    """Apply the switches; keep them if the cost went down, else undo. One evaluation."""
+    moves = [(c, i) for c, i in moves if state.full[c] != i]
+    if not moves or budget[0] <= 0:
+        return False
+    budget[0] -= 1
+    before, done = state.cost, []
+    for cid, idx in moves:
+        if state.reaches(state.kids[idx], cid):
+            break
+        done.append((cid, state.full[cid]))
+        state.switch(cid, idx)
+    else:
+        if state.cost < before - 1e-9 * max(1.0, before):
+            return True
+    for cid, old in reversed(done):
+        state.switch(cid, old)
+    return False

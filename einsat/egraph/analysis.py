@@ -7,6 +7,11 @@ expand, concat, split, pad and fills. A term whose shape is unknown is simply no
 shape-guarded rule (never wrongly matched). Both tables merge with `old`: the rules are sound,
 so two shapes in one e-class are equal (`tests/egraph` checks every e-class's nodes agree).
 
+`ord(t)` numbers the values of inserted programs (multi-pattern rules merge only those, each
+set once, in `ord` order: their own products never merge again). `const(t)`: t is computed from
+weights alone; `varying(t)`: t depends on a program input (algebra rules rewrite only those:
+weight-only terms are evaluated at compile time, rewriting them is waste).
+
 Outside egglog, `infer_types` types every exported e-class with the registry's own `infer`:
 the export never depends on which shapes egglog happened to compute.
 """
@@ -34,9 +39,19 @@ TABLES = """
 (relation cat-want (i64 TList))
 (relation ew2 (Tensor Tensor Tensor))
 (relation same-shape (Tensor Tensor))
+(relation const (Tensor))
+(relation const-list (TList))
+(relation const-multi (Multi))
+(function ord (Tensor) i64 :merge (min old new))
+(relation varying (Tensor))
+(relation varying-list (TList))
+(relation varying-multi (Multi))
 """
 ANALYSIS_FUNCTIONS = ("shape", "dtype", "bcast", "bcast-want", "permute", "permute-want", "cat-shape",
-                      "cat-want", "ew2", "same-shape")
+                      "cat-want", "ew2", "same-shape", "const", "const-list", "const-multi", "ord", "varying",
+                      "varying-list", "varying-multi")
+# never weight-only, even over weights: black boxes and control flow are not folded
+NOT_CONST = (Op.OPAQUE, Op.LOOP, Op.IF)
 
 # shape(out) = shape(first input), dtype too
 SAME_AS_FIRST = (Op.SOFTMAX, Op.LAYERNORM, Op.BATCHNORM, Op.IDENTITY)
@@ -103,9 +118,56 @@ def _sliding(nsp: int, kernel, dilated: bool) -> list[str]:
     return dims
 
 
+CONST_HELPERS = """
+; const(t): t is computed from weights alone (weight-only: foldable at compile time)
+(rule ((= t (Weight n))) ((const t)))
+(rule ((= t (Fill v s d))) ((const t)))
+(rule ((= t (Absent))) ((const t)))
+(rule ((= l (TNil))) ((const-list l)))
+(rule ((= l (TCons a r)) (const a) (const-list r)) ((const-list l)))
+(rule ((= t (Get m i)) (const-multi m)) ((const t)))
+"""
+
+
+VARYING_HELPERS = """
+(rule ((= t (Input n))) ((varying t)))
+(rule ((= l (TCons a r)) (varying a)) ((varying-list l)))
+(rule ((= l (TCons a r)) (varying-list r)) ((varying-list l)))
+(rule ((= t (Get m i)) (varying-multi m)) ((varying t)))
+"""
+
+
+def varying_rules(sigs: Mapping[Op, Signature]) -> str:
+    """`varying(t)` for every op with an input that depends on a program input."""
+    out = [VARYING_HELPERS]
+    for op, sig in sorted(sigs.items(), key=lambda kv: kv[1].name):
+        table = "varying-multi" if sig.multi else "varying"
+        if sig.variadic:
+            out.append(f"(rule ((= t {pattern(sig, inputs='l')}) (varying-list l)) (({table} t)))")
+        for k in range(sig.slots):
+            out.append(f"(rule ((= t {pattern(sig, **{f'in{k}': 'a'})}) (varying a)) (({table} t)))")
+    return "\n".join(out)
+
+
+def const_rules(sigs: Mapping[Op, Signature]) -> str:
+    """`const(t)` for every op applied to weight-only inputs (the weight-only analysis)."""
+    out = [CONST_HELPERS]
+    for op, sig in sorted(sigs.items(), key=lambda kv: kv[1].name):
+        if op in NOT_CONST:
+            continue
+        if sig.variadic:
+            facts, named = "(const-list l)", {"inputs": "l"}
+        else:
+            named = {f"in{k}": f"a{k}" for k in range(sig.slots)}
+            facts = " ".join(f"(const a{k})" for k in range(sig.slots))
+        table = "const-multi" if sig.multi else "const"
+        out.append(f"(rule ((= t {pattern(sig, **named)}) {facts}) (({table} t)))".replace(" )", ")"))
+    return "\n".join(out)
+
+
 def shape_rules(sigs: Mapping[Op, Signature]) -> str:
-    """The `shape_analysis` rules for the registry's ops."""
-    out = [HELPERS]
+    """The `shape_analysis` rules for the registry's ops (with the weight-only analysis)."""
+    out = [HELPERS, const_rules(sigs), varying_rules(sigs)]
     for op, sig in sorted(sigs.items(), key=lambda kv: kv[1].name):
         d = opdef(op)
         if d.elementwise and not sig.variadic and sig.slots == 2:

@@ -24,7 +24,7 @@ MAX_SEARCH = 2_000_000  # edge visits per component before the filter falls back
 def filter_cycles(data: EGraphData) -> EGraphData:
     classes = data.classes
     comp = _components(classes)
-    depth = _depths(classes)
+    depth = data.heights()
 
     def height(node) -> float:
         return 1 + max((depth[c] for c in node.children if c != ABSENT), default=-1)
@@ -75,19 +75,6 @@ def _reaches(edges: dict[int, set[int]], start: set[int], target: int) -> tuple[
                 seen.add(k)
                 stack.append(k)
     return False, visits
-
-
-def _depths(classes) -> dict[int, float]:
-    depth = {c: float("inf") for c in classes}
-    changed = True
-    while changed:
-        changed = False
-        for cid, cls in classes.items():
-            for n in cls.nodes:
-                d = 1 + max((depth[c] for c in n.children if c != ABSENT), default=-1)
-                if d < depth[cid]:
-                    depth[cid], changed = d, True
-    return depth
 
 
 def _components(classes) -> dict[int, int]:

@@ -23,6 +23,7 @@ What `Session.export()` guarantees (einsat.egraph.session):
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -72,3 +73,38 @@ class EGraphData:
 
     def num_nodes(self) -> int:
         return sum(len(c.nodes) for c in self.classes.values())
+
+    def heights(self) -> dict[int, float]:
+        """Each e-class's height: that of its shallowest term (a leaf is 0, an e-node is 1 + its
+        highest child). Knuth's generalization of Dijkstra, O(e-nodes log e-classes); an e-class
+        with no finite term gets inf."""
+        parents: dict[int, list[ENode]] = {}
+        owner: dict[int, int] = {}
+        missing: dict[int, int] = {}
+        height = {c: float("inf") for c in self.classes}
+        heap: list[tuple[float, int]] = []
+        for cid, cls in self.classes.items():
+            for node in cls.nodes:
+                kids = {c for c in node.children if c != ABSENT}
+                owner[id(node)], missing[id(node)] = cid, len(kids)
+                for c in kids:
+                    parents.setdefault(c, []).append(node)
+                if not kids:
+                    heap.append((0, cid))
+        heapq.heapify(heap)
+        done: set[int] = set()
+        while heap:
+            h, cid = heapq.heappop(heap)
+            if cid in done:
+                continue
+            done.add(cid)
+            height[cid] = h
+            for node in parents.get(cid, ()):
+                missing[id(node)] -= 1
+                if missing[id(node)] == 0:
+                    p = owner[id(node)]
+                    nh = 1 + max(height[c] for c in node.children if c != ABSENT)
+                    if p not in done and nh < height[p]:
+                        height[p] = nh
+                        heapq.heappush(heap, (nh, p))
+        return height

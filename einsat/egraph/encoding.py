@@ -131,7 +131,9 @@ class AttrRefs:
 
     def key(self, kind: str, value: Any) -> str:
         if isinstance(value, np.ndarray):
-            h = hashlib.sha1(f"{value.dtype.str}{value.shape}".encode() + value.tobytes()).hexdigest()
+            h = hashlib.sha1(f"{value.dtype.str}{value.shape}".encode())
+            h.update(np.ascontiguousarray(value).data)
+            h = h.hexdigest()
             k = f"{kind}:{h[:20]}"
             self.values.setdefault(k, value)
             return k

@@ -67,9 +67,13 @@ class Handles:
         return self._term_type(x)
 
     def weight(self, array, hint: str) -> Term:
-        a = np.array(array)
-        a.setflags(write=False)
-        h = hashlib.sha1(f"{a.dtype.str}{a.shape}".encode() + a.tobytes()).hexdigest()[:12]
+        a = np.asarray(array)
+        if a.flags.writeable:
+            a = a.copy()
+            a.setflags(write=False)
+        h = hashlib.sha1(f"{a.dtype.str}{a.shape}".encode())
+        h.update(np.ascontiguousarray(a).data)
+        h = h.hexdigest()[:12]
         name = f"{hint}_{h}"
         self.session.weights.setdefault(name, a)
         return Term(None, leaf=("weight", name))
@@ -80,10 +84,11 @@ class Handles:
             raise EinsatError("no export yet: e-class ids come from session.export()")
         return self.data
 
-    def _fresh(self, expr, t: TensorType) -> Ref:
+    def _fresh(self, expr, t: TensorType, seed: bool = True) -> Ref:
+        """A new `let` for `expr`; `seed` the shape analysis with its type (for new terms)."""
         self._count += 1
         name = f"$h{self._count}"
-        self.session.egraph.run_program(let(name, expr), *seed_type(name, t.shape, t.dtype))
+        self.session.emit(let(name, expr), *(seed_type(name, t.shape, t.dtype) if seed else ()))
         self.types[name] = t
         return Ref(name)
 
@@ -129,7 +134,7 @@ class Handles:
             kids = [self.expr(c) for c in node.children]
             expr = self.session.encoder.output(node.op, self.session.encoder.apply(node.op, node.attrs, kids),
                                                node.output)
-        ref = self._fresh(expr, data.classes[cid].type)
+        ref = self._fresh(expr, data.classes[cid].type, seed=False)  # an existing e-class: typed
         self.class_lets[cid] = ref.name
         return ref.name
 
@@ -138,17 +143,6 @@ class Handles:
         return 1 + max((depth[c] for c in node.children if c != ABSENT), default=-1)
 
     def _depths(self) -> dict[int, Any]:
-        """The height of each e-class's shallowest term (Bellman-Ford style fixpoint)."""
         if self._depth is None:
-            classes = self._data().classes
-            depth = {c: float("inf") for c in classes}
-            changed = True
-            while changed:
-                changed = False
-                for cid, cls in classes.items():
-                    for n in cls.nodes:
-                        d = 1 + max((depth[c] for c in n.children if c != ABSENT), default=-1)
-                        if d < depth[cid]:
-                            depth[cid], changed = d, True
-            self._depth = depth
+            self._depth = self._data().heights()
         return self._depth

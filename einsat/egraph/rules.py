@@ -31,12 +31,15 @@ class Rule:
     law: str
     egglog: str
 
-    def commands(self, ruleset: str) -> list[str]:
-        """The egglog commands, each tagged with the ruleset and a name (`name`, `name#2`, ...)."""
+    def commands(self, ruleset: str, varying: bool = False) -> list[str]:
+        """The egglog commands, each tagged with the ruleset and a name (`name`, `name#2`, ...).
+        With `varying`, rewrites fire only on terms that depend on a program input."""
         cmds = split_commands(expand_lists(self.egglog))
         out = []
         for k, c in enumerate(cmds):
             tag = self.name if k == 0 else f"{self.name}#{k + 1}"
+            if varying and c.startswith("(rewrite"):
+                c = guard_varying(c)
             out.append(f'{c[:-1]} :ruleset {ruleset} :name "{tag}")')
         return out
 
@@ -57,17 +60,20 @@ class Ruleset:
     rules: tuple[Rule, ...]
     backoff: BackOff | None = None
     first_steps: int | None = None  # run only in the first k steps (multi-pattern rules)
+    varying: bool = False  # rewrites only of terms that depend on a program input (`varying`)
 
 
 @dataclass(frozen=True)
 class Generator:
     """`fn(session, data) -> number of unions`: reads the export `data`, unions new terms in
-    with `session.union(class_id, term)`. Runs in steps `every - 1`, `2 * every - 1`, ..."""
+    with `session.union(class_id, term)`. Runs in steps `every - 1`, `2 * every - 1`, ... (and
+    only before step `first_steps`, if given)."""
 
     name: str
     law: str
     fn: Callable[["Session", "EGraphData"], int]
     every: int = 1
+    first_steps: int | None = None
 
 
 @dataclass(frozen=True)
@@ -150,3 +156,37 @@ def split_commands(text: str) -> list[str]:
             if depth == 0:
                 cmds.append(text[start:m.end()])
     return cmds
+
+
+def parse(text: str):
+    """One s-expression as nested lists of atoms."""
+    tokens = _TOKEN.findall(re.sub(r";[^\n]*", "", text))
+    pos = 0
+
+    def expr():
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        if tok != "(":
+            return tok
+        items = []
+        while tokens[pos] != ")":
+            items.append(expr())
+        pos += 1
+        return items
+
+    return expr()
+
+
+def unparse(e) -> str:
+    return e if isinstance(e, str) else "(" + " ".join(unparse(x) for x in e) + ")"
+
+
+def guard_varying(command: str) -> str:
+    """`(rewrite L R :when (f..) [:subsume])` as a rule that also requires `(varying L)`."""
+    items = parse(command)
+    lhs, rhs, opts = items[1], items[2], items[3:]
+    when = opts[opts.index(":when") + 1] if ":when" in opts else []
+    facts = [["=", "__t", lhs], ["varying", "__t"], *when]
+    actions = [["union", "__t", rhs]] + ([["subsume", lhs]] if ":subsume" in opts else [])
+    return unparse(["rule", facts, actions])

@@ -119,6 +119,7 @@ class Session:
         self._constructors = {s.name for s in self.sigs.values()} | set(CONSTRUCTORS_EXTRA)
         self._rulesets: set[str] = set()
         self._export: EGraphData | None = None
+        self._queue: list = []  # commands of generators' unions, run in one batch
         self.handles = Handles(self)
         self._program(declarations(self.sigs) + analysis.TABLES + f"(ruleset {analysis.RULESET})")
         self._program(_in_ruleset(analysis.shape_rules(self.sigs), analysis.RULESET))
@@ -133,8 +134,9 @@ class Session:
             old = self.weights.setdefault(n, a)
             if old is not a and (old.shape != a.shape or old.dtype != a.dtype or not (old == a).all()):
                 raise GraphError(f"weight {n!r} differs from the weight of that name added before")
-        cmds, lets = graph_commands(graph, self.encoder, f"g{self._graphs}")
+        cmds, lets = graph_commands(graph, self.encoder, f"g{self._graphs}", start=len(self.let_names))
         self._graphs += 1
+        self._flush()
         self.egraph.run_program(*cmds)
         for value, name in lets.items():
             self.let_names.setdefault(name, value)
@@ -153,7 +155,7 @@ class Session:
     def union(self, a: Term | Ref | int, b: Term | Ref | int) -> None:
         """Assert that `a` and `b` are equal (fully equivalent: the invariant of the e-graph)."""
         ea, eb = self.handles.expr(a), self.handles.expr(b)
-        self.egraph.run_program(union(ea, eb))
+        self.emit(union(ea, eb))
         self._changed()
 
     def add_weight(self, array, hint: str = "w") -> Term:
@@ -162,6 +164,7 @@ class Session:
     def equivalent(self, a: Ref | Term | int, b: Ref | Term | int) -> bool:
         """Whether `a` and `b` are in one e-class now."""
         ea, eb = self.handles.expr(a), self.handles.expr(b)
+        self._flush()
         try:
             self.egraph.run_program(bindings.Check(bindings.PanicSpan(), [bindings.Eq(bindings.PanicSpan(), ea, eb)]))
         except bindings.EggSmolError:
@@ -241,7 +244,7 @@ class Session:
         if rs.name in self._rulesets:
             return
         self._rulesets.add(rs.name)
-        cmds = [f"(ruleset {rs.name})"] + [c for r in rs.rules for c in r.commands(rs.name)]
+        cmds = [f"(ruleset {rs.name})"] + [c for r in rs.rules for c in r.commands(rs.name, rs.varying)]
         if rs.backoff:
             cmds.append(f"(let-scheduler bo_{rs.name} (back-off :match-limit {rs.backoff.match_limit}"
                         f" :ban-length {rs.backoff.ban_length}))")
@@ -261,6 +264,7 @@ class Session:
             if not self.roots:
                 raise EinsatError("the session has no program: call add_graph first")
             self._saturate_analysis()
+            self._flush()
             js = serialize_json(self.egraph, [var(r) for r in self.roots])
             data, class_lets, fills = to_data(
                 js, self._by_name, self.refs, output_names=self.output_names,
@@ -273,7 +277,17 @@ class Session:
         return self._export
 
     # -- internals ----------------------------------------------------------------------------
+    def emit(self, *commands) -> None:
+        """Queue egglog commands (run in order before anything else reads or runs the e-graph)."""
+        self._queue.extend(commands)
+
+    def _flush(self) -> None:
+        if self._queue:
+            cmds, self._queue = self._queue, []
+            self.egraph.run_program(*cmds)
+
     def _program(self, text: str) -> list:
+        self._flush()
         return self.egraph.parse_and_run_program(text)
 
     def _changed(self) -> None:
@@ -281,8 +295,8 @@ class Session:
 
 
 def _due(phase, step: int) -> bool:
-    if isinstance(phase, Generator):
-        return (step + 1) % phase.every == 0
+    if isinstance(phase, Generator) and (step + 1) % phase.every:
+        return False
     return phase.first_steps is None or step < phase.first_steps
 
 

@@ -2,8 +2,9 @@
 
 A program enters the e-graph node by node (egglog.md: one `let` per value is linear; one big
 expression is not): every value of the graph gets a global `let` (`$g0v3`), its node refers
-to its inputs' lets, and the shape analysis is seeded with every value's shape and dtype.
-Two equal nodes become one e-class (hash-consing: common subexpressions are shared).
+to its inputs' lets, the shape analysis is seeded with every value's shape and dtype, and
+every value gets its insertion index as `ord` (it is a value of a source program). Two equal
+nodes become one e-class (hash-consing: common subexpressions are shared).
 
 `Term` is what generators build: an op over children that are existing e-classes (export ids
 or `Ref`s) or further `Term`s. The inverse direction (e-graph -> plain data -> ir) is
@@ -140,8 +141,9 @@ def seed_type(name: str, shape, dtype) -> list[bindings._Command]:
     return [set_fn("shape", var(name), vec(shape)), set_fn("dtype", var(name), lit(np.dtype(dtype).name))]
 
 
-def graph_commands(graph: Graph, enc: Encoder, prefix: str) -> tuple[list[bindings._Command], dict[str, str]]:
-    """The commands inserting `graph`, and the `let` name of each of its values."""
+def graph_commands(graph: Graph, enc: Encoder, prefix: str, start: int = 0) -> tuple[list[bindings._Command], dict[str, str]]:
+    """The commands inserting `graph`, and the `let` name of each of its values (whose `ord`s
+    are `start`, `start + 1`, ...)."""
     lets: dict[str, str] = {}
     cmds: list[bindings._Command] = []
 
@@ -150,6 +152,7 @@ def graph_commands(graph: Graph, enc: Encoder, prefix: str) -> tuple[list[bindin
         cmds.append(let(lets[value], expr))
         t = graph.types[value]
         cmds.extend(seed_type(lets[value], t.shape, t.dtype))
+        cmds.append(set_fn("ord", var(lets[value]), lit(start + len(lets) - 1)))
 
     for name in graph.inputs:
         bind(name, enc.leaf("input", name))

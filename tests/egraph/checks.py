@@ -25,16 +25,9 @@ def random_inputs(types, seed: int = 0) -> dict[str, np.ndarray]:
 
 def class_values(data: EGraphData, inputs) -> dict[int, np.ndarray]:
     """Each e-class's value, computed along its shallowest e-node (an acyclic derivation)."""
-    depth = {c: np.inf for c in data.classes}
-    best = {}
-    changed = True
-    while changed:
-        changed = False
-        for cid, cls in data.classes.items():
-            for n in cls.nodes:
-                d = 1 + max((depth[c] for c in n.children if c != ABSENT), default=-1)
-                if d < depth[cid]:
-                    depth[cid], best[cid], changed = d, n, True
+    depth = data.heights()
+    best = {cid: min(cls.nodes, key=lambda n: 1 + max((depth[c] for c in n.children if c != ABSENT), default=-1))
+            for cid, cls in data.classes.items()}
     values: dict[int, np.ndarray] = {}
     for cid in sorted(data.classes, key=lambda c: depth[c]):
         values[cid] = evaluate(best[cid], data, inputs, values)

@@ -1,0 +1,149 @@
+"""Session: limits, the report, determinism, generators, rule errors."""
+
+import time
+
+import numpy as np
+import pytest
+
+from einsat import GraphBuilder, Op
+from einsat.egraph import (BackOff, Generator, Limits, Rule, Ruleset, Schedule, Session, StopReason,
+                           Term)
+from einsat.egraph.rules import rewrite
+from einsat.errors import EinsatError
+
+COMM = Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)"))
+ASSOC = Rule("add-assoc", "(a + b) + c = a + (b + c)", rewrite("(Add (Add a b) c)", "(Add a (Add b c))"))
+ASSOC_BACK = Rule("add-assoc-back", "a + (b + c) = (a + b) + c", rewrite("(Add a (Add b c))", "(Add (Add a b) c)"))
+AC = Schedule((Ruleset("ac", (COMM, ASSOC, ASSOC_BACK), backoff=BackOff(200, 1)),))
+
+
+def chain(n: int, shape=(2,)):
+    """x0 + x1 + ... + x{n-1}, left to right: AC rewriting grows it exponentially."""
+    b = GraphBuilder(f"chain{n}")
+    xs = [b.input(f"x{k}", shape) for k in range(n)]
+    out = xs[0]
+    for x in xs[1:]:
+        out = b.add(out, x)
+    return b.build(b.relu(out), names=["y"])
+
+
+def run(graph, schedule=AC, **limits):
+    s = Session(Limits(**limits))
+    s.add_graph(graph)
+    return s, s.run(schedule)
+
+
+def test_saturation_and_report_fields():
+    s, r = run(chain(3), iterations=50)
+    assert r.stop_reason is StopReason.SATURATED
+    data = s.export()
+    assert r.classes == len(data.classes)
+    assert r.nodes == s.num_nodes() > 0
+    assert r.rules["add-comm"].matches > 0 and r.rules["add-assoc"].matches > 0
+    assert all(v.time_s >= 0 for v in r.rules.values())
+    assert r.iterations == len({p.step for p in r.phases}) >= 2
+    assert not r.phases[-1].changed and r.time_s > 0
+    assert "saturated" in r.summary()
+    sums = [n for c in data.classes.values() for n in c.nodes if n.op is Op.ADD]
+    # 3 pair sums in both orders, and the total as (pair) + leaf in both orders, for 3 pairs
+    assert len(sums) == 6 + 6
+
+
+@pytest.mark.parametrize("limit", [60, 150, 400])
+def test_node_limit_is_checked_before_every_phase(limit):
+    """The guarantee: a phase starts only below the limit, so the e-graph ends at most one
+    phase's growth above it (`report.max_phase_growth` bounds that)."""
+    s, r = run(chain(8), nodes=limit, iterations=100, time_s=60)
+    assert r.stop_reason is StopReason.NODE_LIMIT
+    for p in r.phases:
+        assert p.nodes - p.growth < limit  # the e-graph was below the limit when the phase began
+    assert r.nodes == r.phases[-1].nodes <= limit + r.max_phase_growth
+    assert s.num_nodes() == r.nodes
+
+
+def test_iteration_limit():
+    _, r = run(chain(8), iterations=2, nodes=10**6)
+    assert r.stop_reason is StopReason.ITERATION_LIMIT and r.iterations == 2
+
+
+def test_time_limit_overshoots_by_at_most_one_phase():
+    def slow(session, data):
+        time.sleep(0.15)
+        return 0
+
+    nap = Generator("nap", "nothing changes", slow)
+    sched = Schedule((nap,) + AC.phases)
+    _, r = run(chain(8), sched, time_s=0.4, iterations=100, nodes=10**6)
+    assert r.stop_reason is StopReason.TIME_LIMIT
+    longest = max(p.time_s for p in r.phases)
+    assert r.time_s <= 0.4 + longest + 0.5  # + the final export
+
+
+def test_same_input_same_egraph_and_export():
+    def export():
+        s, _ = run(chain(5), iterations=4)
+        d = s.export()
+        return [(c.id, c.type, c.name, [(n.op, n.children, n.leaf, n.output) for n in c.nodes])
+                for c in d.classes.values()], d.roots
+
+    assert export() == export()
+
+
+def test_progress_is_reported_after_every_phase():
+    seen = []
+    s = Session(Limits(iterations=3))
+    s.add_graph(chain(4))
+    r = s.run(AC, progress=lambda step, nodes, elapsed: seen.append((step, nodes, elapsed)))
+    assert len(seen) == len(r.phases)
+    assert [n for _, n, _ in seen] == [p.nodes for p in r.phases]
+    assert all(e2 >= e1 for (_, _, e1), (_, _, e2) in zip(seen, seen[1:]))
+
+
+def test_generator_unions_new_terms():
+    """A generator reads the export and unions a new term into an e-class by its id."""
+    def double_is_sum(session, data):
+        made = 0
+        for cid, cls in data.classes.items():
+            for n in cls.nodes:
+                if n.op is Op.ADD and n.children[0] == n.children[1]:
+                    two = session.add_weight(np.full((), 2.0, np.float32), hint="two")
+                    session.union(cid, Term(Op.MUL, (two, n.children[0])))
+                    made += 1
+        return made
+
+    b = GraphBuilder("g")
+    x = b.input("x", (3,))
+    g = b.build(b.add(x, x))
+    s = Session()
+    (root,) = s.add_graph(g)
+    r = s.run(Schedule((Generator("double", "x + x = 2 * x", double_is_sum),)))
+    assert r.rules["double"].matches >= 1
+    b2 = GraphBuilder("g")
+    x2 = b2.input("x", (3,))
+    two = s.add_weight(np.full((), 2.0, np.float32), hint="two")
+    (other,) = s.add_graph(b2.build(b2.mul(b2.weight(two.leaf[1], s.weights[two.leaf[1]]), x2)), root=False)
+    assert s.equivalent(root, other)
+    data = s.export()
+    assert data.weights[two.leaf[1]].shape == ()
+
+
+def test_a_rule_that_does_not_compile_names_its_ruleset():
+    bad = Ruleset("broken", (Rule("nonsense", "?", rewrite("(NoSuchOp a)", "a")),))
+    s = Session()
+    s.add_graph(chain(2))
+    with pytest.raises(EinsatError, match="broken"):
+        s.run(Schedule((bad,)))
+
+
+def test_export_needs_a_program():
+    with pytest.raises(EinsatError, match="add_graph"):
+        Session().export()
+
+
+def test_conflicting_programs_are_errors():
+    s = Session()
+    s.add_graph(chain(2))
+    b = GraphBuilder("other")
+    x = b.input("x0", (5,))
+    with pytest.raises(EinsatError, match="x0"):
+        s.add_graph(b.build(b.relu(x)))

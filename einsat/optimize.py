@@ -24,8 +24,8 @@ import numpy as np
 from einsat.errors import EinsatError, VerificationError
 from einsat.gpu.interpreter import run
 from einsat.ir.graph import Graph
-from einsat.progress import ProgressEvent
 from einsat.optimize_report import Report, SaturationSummary, Verification
+from einsat.progress import ProgressEvent
 
 EXTRACTION_TIME_LIMIT = 5.0  # seconds of ILP by default
 

@@ -38,7 +38,7 @@ class SaturationSummary:
     rule_matches: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
-    def of(report, data) -> "SaturationSummary":
+    def of(report, data) -> SaturationSummary:
         """From a session's `SaturationReport` and the exported e-graph."""
         return SaturationSummary(enodes=data.num_nodes(), eclasses=len(data.classes),
                                  stop_reason=report.stop_reason.value, iterations=report.iterations,

@@ -5,17 +5,17 @@
     result.graph, result.cost, result.gap
 """
 
-from einsat.extract.cost import (CostModel, ProfiledCost, RooflineCost, cost_model,
-                                 register_cost_model)
+from einsat.extract.cost import CostModel, ProfiledCost, RooflineCost, cost_model, register_cost_model
 from einsat.extract.devices import DEVICES, H100, H200, Device
 from einsat.extract.extraction import METHODS, Extraction, extract
 from einsat.extract.from_graph import egraph_data_from_graph, selection_of_graph
 from einsat.extract.greedy import greedy_dag, greedy_tree
 from einsat.extract.ilp import solve_ilp
+from einsat.extract.local import improve
 from einsat.extract.problem import Candidate, Problem, Selection
 from einsat.extract.rebuild import rebuild
 
-__all__ = ["Candidate", "CostModel", "DEVICES", "Device", "Extraction", "H100", "H200", "METHODS",
-           "Problem", "ProfiledCost", "RooflineCost", "Selection", "cost_model",
-           "egraph_data_from_graph", "extract", "greedy_dag", "greedy_tree", "rebuild",
-           "register_cost_model", "selection_of_graph", "solve_ilp"]
+__all__ = ["DEVICES", "H100", "H200", "METHODS", "Candidate", "CostModel", "Device", "Extraction",
+           "Problem", "ProfiledCost", "RooflineCost", "Selection", "cost_model", "egraph_data_from_graph",
+           "extract", "greedy_dag", "greedy_tree", "improve", "rebuild", "register_cost_model",
+           "selection_of_graph", "solve_ilp"]

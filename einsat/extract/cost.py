@@ -17,7 +17,8 @@ be registered under a device's name with `register_cost_model`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from einsat.errors import EinsatError
 from einsat.extract.devices import DEVICES, Device

@@ -73,7 +73,7 @@ def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp
         costs["local"] = problem.cost(starts["local"])
         best = "local" if costs["local"] < costs[best] else best
     selection, found = starts[best], costs[best]
-    result = dict(method=method, status="heuristic" if method != "ilp" else "", gap=None, bound=None)
+    result = {"method": method, "status": "heuristic" if method != "ilp" else "", "gap": None, "bound": None}
     if method == "ilp":
         ilp = solve_ilp(problem, selection, time_limit=time_limit)
         selection, found = ilp.selection, ilp.cost

@@ -1,8 +1,10 @@
 from hypothesis import given
 
+from einsat.egraph.data import ENode
 from einsat.extract.greedy import greedy_dag, greedy_tree, lower_bound
 from einsat.extract.local import improve
 from einsat.extract.problem import Problem
+from einsat.ir.registry import Op
 from tests.extract.egraphs import AttrCost, brute_force, leaf, make, node, random_egraphs
 
 
@@ -64,3 +66,15 @@ def test_local_search_never_worsens_and_stays_acyclic(data):
         better = improve(problem, start, tree)
         assert problem.is_acyclic(better)
         assert brute_force(problem) <= problem.cost(better) <= problem.cost(start)
+
+
+def test_local_search_switches_all_outputs_of_a_merged_op_together():
+    # A = a(x) [3] | M.0,  B = b(x) [3] | M.1,  M a two-output op [5.5]: switching A alone to M
+    # costs 5.5 + 3 > 6, switching both gives 5.5
+    x, a, b = range(3)
+    merged = [ENode(Op.ADD, (x, x, x), {"cost": 5.5}, output=k) for k in range(2)]
+    data = make({x: [leaf("x")], a: [node(3, x), merged[0]], b: [node(3, x, x), merged[1]]}, roots=[a, b])
+    problem = Problem(data, AttrCost())
+    separate = {x: 0, a: 1, b: 3}
+    assert problem.cost(separate) == 6
+    assert problem.cost(improve(problem, separate, separate)) == 5.5 == brute_force(problem)

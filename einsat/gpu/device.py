@@ -106,7 +106,11 @@ class CupyDevice:
     def compile(self, kernel: Kernel):
         mod = self._modules.get(kernel.name)
         if mod is None:
-            mod = self.cp.RawKernel(kernel.source, kernel.name, options=("--std=c++17",))
+            options = ("--std=c++17",)
+            if "cuda_fp16.h" in kernel.source:  # NVRTC finds no CUDA headers by itself
+                from einsat.gpu.kernels.libload import cuda_include_dirs
+                options += tuple(f"-I{d}" for d in cuda_include_dirs()[:1])
+            mod = self.cp.RawKernel(kernel.source, kernel.name, options=options)
             mod.compile()
             self._modules[kernel.name] = mod
         return mod

@@ -48,6 +48,17 @@ def candidates(name: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def cuda_include_dirs() -> list[str]:
+    """Folders holding the CUDA headers NVRTC may need (cuda_fp16.h): $CUDA_PATH, the wheels',
+    /usr/local/cuda's."""
+    dirs = [os.path.join(os.environ[v], "include") for v in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(v)]
+    for d in _site_dirs():
+        dirs += sorted(glob.glob(os.path.join(d, "nvidia", "cu*", "include")))
+        dirs += sorted(glob.glob(os.path.join(d, "nvidia", "cuda_runtime", "include")))
+    dirs.append("/usr/local/cuda/include")
+    return [d for d in dict.fromkeys(dirs) if os.path.exists(os.path.join(d, "cuda_fp16.h"))]
+
+
 def _pathfinder(name: str) -> str | None:
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib

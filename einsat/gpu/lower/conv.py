@@ -13,10 +13,6 @@ from einsat.gpu.kernels.layout import pad_kernel
 from einsat.gpu.lower import contiguous, implements, operand, run_kernel
 
 
-def _positive_strides(a) -> bool:
-    return all(s > 0 for d, s in zip(a.shape, a.strides) if d != 1)
-
-
 def _lifted(dev, a, shape):
     """`a` seen with the plan's (possibly lifted) shape."""
     if tuple(a.shape) == tuple(shape):
@@ -52,7 +48,7 @@ def conv(dev, node, args, out_types):
     if plan.pre_pad is not None:
         k = pad_kernel(operand(x), plan.pre_pad)
         x = run_kernel(dev, k, [x], plan.x_shape[:2] + plan.x_shape[-(len(w.shape) - 2):], x.dtype)
-    elif not _positive_strides(x):
+    else:  # cuDNN takes strided tensors, but not every algorithm does: give it a packed one
         x = contiguous(dev, x)
     w = contiguous(dev, w)
     y = dev.empty(out_t.shape, out_t.dtype)
@@ -71,8 +67,7 @@ def conv_transpose(dev, node, args, out_types):
     at = node.attrs
     plan = cudnn.plan_conv_transpose(x.shape, w.shape, out_t.shape, at["stride"], at["padding"], at["dilation"],
                                      at["groups"], at.get("output_padding", ()))
-    if not _positive_strides(x):
-        x = contiguous(dev, x)
+    x = contiguous(dev, x)
     w = contiguous(dev, w)
     nsp = len(w.shape) - 2
     core_shape = plan.y_shape[:2] + plan.y_shape[-nsp:]

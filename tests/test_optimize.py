@@ -4,9 +4,12 @@ import importlib
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import einsat
 from einsat.egraph.data import EClass, EGraphData, ENode
+from einsat.egraph.session import Limits
 from einsat.errors import VerificationError
 from einsat.ir import GraphBuilder
 from einsat.optimize_report import SaturationSummary
@@ -87,3 +90,94 @@ def test_report_prints_costs_verification_and_times(monkeypatch):
     assert result.report.cost_after <= result.report.cost_before
     graph, report = result
     assert graph is result.graph and report is result.report
+
+
+# -- the whole pipeline (needs the rewrites' default schedule) ------------------------------
+
+SMALL = Limits(nodes=4000, iterations=4, time_s=3.0)
+
+
+@st.composite
+def programs(draw):
+    """Small random programs over [m, k] matrices: element-wise ops, matmuls with weights,
+    transposes, concats; several values are used more than once (sharing)."""
+    b = GraphBuilder("random", seed=draw(st.integers(0, 2**16)))
+    m, k = draw(st.integers(2, 6)), draw(st.integers(2, 6))
+    values = [b.input("x", (m, k))]
+    if draw(st.booleans()):
+        values.append(b.input("y", (m, k)))
+    for _ in range(draw(st.integers(1, 7))):
+        a = draw(st.sampled_from(values))
+        kind = draw(st.sampled_from(["add", "mul", "relu", "tanh", "matmul", "matmul2", "transpose", "concat"]))
+        same = [v for v in values if v.shape == a.shape]
+        if kind in ("add", "mul"):
+            v = getattr(b, kind)(a, draw(st.sampled_from(same)))
+        elif kind in ("relu", "tanh"):
+            v = getattr(b, kind)(a)
+        elif kind == "matmul":
+            v = b.matmul(a, b.weight(None, (a.shape[1], draw(st.integers(2, 6)))))
+        elif kind == "matmul2":  # two products of one value: a merge candidate
+            w1, w2 = (b.weight(None, (a.shape[1], a.shape[1])) for _ in range(2))
+            v = b.add(b.matmul(a, w1), b.relu(b.matmul(a, w2)))
+        elif kind == "transpose":
+            v = b.transpose(a, perm=(1, 0))
+        else:
+            v = b.concat(a, draw(st.sampled_from(same)), axis=1)
+        values.append(v)
+    outs = values[-draw(st.integers(1, 2)):] if len(values) > 2 else values[-1:]
+    return b.build(*outs), len(values)
+
+
+@given(programs())
+def test_optimize_keeps_outputs_and_never_raises_the_modeled_cost(case):
+    graph, depth = case
+    result = einsat.optimize(graph, limits=SMALL, extractor="ilp", time_limit=2.0)
+    rng = np.random.default_rng(1)
+    feed = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.input_types().items()}
+    want, got = einsat.run(graph, feed), einsat.run(result.graph, feed)
+    for name in graph.outputs:
+        scale = max(1.0, float(np.abs(want[name]).max()))
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6 * depth * scale)
+    assert result.report.cost_after <= result.report.cost_before + 1e-9
+    model = einsat.extract.cost_model("h100")
+    assert abs(model.graph_cost(result.graph) - result.report.cost_after) < 1e-6 * result.report.cost_before
+
+
+def test_same_input_gives_the_same_program_twice():
+    from benchmarks.workloads.transformer import bert_tensat
+    graph = bert_tensat(seq=16, hidden=64, heads=4, layers=2)
+    one = einsat.optimize(graph).graph
+    two = einsat.optimize(graph).graph
+    assert str(one) == str(two)
+    assert one.weights.keys() == two.weights.keys()
+    for k in one.weights:
+        np.testing.assert_array_equal(one.weights[k], two.weights[k])
+
+
+def matmuls_reading(graph, value: str) -> int:
+    return sum(1 for n in graph.nodes if n.op is einsat.Op.MATMUL and value in n.inputs)
+
+
+def test_bert_q_k_v_matmuls_are_merged():
+    """TASO's BERT layer, as Tensat benchmarks it (no softmax): Q, K and V become one matmul."""
+    from benchmarks.workloads.transformer import bert_tensat
+    graph = bert_tensat(seq=64, hidden=256, heads=4, layers=1, softmax=False)
+    assert matmuls_reading(graph, "x") == 3
+    result = einsat.optimize(graph)
+    assert matmuls_reading(result.graph, "x") == 1
+    (merged,) = [n for n in result.graph.nodes if n.op is einsat.Op.MATMUL and "x" in n.inputs]
+    assert result.graph.types[merged.outputs[0]].shape == (64, 3 * 256)
+    assert result.report.cost_after < result.report.cost_before
+
+
+def test_conv_batchnorm_relu_and_the_residual_fuse_on_a_resnet_block():
+    from benchmarks.workloads.layers import Net
+    from benchmarks.workloads.resnet import basic_block
+    net = Net("block")
+    x = net.b.input("x", (1, 16, 12, 12))
+    graph = net.build(basic_block(net, x, 16, 1))
+    assert graph.op_counts() == {"conv": 2, "batchnorm": 2, "relu": 2, "add": 1}
+    result = einsat.optimize(graph)
+    assert result.graph.op_counts() == {"fused_conv": 2}
+    assert all(n.attrs["activation"] == "relu" for n in result.graph.nodes)
+    assert "x" in result.graph.nodes[-1].inputs[3:]  # the residual input, fused into the last conv

@@ -65,8 +65,16 @@ def recorded_kernels():
     return dry.recorded
 
 
-def test_generated_kernels_compile_for_sm90(tmp_path):
-    kernels = {k.name: k for k in recorded_kernels() + fp16_kernels()}
+def test_generated_kernels_compile_for_sm90(tmp_path, monkeypatch):
+    from einsat.gpu.kernels import codegen
+    from tests.gpu.test_lower_host import clear_kernel_caches
+    narrow = recorded_kernels() + fp16_kernels()
+    monkeypatch.setattr(codegen, "NARROW_LIMIT", 0)  # and every kernel again with 64-bit indices
+    clear_kernel_caches()
+    wide = recorded_kernels() + fp16_kernels()
+    clear_kernel_caches()
+    kernels = {k.name: k for k in narrow + wide}
+    assert len(kernels) > len({k.name for k in narrow})
     families = {k.family for k in kernels.values()}
     assert {"ew", "pad", "concat", "gather", "correct", "reduce_sum", "reduce_mean", "reduce_max", "softmax",
             "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul"} <= families

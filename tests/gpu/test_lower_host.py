@@ -68,3 +68,38 @@ def test_gemm_and_conv_go_through_the_libraries(host):
             run(case.graph, case.inputs, backend=backend)
     assert dev.gemm_calls > 0 and dev.conv_calls > 0
     assert np.isfinite(dev.gemm_calls)
+
+
+WIDE_OPS = ["add", "gelu", "pad", "concat", "gather", "correct", "softmax", "layernorm", "reduce_sum", "maxpool",
+            "avgpool", "argmax", "g2bmm", "transpose"]
+
+
+def clear_kernel_caches():
+    from einsat.gpu.kernels import banded, elementwise, layout, reduce
+    for mod in (banded, elementwise, layout, reduce):
+        for fn in vars(mod).values():
+            if hasattr(fn, "cache"):
+                fn.cache.clear()
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    """Kernels generated with 64-bit index arithmetic (as for tensors past 2^30 elements)."""
+    from einsat.gpu.kernels import codegen
+    monkeypatch.setattr(codegen, "NARROW_LIMIT", 0)
+    clear_kernel_caches()
+    yield
+    clear_kernel_caches()
+
+
+def test_64bit_index_arithmetic_matches_numpy(wide):
+    library = KernelLibrary()
+    cases = [c for op in WIDE_OPS for c in collect(strategy(op), 2)]
+    dry = HostDevice(library, dry=True)
+    for case in cases:
+        run(case.graph, case.inputs, backend=GpuBackend(dry))
+    assert dry.recorded and all("long long" in k.source.split("extern")[1] or "idx_t" in k.source.split("extern")[1]
+                                for k in dry.recorded)
+    library.build(dry.recorded)
+    for case in cases:
+        assert_case(case, run(case.graph, case.inputs, backend=GpuBackend(HostDevice(library))))

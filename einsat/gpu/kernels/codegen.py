@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from dataclasses import dataclass
 from math import prod
 from typing import Sequence
@@ -248,14 +249,33 @@ def memoize(fn):
     return wrapper
 
 
+NARROW_LIMIT = 2**31 - 1
+
+
+def extent(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """One more than the largest |element offset| a view of (shape, strides) reaches."""
+    return sum((d - 1) * abs(s) for d, s in zip(shape, strides) if d > 0) + 1
+
+
+def narrow(body: str) -> str:
+    """The body with 32-bit index arithmetic: `idx_t` becomes `int` and the `LL` suffix of
+    every constant below 2^31 goes (64-bit division by a constant costs twice the instructions)."""
+    body = re.sub(r"\bidx_t\b", "int", body)
+    return re.sub(r"\b(\d+)LL\b", lambda m: m.group(1) if int(m.group(1)) <= NARROW_LIMIT else m.group(0), body)
+
+
 def make_kernel(family: str, params: Sequence[Param], body: str, work: int, *, block: int = 256,
-                per_block: int = 0) -> Kernel:
+                per_block: int = 0, span: int | None = None) -> Kernel:
     """Wrap a kernel body (the loop included) into a named, self-contained source.
 
     The name is `einsat_<family>_<hash of the body and signature>`, so equal kernels share a
-    compiled module and different ones never collide.
+    compiled module and different ones never collide. `span`, when given, bounds every index
+    the body computes (work items and element offsets, see `extent`): below 2^31 the kernel
+    uses 32-bit index arithmetic.
     """
     params = tuple(params)
+    if span is not None and 2 * max(span, work) < NARROW_LIMIT:  # 2x: a grid-stride step may overshoot
+        body = narrow(body)
     sig = ", ".join(p.decl() for p in params)
     digest = hashlib.sha1(f"{family}|{sig}|{body}|{block}".encode()).hexdigest()[:16]
     name = f"einsat_{family}_{digest}"

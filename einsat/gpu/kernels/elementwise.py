@@ -29,6 +29,7 @@ from einsat.gpu.kernels.codegen import (
     ctype,
     decompose,
     dot,
+    extent,
     grid_stride,
     make_kernel,
     memoize,
@@ -285,7 +286,8 @@ def elementwise_kernel(out_shape: Sequence[int], inputs: Sequence[Operand], step
     lines.append(f"        out[{out_off}] = {oct_.save(vals[-1])};")
     params = [Param(f"in{k}", "in", op.dtype) for k, op in enumerate(inputs)] + [Param("out", "out", out_dtype)]
     body = grid_stride("\n".join(lines), work)
-    return make_kernel("ew", params, body, work)
+    span = max([work, extent(out_shape, ostr)] + [extent(op.shape, op.strides) for op in inputs])
+    return make_kernel("ew", params, body, work, span=span)
 
 
 @memoize

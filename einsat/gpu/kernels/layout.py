@@ -18,6 +18,7 @@ from einsat.gpu.kernels.codegen import (
     ctype,
     decompose,
     dot,
+    extent,
     grid_stride,
     make_kernel,
     memoize,
@@ -62,7 +63,8 @@ def pad_kernel(src: Operand, pads: Sequence[int], mode: str = "constant", value:
     lines.append(f"        out[i] = inside ? {ct.save(load)} : {ct.save(ct.literal(value))};")
     work = numel(out_shape)
     params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]
-    return make_kernel("pad", params, grid_stride("\n".join(lines), work), work)
+    return make_kernel("pad", params, grid_stride("\n".join(lines), work), work,
+                       span=extent(src.shape, src.strides))
 
 
 @memoize
@@ -93,7 +95,8 @@ def concat_kernel(inputs: Sequence[Operand], axis: int) -> Kernel:
         start = end
     work = numel(out_shape)
     params = [Param(f"in{k}", "in", o.dtype) for k, o in enumerate(inputs)] + [Param("out", "out", dt)]
-    return make_kernel("concat", params, grid_stride("\n".join(lines), work), work)
+    return make_kernel("concat", params, grid_stride("\n".join(lines), work), work,
+                       span=max(extent(o.shape, o.strides) for o in inputs))
 
 
 @memoize
@@ -118,7 +121,8 @@ def gather_kernel(data: Operand, indices: Operand, axis: int) -> Kernel:
     if r == 0:
         raise ExecutionError("gather needs data of rank >= 1")
     params = [Param("in0", "in", data.dtype), Param("ind", "in", indices.dtype), Param("out", "out", data.dtype)]
-    return make_kernel("gather", params, grid_stride("\n".join(x for x in lines if x), work), work)
+    span = max(extent(data.shape, data.strides), extent(indices.shape, indices.strides))
+    return make_kernel("gather", params, grid_stride("\n".join(x for x in lines if x), work), work, span=span)
 
 
 @memoize
@@ -127,9 +131,9 @@ def correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], ends: S
     r = len(mutant.shape)
     if len(starts) != r or len(ends) != r:
         raise ExecutionError(f"correct: region {list(starts)}..{list(ends)} does not match rank {r}")
-    extent = tuple(e - s for s, e in zip(starts, ends))
-    if tuple(fix.shape) != extent:
-        raise ExecutionError(f"correct: fix {list(fix.shape)} does not fill region {list(extent)}")
+    box = tuple(e - s for s, e in zip(starts, ends))
+    if tuple(fix.shape) != box:
+        raise ExecutionError(f"correct: fix {list(fix.shape)} does not fill region {list(box)}")
     ct = ctype(mutant.dtype)
     c = [f"c{k}" for k in range(r)]
     inside = " && ".join(f"c{k} >= {s}LL && c{k} < {e}LL" for k, (s, e) in enumerate(zip(starts, ends))) or "true"
@@ -140,7 +144,8 @@ def correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], ends: S
              f"        out[i] = ({inside}) ? {ct.save(fval)} : {ct.save(mval)};"]
     work = numel(mutant.shape)
     params = [Param("in0", "in", mutant.dtype), Param("fix", "in", fix.dtype), Param("out", "out", mutant.dtype)]
-    return make_kernel("correct", params, grid_stride("\n".join(x for x in lines if x), work), work)
+    span = max(extent(mutant.shape, mutant.strides), extent(fix.shape, fix.strides))
+    return make_kernel("correct", params, grid_stride("\n".join(x for x in lines if x), work), work, span=span)
 
 
 def out_shape_of_pad(shape: Sequence[int], pads: Sequence[int]) -> tuple[int, ...]:

@@ -24,6 +24,7 @@ from einsat.gpu.kernels.codegen import (
     ctype,
     decompose,
     dot,
+    extent,
     grid_stride,
     make_kernel,
     memoize,
@@ -32,6 +33,11 @@ from einsat.gpu.kernels.codegen import (
 from einsat.gpu.kernels.elementwise import Operand
 
 SERIAL_MAX = 64  # rows at most this long get one thread each
+
+
+def _span(*ops) -> int:
+    """The index bound of a kernel over these operands (outputs are contiguous, no larger)."""
+    return max(max(extent(o.shape, o.strides), numel(o.shape)) for o in ops if o is not None)
 
 
 def _block_size(n: int) -> int:
@@ -78,7 +84,8 @@ def reduce_kernel(src: Operand, axes: Sequence[int], kind: str = "sum", serial_m
         body = (f"        const idx_t o = i;\n{head}\n"
                 f"        for (idx_t r = 0; r < {n_red}LL; ++r) {{\n{inner}\n        }}\n"
                 f"        out[o] = {ct.save(final)};")
-        return make_kernel(f"reduce_{kind}", params, grid_stride(body, n_out), n_out)
+        return make_kernel(f"reduce_{kind}", params, grid_stride(body, n_out), n_out,
+                           span=extent(src.shape, src.strides))
     if kind == "min":  # the block reduction has sum and max: take the row serially instead
         return reduce_kernel(src, axes, kind, serial_max=n_red)
     block = _block_size(n_red)
@@ -88,7 +95,8 @@ def reduce_kernel(src: Operand, axes: Sequence[int], kind: str = "sum", serial_m
             f"        acc = {red}(acc, smem);\n"
             f"        if (threadIdx.x == 0) out[o] = {ct.save(final)};")
     body = f"    __shared__ {acc_t} smem[32];\n" + block_rows(body, n_out)
-    return make_kernel(f"reduce_{kind}", params, body, n_out, block=block, per_block=1)
+    return make_kernel(f"reduce_{kind}", params, body, n_out, block=block, per_block=1,
+                       span=extent(src.shape, src.strides))
 
 
 @memoize
@@ -116,7 +124,7 @@ def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX) -> Ker
                 f"        for (idx_t j = 0; j < {n}LL; ++j) {{ const {t} v = {x}; m = {_max_expr('m', 'v')}; }}\n"
                 f"        for (idx_t j = 0; j < {n}LL; ++j) s += {exp}({x} - m);\n"
                 f"        for (idx_t j = 0; j < {n}LL; ++j) out[bo + j * {so}LL] = {ct.save(f'{exp}({x} - m) / s')};")
-        return make_kernel("softmax", params, grid_stride(body, n_rows), n_rows)
+        return make_kernel("softmax", params, grid_stride(body, n_rows), n_rows, span=_span(src))
     body = (f"        const idx_t o = row;\n{head}\n        {t} m = {ct.literal(-np.inf)}, s = 0;\n"
             f"        for (idx_t j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ const {t} v = {x}; "
             f"m = {_max_expr('m', 'v')}; }}\n"
@@ -126,7 +134,7 @@ def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX) -> Ker
             f"        for (idx_t j = threadIdx.x; j < {n}LL; j += blockDim.x) "
             f"out[bo + j * {so}LL] = {ct.save(f'{exp}({x} - m) / s')};")
     body = f"    __shared__ {t} smem[32];\n" + block_rows(body, n_rows)
-    return make_kernel("softmax", params, body, n_rows, block=_block_size(n), per_block=1)
+    return make_kernel("softmax", params, body, n_rows, block=_block_size(n), per_block=1, span=_span(src))
 
 
 @memoize
@@ -172,9 +180,10 @@ def layernorm_kernel(src: Operand, scale: Operand, bias: Operand | None, axis: i
     params.append(Param("out", "out", src.dtype))
     n_rows = numel(ks)
     if serial:
-        return make_kernel("layernorm", params, grid_stride(body, n_rows), n_rows)
+        return make_kernel("layernorm", params, grid_stride(body, n_rows), n_rows, span=_span(src, scale, bias))
     body = f"    __shared__ {t} smem[32];\n" + block_rows(body, n_rows)
-    return make_kernel("layernorm", params, body, n_rows, block=_block_size(n), per_block=1)
+    return make_kernel("layernorm", params, body, n_rows, block=_block_size(n), per_block=1,
+                       span=_span(src, scale, bias))
 
 
 @memoize
@@ -218,7 +227,7 @@ def pool_kernel(src: Operand, out_shape: Sequence[int], kind: str, kernel: Seque
         lines.append(f"        out[i] = {ct.save('acc')};")
     work = numel(out_shape)
     params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]
-    return make_kernel(f"{kind}pool", params, grid_stride("\n".join(lines), work), work)
+    return make_kernel(f"{kind}pool", params, grid_stride("\n".join(lines), work), work, span=_span(src))
 
 
 @memoize
@@ -241,7 +250,7 @@ def argmax_kernel(src: Operand, axis: int) -> Kernel:
             f"        out[i] = at;")
     work = numel(ks)
     params = [Param("in0", "in", src.dtype), Param("out", "out", np.dtype(np.int64))]
-    return make_kernel("argmax", params, grid_stride(body, work), work)
+    return make_kernel("argmax", params, grid_stride(body, work), work, span=_span(src))
 
 
 @memoize

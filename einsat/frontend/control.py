@@ -82,6 +82,7 @@ def _traced_loop(tr: Trace, n, body, carry) -> tuple:
         params = [tr.new_value("carry", tr.types[c]) for c in inits]
         block.params = [i, *params]
         tr.params.update(block.params)
+        tr.scalars.add(i)  # NumPy's run gets a Python int
         result = _as_tuple(body(emit.wrap(tr, i), *(emit.wrap(tr, p) for p in params)),
                            len(inits), "the loop body")
         block.returns = [_returned(tr, r, tr.types[c], "the loop body") for r, c in zip(result, inits)]

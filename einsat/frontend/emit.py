@@ -53,7 +53,7 @@ def lift(tr: Trace, x, dtype=None) -> str:
 
 def apply(tr: Trace, op: Op, inputs: list[str], hint: str | None = None, **attrs):
     """Record `op(inputs; attrs)` into fresh storage and return it as a traced array."""
-    types = [tr.types[i] for i in inputs]
+    types = [tr.types[tr.use(i)] for i in inputs]
     try:
         attrs = normalize_attrs(op, attrs, types)
         outs = opdef(op).infer(types, attrs)
@@ -87,7 +87,7 @@ def cast(tr: Trace, name: str, dtype) -> str:
 def view(tr: Trace, base: str, spec: tuple, dyn: list[str], hint: str = "view"):
     """Record `out <- base[spec]`. NumPy decides on the shadows whether it is a view (shared
     storage) or a copy (fresh storage, read through an access)."""
-    t = tr.types[base]
+    t = tr.types[tr.use(base)]
     try:
         shape = spec_shapes(t.shape, spec)[-1]
     except EinsatError as e:
@@ -107,7 +107,7 @@ def view(tr: Trace, base: str, spec: tuple, dyn: list[str], hint: str = "view"):
 
 def mutate(tr: Trace, target: str, source: str) -> None:
     """Record `target[...] = source` (broadcast, cast with NumPy's same-kind rule)."""
-    t, s = tr.types[target], tr.types[source]
+    t, s = tr.types[tr.use(target)], tr.types[tr.use(source)]
     if target in tr.readonly:
         raise fail(f"assignment destination {target} is read-only (a broadcast view)")
     if target in tr.constants:
@@ -115,11 +115,10 @@ def mutate(tr: Trace, target: str, source: str) -> None:
     if not np.can_cast(s.dtype, t.dtype, "same_kind"):
         raise fail(f"cannot write {s.dtype} values into a {t.dtype} array (NumPy's same_kind rule)")
     try:
-        np.broadcast_shapes(s.shape, t.shape)
-        ok = tuple(np.broadcast_shapes(s.shape, t.shape)) == t.shape
+        fits = tuple(np.broadcast_shapes(s.shape, t.shape)) == t.shape
     except ValueError:
-        ok = False
-    if not ok:
+        fits = False
+    if not fits:
         raise fail(f"cannot broadcast a value of shape {list(s.shape)} into {list(t.shape)}")
     source = cast(tr, source, t.dtype)
     tr.emit(MutateStmt(target, source, user_line()))

@@ -226,7 +226,8 @@ def _argmax(a, axis=None, out=None, keepdims=False):
     tr = a._trace
     if axis is None:
         a, axis = _reshape(a, (-1,)), 0
-    r = emit.apply(tr, Op.ARGMAX, [a._name], "argmax", axis=_axis(axis, a.ndim), keepdims=int(keepdims))
+    r = tr.scalar(emit.apply(tr, Op.ARGMAX, [a._name], "argmax", axis=_axis(axis, a.ndim),
+                             keepdims=int(keepdims)))
     return r if out is None else write_out(tr, out, r)
 
 

@@ -1,8 +1,10 @@
 """NumPy indexing on traced arrays: `x[key]` and `x[key] = value`.
 
-Basic indexing (ints, slices with steps and negative bounds, `...`, `None`, 0-d traced integers)
-is a view: one `View` statement with a spec of `slice` / `select` / `dselect` steps and, for
-`None`, a final `reshape`. As in NumPy, indexing every axis with integers gives a scalar *copy*.
+Basic indexing (ints, slices with steps and negative bounds, `...`, `None`, traced integer
+scalars such as a loop index) is a view: one `View` statement with a spec of `slice` / `select` /
+`dselect` steps and, for `None`, a final `reshape`. As in NumPy, indexing every axis with
+integers gives a scalar *copy*, and so does a 0-d integer *array* index (advanced indexing),
+though writing through it updates the array.
 Advanced indexing follows NumPy too: one integer array among full slices reads a copy (`gather`),
 and a boolean mask writes `x[mask] = v` as `x[...] = where(mask, v, x)`. Reading through a
 boolean mask has a data-dependent shape and is an error.
@@ -95,11 +97,7 @@ def basic_spec(tr: Trace, shape: tuple[int, ...], key: list) -> tuple[tuple, lis
             shape = shape[:axis] + shape[axis + 1:]
         elif kind == "dyn":
             steps.append(("dselect", axis, len(dyn)))
-            index = emit.lift(tr, k)
-            if tr.root[index] not in tr.params and index not in tr.constants:
-                # the view keeps the index it was made with, even if that array changes later
-                index = emit.apply(tr, Op.IDENTITY, [index], "index")._name
-            dyn.append(index)
+            dyn.append(emit.lift(tr, k))
             shape = shape[:axis] + shape[axis + 1:]
         else:
             raise fail(f"unexpected {kind} index")  # callers route advanced indices elsewhere
@@ -121,7 +119,11 @@ def getitem(x, key):
     # NumPy gives a scalar *copy* when integers index every axis (and no `...` is written)
     scalar = not _has_ellipsis(raw) and len(kinds) == x.ndim and all(k in ("int", "dyn") for k in kinds)
     v = emit.view(tr, x._name, spec, dyn) if spec else x
-    return emit.apply(tr, Op.IDENTITY, [v._name], "item") if scalar else v
+    if scalar:
+        return tr.scalar(emit.apply(tr, Op.IDENTITY, [v._name], "item"))
+    if any(d not in tr.scalars for d in dyn):  # a 0-d *array* index: NumPy's advanced indexing copies
+        return emit.apply(tr, Op.IDENTITY, [v._name], "copy")
+    return v
 
 
 def _gather(x, raw, kinds):

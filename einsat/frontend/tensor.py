@@ -136,17 +136,23 @@ class TracedArray:
     def __eq__(self, o): return np.equal(self, o)  # noqa: E704
     def __ne__(self, o): return np.not_equal(self, o)
 
-    # in place: NumPy's `out=` path records the mutation and returns this same object
-    def __iadd__(self, o): return np.add(self, o, out=self)
-    def __isub__(self, o): return np.subtract(self, o, out=self)
-    def __imul__(self, o): return np.multiply(self, o, out=self)
-    def __itruediv__(self, o): return np.true_divide(self, o, out=self)
-    def __ifloordiv__(self, o): return np.floor_divide(self, o, out=self)
-    def __ipow__(self, o): return np.power(self, o, out=self)
-    def __imatmul__(self, o): return np.matmul(self, o, out=self)
-    def __iand__(self, o): return np.bitwise_and(self, o, out=self)
-    def __ior__(self, o): return np.bitwise_or(self, o, out=self)
-    def __ixor__(self, o): return np.bitwise_xor(self, o, out=self)
+    # in place: NumPy's `out=` path records the mutation and returns this same object; a value
+    # NumPy holds as a scalar is immutable, so there `+=` makes a new value, as in NumPy
+    def _inplace(self, ufunc, o):
+        if self._name in self._trace.scalars:
+            return ufunc(self, o)
+        return ufunc(self, o, out=self)
+
+    def __iadd__(self, o): return self._inplace(np.add, o)
+    def __isub__(self, o): return self._inplace(np.subtract, o)
+    def __imul__(self, o): return self._inplace(np.multiply, o)
+    def __itruediv__(self, o): return self._inplace(np.true_divide, o)
+    def __ifloordiv__(self, o): return self._inplace(np.floor_divide, o)
+    def __ipow__(self, o): return self._inplace(np.power, o)
+    def __imatmul__(self, o): return self._inplace(np.matmul, o)
+    def __iand__(self, o): return self._inplace(np.bitwise_and, o)
+    def __ior__(self, o): return self._inplace(np.bitwise_or, o)
+    def __ixor__(self, o): return self._inplace(np.bitwise_xor, o)
 
     # -- methods: the same as the NumPy functions ---------------------------------------------
     def reshape(self, *shape, order="C"):

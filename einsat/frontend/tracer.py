@@ -70,6 +70,7 @@ class Trace:
         self.inputs: list[str] = []
         self.aliased_outputs: set[str] = set()   # loop/cond outputs that alias outer storage
         self.params: set[str] = set()            # loop parameters: never mutated in place
+        self.scalars: set[str] = set()           # 0-d values NumPy would hold as scalars
         self._shadow: dict[str, np.ndarray] = {}
         self._const_cache: dict[tuple, str] = {}
         self._counter = 0
@@ -142,6 +143,13 @@ class Trace:
             self.types[name] = TensorType.of(a)
             self.root[name] = name
         return name
+
+    def scalar(self, value):
+        """Mark a traced 0-d result as what NumPy makes it: an immutable scalar, not a 0-d array
+        (ufunc and reduction results, items, loop indices). Returns the value."""
+        if not self.types[value._name].shape:
+            self.scalars.add(value._name)
+        return value
 
     def emit(self, stmt) -> None:
         self.current.stmts.append(stmt)

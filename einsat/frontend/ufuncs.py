@@ -70,7 +70,12 @@ def ufunc_call(ufunc, method, inputs, kwargs):
 
 
 def call(tr: Trace, ufunc, inputs, dtype=None):
-    """Record `ufunc(*inputs)` with NumPy's dtype resolution; returns a traced array."""
+    """Record `ufunc(*inputs)` with NumPy's dtype resolution; returns a traced array (a scalar
+    when 0-d, as NumPy returns)."""
+    return tr.scalar(_call(tr, ufunc, inputs, dtype))
+
+
+def _call(tr: Trace, ufunc, inputs, dtype=None):
     keys = tuple(_dtype_key(x) for x in inputs)
     try:
         loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout,
@@ -135,10 +140,10 @@ def reduce(tr: Trace, op: Op, x, axis=None, keepdims=False, dtype=None):
         name = emit.cast(tr, name, np.float64)
     axes = _axes(axis, t.rank)
     if t.rank == 0:
-        return emit.apply(tr, Op.IDENTITY, [name], op.value)
+        return tr.scalar(emit.apply(tr, Op.IDENTITY, [name], op.value))
     if any(t.shape[a] == 0 for a in axes) and op in (Op.REDUCE_MAX, Op.REDUCE_MIN):
         raise fail("zero-size array to reduction operation which has no identity")
-    return emit.apply(tr, op, [name], op.value, axes=axes, keepdims=int(bool(keepdims)))
+    return tr.scalar(emit.apply(tr, op, [name], op.value, axes=axes, keepdims=int(bool(keepdims))))
 
 
 def _reduce(tr, ufunc, inputs, kwargs, out):

@@ -139,3 +139,34 @@ def test_in_place_through_a_view_mutates_the_base():
         return x, v
 
     check(f, X)
+
+
+def test_a_0d_array_index_reads_a_copy_and_a_loop_index_a_view():
+    from einsat.frontend import loop
+
+    def f(x, i):
+        x = x.copy()
+        c = x[i]               # i is a 0-d array: NumPy's advanced indexing copies
+        x[i] = -1              # and writes through it
+
+        def body(j, acc):
+            v = x[j]           # j is a Python int in NumPy's run: a view
+            x[j] *= 2
+            return acc + v     # the view sees the doubled row
+
+        acc = loop(2, body, np.zeros_like(x[0]))
+        return c, x, acc
+
+    check(f, X, np.array(1))
+
+
+def test_scalars_are_immutable_as_in_numpy():
+    def f(x):
+        s = x.sum()            # a NumPy scalar
+        t = s
+        s += 1                 # rebinds s; t keeps its value
+        m = x[0, 0, 0]         # an item: a scalar copy
+        m *= 3
+        return s, t, m, x
+
+    check(f, X)

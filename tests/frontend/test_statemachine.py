@@ -1,7 +1,8 @@
 """Random chains of views and in-place updates: functionalized programs against NumPy's views.
 
 A state machine grows a program step by step: take a view of any array made so far (basic
-indexing with steps, negative bounds, `None` and `...`, transposes, reshapes that NumPy may or may
+indexing with steps, negative bounds, `None`, `...` and a traced integer index (a program input
+holding -1), transposes, reshapes that NumPy may or may
 not make views, squeeze / expand_dims / flip, broadcasts), update any writeable one in place
 (`x[key] = c`, `+=`, `*=`, `np.maximum(v, c, out=v)`, `np.copyto` from another array, boolean
 masks), or compute a fresh array. After every step the whole program is functionalized and must
@@ -18,10 +19,17 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tests.frontend.oracle import check
 
 
-def apply(step, env: list) -> None:
-    """Run one step on `env` (NumPy arrays or traced ones alike)."""
+DYN = "i"  # in a key: the program's index input
+
+
+def apply(step, env: list, i) -> None:
+    """Run one step on `env` (NumPy arrays or traced ones alike); `i` is the index input."""
     kind, k, arg = step
     x = env[k]
+    if kind in ("index", "set"):
+        key = arg if kind == "index" else arg[0]
+        key = tuple(i if isinstance(item, str) else item for item in key)
+        arg = key if kind == "index" else (key, arg[1])
     if kind == "index":
         env.append(x[arg])
     elif kind == "transpose":
@@ -59,9 +67,11 @@ def key_for(draw, shape):
     """A basic index for `shape`: ints, slices (any step sign), None and Ellipsis."""
     key = []
     for d in shape:
-        kind = draw(st.sampled_from(["all", "int", "slice"] if d else ["all", "slice"]))
+        kind = draw(st.sampled_from(["all", "int", "slice", "dyn"] if d else ["all", "slice"]))
         if kind == "int":
             key.append(draw(st.integers(-d, d - 1)))
+        elif kind == "dyn":
+            key.append(DYN)
         elif kind == "slice":
             bound = st.none() | st.integers(-d - 1, d + 1)
             key.append(slice(draw(bound), draw(bound), draw(st.sampled_from([None, 1, 2, 3, -1, -2]))))
@@ -98,10 +108,11 @@ class ViewsAndUpdates(RuleBasedStateMachine):
     @initialize(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple))
     def start(self, shape):
         self.x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape) - 3
+        self.i = np.array(-1, np.int64)
         self.env = [self.x.copy()]
 
     def _do(self, step):
-        apply(step, self.env)
+        apply(step, self.env, self.i)
         self.steps.append(step)
 
     def _pick(self, data, writeable: bool = False) -> int | None:
@@ -149,6 +160,19 @@ class ViewsAndUpdates(RuleBasedStateMachine):
         self._do((kind, k, arg))
 
     @rule(data=st.data())
+    def at_index(self, data):
+        """x[i] through the traced index: a view when i is a Python int in NumPy's run (a loop
+        index), a copy when it is a 0-d array (here: NumPy's advanced indexing); written either way."""
+        k = self._pick(data)
+        x = self.env[k]
+        if not x.ndim or not x.flags.writeable:
+            return
+        if data.draw(st.booleans()):
+            self._do(("index", k, (DYN,)))
+        else:
+            self._do(("set", k, ((DYN,), float(data.draw(st.integers(-9, 9))))))
+
+    @rule(data=st.data())
     def compute(self, data):
         self._do(("compute", self._pick(data), None))
 
@@ -158,13 +182,13 @@ class ViewsAndUpdates(RuleBasedStateMachine):
             return
         steps = list(self.steps)
 
-        def program(x):
+        def program(x, i):
             env = [x.copy()]
             for step in steps:
-                apply(step, env)
+                apply(step, env, i)
             return tuple(env)
 
-        check(program, self.x)
+        check(program, self.x, self.i)
 
 
 def _broadcasts(src, dst) -> bool:

@@ -133,3 +133,14 @@ def test_numpy_itself_runs_or_refuses_the_same_functions(fn, args):
             fn(*copies)
     else:
         fn(*copies)
+
+
+def test_a_view_escaping_its_body_is_refused_too():
+    def f(x):
+        kept = []
+        loop(2, lambda i: kept.append(x[i]))
+        return kept[0][1:]  # error here
+
+    with pytest.raises(FrontendError, match="defined inside a loop or cond body") as e:
+        functionalize(f, (X,))
+    assert f"test_tracer.py:{marked_line(f)} in " in str(e.value)

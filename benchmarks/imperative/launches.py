@@ -14,6 +14,8 @@ the launches of one run are counted under the models of `einsat.frontend.launche
   func_fused   the same graph with vertical fusion of element-wise/access/assign nodes
   optimized    `einsat.optimize` on the functionalized graph (e-graph rewrites, extraction), then
                counted like func_fused; its outputs are checked against NumPy within fp32 tolerance
+               on the kernel's inputs (optimize's own check draws random inputs, and random
+               integers are out-of-range indices)
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def measure(name: str, seed: int = 0) -> dict:
     row["graph_nodes"] = len(fused.nodes)
     t0 = time.perf_counter()
     try:
-        optimized = einsat.optimize(fused).graph
+        # verified below on the kernel's own inputs: random draws make out-of-range indices
+        optimized = einsat.optimize(fused, verify=False).graph
     except einsat.EinsatError as e:  # the optimizer is young: report, do not hide, its failures
         row["optimized"] = f"error: {type(e).__name__}"
         return row

@@ -18,7 +18,6 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from tests.frontend.oracle import check
 
-
 DYN = "i"  # in a key: the program's index input
 
 

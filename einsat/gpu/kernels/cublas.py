@@ -149,6 +149,7 @@ class Cublas:
                                                    vp, vp, ci, ci, ll, ci, ci, ci]
         self.handle = vp()
         self._check(lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
+        self._workspace = (workspace_ptr, workspace_bytes)
         self._check(lib.cublasSetWorkspace_v2(self.handle, vp(workspace_ptr), workspace_bytes), "cublasSetWorkspace")
         self._check(lib.cublasSetMathMode(self.handle, 0), "cublasSetMathMode")
         self._stream = None
@@ -164,8 +165,12 @@ class Cublas:
         return v.value
 
     def set_stream(self, stream_ptr: int) -> None:
+        """Bind the handle to a stream. cublasSetStream resets the workspace to cuBLAS's own pool,
+        so ours is set again (no allocation may happen while a CUDA graph is captured)."""
         if stream_ptr != self._stream:
             self._check(self.lib.cublasSetStream_v2(self.handle, ctypes.c_void_p(stream_ptr)), "cublasSetStream")
+            ptr, size = self._workspace
+            self._check(self.lib.cublasSetWorkspace_v2(self.handle, ctypes.c_void_p(ptr), size), "cublasSetWorkspace")
             self._stream = stream_ptr
 
     def gemm(self, call: GemmCall, ptrs: dict[str, int], c_ptr: int, dtype, alpha: float = 1.0,

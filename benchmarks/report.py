@@ -9,7 +9,10 @@ relative to PyTorch eager) as a PNG with matplotlib (the `bench` extra).
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import sys
 
 
 def _fmt(v, spec: str = ".1f", none: str = "–") -> str:
@@ -55,25 +58,26 @@ def markdown(results: dict) -> str:
              f"- cost model for the modeled speedup: {meta.get('cost_model', '–')}; "
              f"phases: saturate/extract/verify seconds", ""]
     gpu = any(w.get("gpu") for w in results["workloads"])
-    head = ["workload", "source", "size", "nodes", "GFLOP", "NumPy ms", "e-nodes / e-classes", "stop",
+    head = ["workload", "source", "size", "nodes", "GFLOP", "NumPy ms", "NumPy ms, optimized", "e-nodes / e-classes", "stop",
             "phases s", "modeled cost", "modeled speedup", "nodes after", "note"]
     if gpu:
         head += ["einsat GPU ms", "einsat opt. GPU ms", "PyTorch eager ms", "torch.compile ms"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w in results["workloads"]:
         if "error" in w and "nodes" not in w:
-            lines.append(f"| {w['name']} | {w.get('source', '')} | | | | | | | | | | | "
+            lines.append(f"| {w['name']} | {w.get('source', '')} | | | | | | | | | | | | "
                          f"**error**: {w['error'][:120]} |" + " |" * (4 if gpu else 0))
             continue
         size = ", ".join(f"{k}={v}" for k, v in w["kwargs"].items())
         opt = _opt_cells(w.get("optimize", {"skipped": "not run"}))
         row = [w["name"], w["source"], size, str(w["nodes"]), _fmt(w["gflop"], ".2f"),
-               _fmt(w.get("numpy_ms"), ",.1f")] + opt[:-1] + [opt[-1]]
+               _fmt(w.get("numpy_ms"), ",.1f"), _fmt(w.get("optimized_numpy_ms"), ",.1f")] + opt
         if gpu:
             row += _gpu_cells(w.get("gpu"))
         lines.append("| " + " | ".join(row) + " |")
-    lines += ["", "Modeled speedup: the cost model's estimate of the input program over the optimized one; "
-              "NumPy ms: the original program on the NumPy backend (median of the repetitions)."]
+    lines += ["", "Modeled speedup: the cost model's estimate of the input program over the optimized one "
+              "(the GPU it models, not this machine); NumPy ms: the original and the optimized program on the "
+              "NumPy backend of this machine (median of 3 runs after a warm-up, 1 run past 20 s)."]
     if gpu:
         lines.append("GPU latencies: median of >= 100 repetitions after warm-up, CUDA events, fp32, TF32 off. "
                      "einsat: `CompiledProgram` (static memory plan, one CUDA graph launch; the interpreter "
@@ -118,3 +122,24 @@ def chart(results: dict, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def main(argv=None) -> int:
+    """`python -m benchmarks.report RESULTS.json`: render its .md and .png again beside it."""
+    paths = sys.argv[1:] if argv is None else argv
+    if not paths:
+        print("usage: python -m benchmarks.report RESULTS.json ...")
+        return 2
+    for path in paths:
+        with open(path) as f:
+            results = json.load(f)
+        stem = os.path.splitext(path)[0]
+        with open(stem + ".md", "w") as f:
+            f.write(markdown(results))
+        chart(results, stem + ".png")
+        print(f"wrote {stem}.md, {stem}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -111,3 +111,13 @@ def test_gpu_timing_summary_and_error_measures():
     assert s == {"median_ms": 3.0, "min_ms": 1.0, "p90_ms": 4.0, "reps": 5}
     assert rel_error(np.array([1.0, 2.5]), np.array([1.0, 2.0])) == 0.25
     assert rel_error(np.zeros(3), np.zeros(3)) == 0.0
+
+
+def test_report_renders_again_from_the_json(tmp_path):
+    harness.main(["pet_group_conv", "--out", str(tmp_path), "--no-optimize", "--in-process"])
+    (tmp_path / "cpu.md").unlink()
+    (tmp_path / "cpu.png").unlink()
+    from benchmarks.report import main as render
+    assert render([str(tmp_path / "cpu.json")]) == 0
+    assert "| pet_group_conv |" in (tmp_path / "cpu.md").read_text()
+    assert (tmp_path / "cpu.png").read_bytes()[:4] == b"\x89PNG"

@@ -224,6 +224,7 @@ def e2e_workload(s: Session, name: str, args, db) -> dict:
         for node in graph.nodes:
             env.update(zip(node.outputs, backend.execute(node, [env[i] if i else None for i in node.inputs], graph)))
     res["einsat_eager_ms"] = _median_events(eager, args.e2e_reps)
+    res["host_fallbacks"] = dict(backend.host_fallbacks)
     try:
         import torch
 

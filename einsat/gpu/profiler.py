@@ -132,13 +132,14 @@ class Profiler:
         graph = sig.graph()
         inputs = random_inputs(graph, self.rng)
         before = self.dev.launches
-        prog = CompiledProgram(graph, device=self.dev)
-        issued = self.dev.launches - before  # the trace, and the capture or planned run, issue them once each
-        kernels = issued // 2 if prog.mode != "eager" else issued
+        probe = CompiledProgram(graph, device=self.dev, use_graph=False)
+        issued = self.dev.launches - before  # the trace, and the planned run, issue them once each
+        kernels = issued // 2 if probe.mode != "eager" else issued
         entry = {"flops": sig.flops(), "bytes": sig.bytes(), "kernels": kernels, "reps": self.reps}
         if kernels == 0:  # a view: no device work
             return {"us": 0.0, "warm_us": 0.0, **entry}
-        cold = self.time_program(prog, inputs, flush=True)
+        del probe
+        cold = self.time_program(CompiledProgram(graph, device=self.dev), inputs, flush=True)
         warm = self.time_program(CompiledProgram(replicated(graph, self.copies), device=self.dev), inputs,
                                  flush=False)
         return {"us": cold["us"], "warm_us": warm["us"] / self.copies, "p10_us": cold["p10_us"],

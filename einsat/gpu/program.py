@@ -194,13 +194,15 @@ class CompiledProgram:
         if hasattr(device, "cp"):
             self._stream = device.cp.cuda.Stream(non_blocking=True)
         with self._on_stream():
+            launches = getattr(device, "launches", None)
             self._trace = trace(device, graph, {**self.inputs, **self.weights})
+            empty = launches is not None and device.launches == launches  # views only: nothing to capture
             lifetimes(graph, self._trace)
             self.arena_bytes = plan_offsets(self._trace.allocs)
             self.arena = xp.empty(max(self.arena_bytes, 1), dtype=np.uint8)
             if self._trace.host_sync:
                 self.mode = "eager"
-            elif use_graph and self._stream is not None:
+            elif use_graph and self._stream is not None and not empty:
                 self.mode = "graph"
             else:
                 self.mode = "planned"

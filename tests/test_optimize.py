@@ -13,6 +13,7 @@ from einsat.egraph.session import Limits
 from einsat.errors import VerificationError
 from einsat.ir import GraphBuilder
 from einsat.optimize_report import SaturationSummary
+from einsat.testing import strategies as es
 
 optimize_module = importlib.import_module("einsat.optimize")
 verify_equivalent = optimize_module.verify_equivalent
@@ -131,13 +132,24 @@ def programs(draw):
 @given(programs())
 def test_optimize_keeps_outputs_and_never_raises_the_modeled_cost(case):
     graph, depth = case
+    check_optimize(graph, depth)
+
+
+@given(es.programs(max_nodes=5))
+def test_optimize_keeps_outputs_of_programs_over_the_whole_registry(graph):
+    check_optimize(graph, len(graph.nodes))
+
+
+def check_optimize(graph, depth: int) -> None:
+    """Outputs equal within a depth-scaled tolerance (computed here, independently of the
+    check inside optimize), and the modeled cost is never higher than the input's."""
     result = einsat.optimize(graph, limits=SMALL, extractor="ilp", time_limit=2.0)
     rng = np.random.default_rng(1)
     feed = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.input_types().items()}
     want, got = einsat.run(graph, feed), einsat.run(result.graph, feed)
     for name in graph.outputs:
         scale = max(1.0, float(np.abs(want[name]).max()))
-        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6 * depth * scale)
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=1e-6 * (depth + 1) * scale)
     assert result.report.cost_after <= result.report.cost_before + 1e-9
     model = einsat.extract.cost_model("h100")
     assert abs(model.graph_cost(result.graph) - result.report.cost_after) < 1e-6 * result.report.cost_before

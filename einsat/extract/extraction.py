@@ -30,7 +30,8 @@ METHODS = ("ilp", "greedy", "greedy-tree")
 class Extraction:
     """The extracted program and how it was found.
 
-    `cost` is the modeled cost of `graph` (µs for the roofline models); `status` says how the
+    `cost` is the modeled cost of `graph` (µs for the roofline models), identity nodes that name
+    outputs included (the `starts` are selection costs, without them); `status` says how the
     method ended ("optimal", "time limit", "heuristic", ...); `gap` is the ILP's relative gap to
     its lower bound (0 when optimal, None for heuristics); `starts` gives the cost of each
     starting point considered ("greedy-tree", "greedy", "input", "local")."""
@@ -79,6 +80,12 @@ def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp
         selection, found = ilp.selection, ilp.cost
         result.update(status=ilp.status, gap=ilp.gap, bound=ilp.bound, ilp_size=(ilp.columns, ilp.rows))
     graph = rebuild(problem, selection, name=name)
+    # the program's own cost: the selection's plus the identity nodes that name outputs whose
+    # e-class is an input or another output's (a constant offset for every selection)
+    cost_of_graph = problem.model.graph_cost(graph)
+    if result["bound"] is not None:
+        result["bound"] += cost_of_graph - found
+    found = cost_of_graph
     return Extraction(graph=graph, selection=selection, cost=found, seconds=time.perf_counter() - t0,
                       starts=costs, candidates=problem.num_candidates(), classes=len(problem.classes),
                       **result)

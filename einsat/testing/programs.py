@@ -9,7 +9,9 @@
 
 Everything shrinks: a program is drawn (`st.composite`) as a list of steps — an op, the value it
 applies to, its attributes and any weights it needs — so hypothesis reduces a failing program to
-fewer steps, earlier ops in the op list, smaller shapes and default attributes.
+fewer steps, earlier ops in the op list, smaller shapes and default attributes; each step applies
+to the k-th latest value with k shrinking to 0, so failing chains stay chains as steps go. Nodes
+the outputs do not depend on are dropped.
 
   attrs_for(op, types)                   valid attributes of an op for its input types
   programs(ops, max_nodes, ...)          random well-typed programs over the registry
@@ -29,6 +31,7 @@ from hypothesis.extra import numpy as hnp
 
 from einsat.errors import AttributeValueError, ShapeError
 from einsat.ir.builder import GraphBuilder
+from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
 from einsat.testing.attrs import attrs_for
 
@@ -156,7 +159,7 @@ def programs(draw, ops=None, max_nodes: int = 5, max_inputs: int = 2, min_rank: 
     made = []
     for _ in range(draw(st.integers(1, max_nodes))):
         op = draw(st.sampled_from(ops))
-        x = draw(st.sampled_from(pool))
+        x = pool[-1 - draw(st.integers(0, len(pool) - 1))]  # shrinks towards the latest value: chains
         try:
             outs = _make(draw, b, op, x, pool, pad_modes)
         except (ShapeError, AttributeValueError):
@@ -173,7 +176,18 @@ def programs(draw, ops=None, max_nodes: int = 5, max_inputs: int = 2, min_rank: 
     results = [made[-1]]
     if len(made) > 1 and draw(st.booleans()):
         results.insert(0, draw(st.sampled_from(made[:-1])))
-    return b.build(*results)
+    return live(b.build(*results))
+
+
+def live(g: Graph) -> Graph:
+    """`g` without the nodes its outputs do not depend on."""
+    needed, keep = set(g.outputs), []
+    for node in reversed(g.nodes):
+        if needed & set(node.outputs):
+            keep.append(node)
+            needed |= {i for i in node.inputs if i}
+    weights = {k: v for k, v in g.weights.items() if k in needed}
+    return Graph(list(reversed(keep)), g.input_types(), g.outputs, weights, g.name)
 
 
 def multilinear_programs(ops=None, **kwargs) -> st.SearchStrategy:

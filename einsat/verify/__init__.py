@@ -9,6 +9,8 @@
 from einsat.verify.correction import correct, restrict
 from einsat.verify.corrector import Differences, find_differences
 from einsat.verify.field import P, NotMultilinearError
+from einsat.verify.numeric import NumericReport, equivalent
 from einsat.verify.regions import Region
 
-__all__ = ["Differences", "NotMultilinearError", "P", "Region", "correct", "find_differences", "restrict"]
+__all__ = ["Differences", "NotMultilinearError", "NumericReport", "P", "Region", "correct", "equivalent",
+           "find_differences", "restrict"]

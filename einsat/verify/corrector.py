@@ -79,7 +79,7 @@ class Differences:
         return "\n".join(lines)
 
 
-def _content_key(array: np.ndarray) -> int:
+def content_key(array: np.ndarray) -> int:
     a = np.ascontiguousarray(array)
     h = hashlib.blake2b(a.tobytes() + str((a.shape, a.dtype.str)).encode(), digest_size=8)
     return int.from_bytes(h.digest(), "little")
@@ -113,24 +113,24 @@ def assign_sources(original: Graph, mutant: Graph, seed: int = 0):
     envs = (FieldEnv(batchnorm_key=mix_key(seed, 3)), FieldEnv(batchnorm_key=mix_key(seed, 3)))
     splits: tuple[dict, dict] = ({}, {})
     for name in original.inputs:
-        key = mix_key(seed, 1, _content_key(np.frombuffer(name.encode(), np.uint8)))
+        key = mix_key(seed, 1, content_key(np.frombuffer(name.encode(), np.uint8)))
         for env in envs:
             env.sources[name] = Source(key=key)
-    known = {_content_key(a) for a in original.weights.values()}
+    known = {content_key(a) for a in original.weights.values()}
     for k, g in enumerate((original, mutant)):
         fixed = constant_weights(g)
         for name, value in g.weights.items():
             value = np.asarray(value)
             if name in fixed or _uniform(value) or not np.issubdtype(value.dtype, np.floating):
                 continue  # an exact constant (split by its values)
-            key = _content_key(value)
+            key = content_key(value)
             if k == 1 and key not in known:
                 base = original.weights.get(name)
                 delta = None if base is None or base.shape != value.shape else \
                     np.mod(embed(value) - embed(base), P)
                 dsplits = boxes.uniform_splits(delta) if delta is not None else None
                 if dsplits is not None and boxes.count_cells(dsplits) <= max(MAX_DELTA_BOXES, value.size // 4):
-                    envs[1].sources[name] = Source(key=mix_key(seed, 2, _content_key(base)), const=delta)
+                    envs[1].sources[name] = Source(key=mix_key(seed, 2, content_key(base)), const=delta)
                     splits[1][name] = dsplits
                     continue
                 notes.append(f"mutant weight {name!r} {list(value.shape)} matches no original weight: "

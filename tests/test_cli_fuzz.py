@@ -1,0 +1,41 @@
+"""`einsat fuzz`, called as `einsat.cli.main([...])` with captured output."""
+
+from __future__ import annotations
+
+import time
+
+from einsat.cli import main
+from einsat.ir import Node, Op
+from einsat.verify import fuzz as fuzz_module
+
+
+def test_fuzz_budget_200_passes(capsys):
+    t0 = time.perf_counter()
+    assert main(["fuzz", "--budget", "200"]) == 0
+    out = capsys.readouterr().out
+    assert "all passed" in out and "budget 200" in out
+    for target in ("onnx", "verify"):
+        assert f"{target}: " in out
+    if callable(getattr(__import__("einsat"), "optimize", None)):
+        assert "optimize: " in out
+    print(f"einsat fuzz --budget 200: {time.perf_counter() - t0:.1f} s")
+
+
+def test_a_failure_prints_builder_code_and_exits_1(capsys, monkeypatch):
+    def leaky_relu(g):  # unsound: relu becomes leaky_relu
+        nodes = [Node(Op.LEAKY_RELU, n.inputs, n.outputs, {"alpha": 0.5}, n.name) if n.op is Op.RELU else n
+                 for n in g.nodes]
+        return g.replace(nodes=nodes)
+
+    monkeypatch.setattr(fuzz_module, "TARGETS", dict(fuzz_module.TARGETS))
+    fuzz_module.register_transform("leaky", leaky_relu)
+    assert main(["fuzz", "--budget", "50", "--seed", "1", "--target", "leaky"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED leaky" in out and "NOT equivalent" in out
+    assert "b = GraphBuilder(" in out and ".relu(" in out and "graph = b.build(" in out
+
+
+def test_bad_arguments(capsys):
+    assert main(["fuzz", "--budget", "0"]) == 2
+    assert main(["fuzz", "--budget", "3", "--target", "nope"]) == 2
+    assert "unknown fuzz target" in capsys.readouterr().err

@@ -1,0 +1,61 @@
+"""The fuzzer: it passes on einsat's transformations and finds, and shrinks, an unsound one."""
+
+import numpy as np
+
+from einsat.ir import Graph, Node, Op
+from einsat.testing.codegen import rebuild
+from einsat.testing.strategies import programs
+from einsat.verify import fuzz as fuzz_module
+from einsat.verify.fuzz import check_transform, fuzz, register_transform
+
+
+def swap_sub_operands(g: Graph) -> Graph:
+    """Unsound: a - b becomes b - a."""
+    nodes = [Node(n.op, n.inputs[::-1], n.outputs, n.attrs, n.name) if n.op is Op.SUB else n for n in g.nodes]
+    return g.replace(nodes=nodes)
+
+
+def fuse_transposes_wrongly(g: Graph) -> Graph:
+    """Unsound: transpose(transpose(x, p), q) becomes transpose(x, r) with r[j] = q[p[j]]
+    (the right composition is p[q[j]]; they differ when p and q do not commute)."""
+    nodes = []
+    for n in g.nodes:
+        src = g.producer(n.inputs[0]) if n.inputs else None
+        if n.op is Op.TRANSPOSE and src is not None and src.op is Op.TRANSPOSE:
+            p, q = src.attrs["perm"], n.attrs["perm"]
+            n = Node(Op.TRANSPOSE, [src.inputs[0]], n.outputs, {"perm": tuple(q[i] for i in p)}, n.name)
+        nodes.append(n)
+    return g.replace(nodes=nodes)
+
+
+def test_the_fuzzer_finds_an_unsound_rewrite_and_shrinks_it(monkeypatch):
+    monkeypatch.setattr(fuzz_module, "TARGETS", dict(fuzz_module.TARGETS))
+    register_transform("swap_sub", swap_sub_operands)
+    report = fuzz(budget=200, seed=0, targets=["swap_sub"])
+    assert not report.ok
+    (failure,) = report.failures
+    assert failure.target == "swap_sub" and len(failure.case.nodes) <= 3
+    assert any(n.op is Op.SUB for n in failure.case.nodes)
+    # the printed builder code rebuilds the failing program, and it still fails
+    assert "b.sub(" in failure.code and failure.code in str(report)
+    assert check_transform(swap_sub_operands, rebuild(failure.code)) is not None
+
+
+def test_a_rarer_unsound_rewrite_is_found_on_programs_of_its_ops(monkeypatch):
+    monkeypatch.setattr(fuzz_module, "TARGETS", dict(fuzz_module.TARGETS))
+    register_transform("transposes", fuse_transposes_wrongly,
+                       strategy=lambda: programs(ops=[Op.TRANSPOSE, Op.RELU, Op.ADD], max_nodes=5, min_rank=3))
+    report = fuzz(budget=100, seed=1, targets=["transposes"])
+    (failure,) = report.failures
+    ops = [n.op for n in failure.case.nodes]
+    assert ops.count(Op.TRANSPOSE) == 2 and len(ops) <= 3
+    assert check_transform(fuse_transposes_wrongly, rebuild(failure.code)) is not None
+
+
+def test_unknown_targets_are_named():
+    try:
+        fuzz(budget=2, targets=["nope"])
+    except ValueError as e:
+        assert "nope" in str(e) and "onnx" in str(e)
+    else:
+        raise AssertionError("an unknown target was accepted")

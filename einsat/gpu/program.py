@@ -139,12 +139,15 @@ def trace(dev, graph: Graph, env: dict) -> Trace:
     downloads_before = getattr(dev, "downloads", 0)
     fallbacks: dict[str, int] = {}
     result = Trace(tracer.allocs)
+    last_use = {i: k for k, node in enumerate(graph.nodes) for i in node.inputs if i}
+    keep = set(graph.outputs) | set(graph.inputs) | set(graph.weights)
     try:
         for k, node in enumerate(graph.nodes):
             tracer.step = k
             start = len(tracer.allocs)
             args = [env[i] if i else None for i in node.inputs]
             outs = run_node(dev, node, args, [graph.types[o] for o in node.outputs], fallbacks)
+            # the buffers made by this node, and those holding its inputs (all alive now)
             cands = [(_ptr(tracer.arrays[j]), _ptr(tracer.arrays[j]) + tracer.allocs[j].nbytes, j)
                      for j in range(start, len(tracer.allocs))]
             cands += [(_ptr(env[i]), _ptr(env[i]) + max(1, env[i].nbytes), result.value_owner[i])
@@ -154,6 +157,13 @@ def trace(dev, graph: Graph, env: dict) -> Trace:
                 owner = _owner(arr, cands)
                 if owner is not None:
                     result.value_owner[name] = owner
+            # free what no later node reads, as the interpreter does: the trace peaks at the
+            # program's live memory, not at the sum of its buffers
+            for j in range(start, len(tracer.arrays)):
+                tracer.arrays[j] = None
+            for i in set(node.inputs):
+                if i and last_use.get(i) == k and i not in keep:
+                    env.pop(i, None)
     finally:
         dev.allocator = saved
     result.host_sync = bool(fallbacks) or getattr(dev, "downloads", 0) != downloads_before

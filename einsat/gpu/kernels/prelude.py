@@ -1,0 +1,86 @@
+"""The C++ prelude every generated kernel starts with.
+
+On the device: a 64-bit index type, exact +-inf and NaN, an exact integer power, and
+warp-shuffle reductions over a warp or a whole block. With `EINSAT_HOST` defined (the tests'
+host emulation), the CUDA built-ins become plain C++ and a "block" is one thread, so the same
+kernel source runs on the CPU. The prelude is include-guarded: kernels concatenated into one
+translation unit share it.
+"""
+
+PRELUDE = r"""
+#ifndef EINSAT_PRELUDE
+#define EINSAT_PRELUDE
+typedef long long idx_t;
+#ifdef EINSAT_HOST
+/* Host emulation (tests): a kernel runs one block of one thread at a time. */
+#include <cmath>
+#include <cstring>
+struct einsat_dim3 { unsigned int x, y, z; };
+static einsat_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __restrict__ __restrict
+#define __syncthreads() ((void)0)
+using std::sqrt; using std::exp; using std::tanh; using std::erf; using std::fabs; using std::fmax; using std::fmin;
+static inline float einsat_inf_f() { return HUGE_VALF; }
+static inline double einsat_inf_d() { return HUGE_VAL; }
+static inline float einsat_nan_f() { return NAN; }
+static inline double einsat_nan_d() { return NAN; }
+static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+#define EINSAT_WARP 1
+template <typename T> static inline T einsat_warp_sum(T v) { return v; }
+template <typename T> static inline T einsat_block_sum(T v, T* smem) { (void)smem; return v; }
+template <typename T> static inline T einsat_block_max(T v, T* smem) { (void)smem; return v; }
+#else
+__device__ __forceinline__ float einsat_inf_f() { return __int_as_float(0x7f800000); }
+__device__ __forceinline__ double einsat_inf_d() { return __longlong_as_double(0x7ff0000000000000LL); }
+__device__ __forceinline__ float einsat_nan_f() { return __int_as_float(0x7fc00000); }
+__device__ __forceinline__ double einsat_nan_d() { return __longlong_as_double(0x7ff8000000000000LL); }
+#define EINSAT_WARP 32
+/* Reductions over a warp, or a whole block (blockDim.x a multiple of 32); every thread gets
+   the result. smem needs 32 elements. */
+template <typename T> __device__ __forceinline__ T einsat_warp_sum(T v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <typename T> __device__ __forceinline__ T einsat_warp_max(T v) {
+    for (int o = 16; o > 0; o >>= 1) { T w = __shfl_xor_sync(0xffffffffu, v, o); v = (w > v || w != w) ? w : v; }
+    return v;
+}
+template <typename T> __device__ __forceinline__ T einsat_block_sum(T v, T* smem) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = einsat_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    v = (lane < nw) ? smem[lane] : (T)0;
+    return einsat_warp_sum(v);
+}
+template <typename T> __device__ __forceinline__ T einsat_block_max(T v, T* smem) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = einsat_warp_max(v);
+    __syncthreads();
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    v = (lane < nw) ? smem[lane] : smem[0];
+    return einsat_warp_max(v);
+}
+#endif
+#ifdef EINSAT_HOST
+#define EINSAT_FN static inline
+#else
+#define EINSAT_FN __device__ __forceinline__
+#endif
+EINSAT_FN long long einsat_ipow(long long b, long long e) {
+    long long r = 1;
+    if (e < 0) return b == 1 ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+    return r;
+}
+#endif
+"""
+
+HALF_HEADER = "#ifndef EINSAT_HOST\n#include <cuda_fp16.h>\n#endif\n"

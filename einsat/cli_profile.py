@@ -11,7 +11,6 @@ Needs CuPy and a CUDA device; never egglog.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 from einsat.errors import EinsatError

@@ -110,9 +110,9 @@ def run(reps: int = 3) -> dict:
 
 def markdown(result: dict) -> str:
     m = result["machine"]
-    lines = [f"# PET corrector on conv pairs at {result['shape']} (weight {result['weight']})", "",
-             f"{m['cpus']} CPUs, load average {m['load_avg'][0]:.1f}, numpy {m['numpy']}; "
-             f"{result['tests']} random tests mod 2^31-1; median of {result['reps']} runs.", "",
+    setup = (f"{m['cpus']} CPUs, load average {m['load_avg'][0]:.1f}, numpy {m['numpy']}; "
+             f"{result['tests']} random tests mod 2^31-1; median of {result['reps']} runs.")
+    lines = [f"# PET corrector on conv pairs at {result['shape']} (weight {result['weight']})", "", setup, "",
              "| pair | median s | min s | boxes | positions | regions | regions correct | error bound |",
              "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:

@@ -21,7 +21,6 @@ def _divisors(n: int) -> list[int]:
 @st.composite
 def _window(draw, spatial, kernel, pool: bool):
     """stride, padding (begins, ends), dilation for windows of `kernel` over `spatial`."""
-    nsp = len(spatial)
     stride, dilation, begins, ends = [], [], [], []
     for n, k in zip(spatial, kernel):
         d = 1 if pool else draw(st.integers(1, 2))

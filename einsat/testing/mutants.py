@@ -137,7 +137,7 @@ def _weight_element(draw):
     if h + pad[0] + pad[2] < span[0] or w + pad[1] + pad[3] < span[1]:
         pad = (span[0], span[1], span[0], span[1])
     weight = np.random.default_rng(seed).standard_normal((f, c // groups, k, k)).astype(np.float32)
-    attrs = dict(stride=stride, padding=pad, dilation=dil, groups=groups)
+    attrs = {"stride": stride, "padding": pad, "dilation": dil, "groups": groups}
     original = _conv_graph("conv", (n, c, h, w), weight, seed, **attrs)
     idx = tuple(draw(st.integers(0, d - 1)) for d in weight.shape)
     changed = weight.copy()

@@ -8,7 +8,7 @@
 
 from einsat.verify.correction import correct, restrict
 from einsat.verify.corrector import Differences, find_differences
-from einsat.verify.field import P, NotMultilinearError
+from einsat.verify.field import NotMultilinearError, P
 from einsat.verify.numeric import NumericReport, equivalent
 from einsat.verify.regions import Region
 

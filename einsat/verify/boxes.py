@@ -20,12 +20,11 @@ Ops without a rule here are split at every position (sound, only slower).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from itertools import pairwise
 from math import prod
-from typing import Sequence
 
 import numpy as np
-
-from einsat.ir.registry import Op
 
 Splits = tuple[tuple[int, ...], ...]
 
@@ -109,7 +108,7 @@ def reshape_groups(xs, ys) -> list[tuple[list[int], list[int]]]:
     cout = np.cumprod([1] + [ys[k] for k in yi])
     common = sorted(set(cin.tolist()) & set(cout.tolist()))
     groups = []
-    for c0, c1 in zip(common, common[1:]):
+    for c0, c1 in pairwise(common):
         gi = [xi[k] for k in range(len(xi)) if c0 <= cin[k] and cin[k + 1] <= c1]
         gj = [yi[k] for k in range(len(yi)) if c0 <= cout[k] and cout[k + 1] <= c1]
         groups.append((gi, gj))

@@ -11,8 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.ir.registry import Op
-from einsat.verify.boxes import axis_splits, box_ids, broadcast_splits, every, reshape_splits, \
-    uniform_splits, union
+from einsat.verify.boxes import (
+    axis_splits,
+    box_ids,
+    broadcast_splits,
+    every,
+    reshape_splits,
+    uniform_splits,
+    union,
+)
 
 
 @dataclass

@@ -69,9 +69,10 @@ class Differences:
         return mask_of(self.regions[output], self.shapes[output])
 
     def __str__(self) -> str:
-        lines = [f"{'equivalent' if self.equivalent else 'not equivalent'}: {self.positions} positions "
-                 f"in {sum(self.boxes.values())} boxes, {self.tests} tests, degree {self.degree}, "
-                 f"error bound {self.error_bound:.2e}"]
+        head = (f"{'equivalent' if self.equivalent else 'not equivalent'}: {self.positions} positions "
+                f"in {sum(self.boxes.values())} boxes, {self.tests} tests, degree {self.degree}, "
+                f"error bound {self.error_bound:.2e}")
+        lines = [head]
         for out, regs in self.regions.items():
             shown = ", ".join(map(str, regs[:8])) + (f", ... ({len(regs)} regions)" if len(regs) > 8 else "")
             lines.append(f"  {out} {list(self.shapes[out])} [{self.method[out]}]: {shown or 'no difference'}")
@@ -154,7 +155,7 @@ def _positions(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     pos = np.stack(cand, axis=1)                  # (B, 2m+2, m)
     owner = np.repeat(np.arange(b), pos.shape[1])
     pos = pos.reshape(-1, m)
-    uniq, first = np.unique(np.column_stack([owner, pos]), axis=0, return_index=True)
+    uniq = np.unique(np.column_stack([owner, pos]), axis=0)
     return uniq[:, 1:], uniq[:, 0]
 
 

@@ -99,7 +99,7 @@ class Gemm(Contraction):
         return need
 
     def plan(self, node, ctx, flat):
-        (xa, xb, *_), (ys,) = _shapes(node, ctx)
+        (xa, *_), (ys,) = _shapes(node, ctx)
         m, n = ys
         kd = xa[0] if node.attrs["trans_a"] else xa[1]
         i, j = unravel(flat, ys)
@@ -228,7 +228,7 @@ class GBMM(Contraction):
 
     def plan(self, node, ctx, flat):
         (xp, xv), (ys,) = _shapes(node, ctx)
-        z, i, n = unravel(flat, ys)
+        z, i, _ = unravel(flat, ys)
         _, m, jj = xp
         nn = xv[2]
         w, d = (jj - 1) // 2, node.attrs["dilation"]

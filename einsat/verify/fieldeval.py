@@ -13,9 +13,9 @@ see the same inputs however differently they read them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from math import prod
-from typing import Mapping
 
 import numpy as np
 
@@ -67,11 +67,10 @@ TABLE_LIMIT = 1 << 25  # tensors up to this size get a position table for reads 
 class Known:
     """A tensor's field values at some flat positions: `flat` sorted and unique, `vals` (tests, n)."""
 
-    __slots__ = ("shape", "flat", "vals", "_ext", "_table")
+    __slots__ = ("_ext", "_table", "flat", "shape", "vals")
 
     def __init__(self, shape: tuple[int, ...], flat: np.ndarray, vals: np.ndarray):
         self.shape, self.flat, self.vals = shape, flat, vals
-        n = len(flat)
         self._ext = np.concatenate([vals, np.zeros((vals.shape[0], 1), np.int64)], axis=1)  # col n reads 0
         self._table = None
 

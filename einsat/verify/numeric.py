@@ -81,7 +81,7 @@ def _accumulation(graph: Graph) -> int:
         size = sum(t.size for t in outs)
         try:
             flops = node.definition.flops(ins, outs, node.attrs)
-        except Exception:  # an op without a flop count accumulates nothing we know of
+        except NotImplementedError:  # an op without a flop count accumulates nothing we know of
             continue
         if size:
             longest = max(longest, ceil(flops / (2 * size)))

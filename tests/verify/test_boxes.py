@@ -34,7 +34,7 @@ def test_figure_5_box_propagation_of_figure_1():
     n, c, h, w = 4, 2, 5, 6
     g = batch_to_width(n, c, h, w, np.random.default_rng(0).standard_normal((3, c, 3, 3)).astype(np.float32), 0)
     s = boxes.propagate(g, {"w": boxes.none((3, c, 3, 3))})
-    side_by_side = [nd for nd in g.nodes if nd.op.value == "conv"][0]
+    side_by_side = next(nd for nd in g.nodes if nd.op.value == "conv")
     assert s[side_by_side.inputs[0]] == ((), (), (), (w,))            # the seam between the two images
     assert s[side_by_side.outputs[0]] == ((), (), (1, h - 1), (1, w - 1, w, w + 1, 2 * w - 1))
     assert s[g.outputs[0]] == ((1, 2, 3), (), (1, h - 1), (1, w - 1))  # back to [N, F, H, W]

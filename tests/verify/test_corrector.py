@@ -202,7 +202,7 @@ def test_reads_at_different_rates_are_caught_by_the_mirrored_positions(monkeypat
     assert diffs.boxes[out] == 1 and diffs.mask(out)[2:].all()
     check_corrected(original, mutant, diffs)
     # Theorem 1's positions alone (v0 and v0 + e_i at the low corner) miss it
-    low_only = lambda lo, hi: (np.concatenate([lo, np.minimum(lo + 1, hi - 1)]), np.array([0, 0]))  # noqa: E731
+    low_only = lambda lo, hi: (np.concatenate([lo, np.minimum(lo + 1, hi - 1)]), np.array([0, 0]))
     monkeypatch.setattr(corrector_module, "_positions", low_only)
     assert find_differences(original, mutant).equivalent
 

@@ -13,7 +13,7 @@ import einsat
 from einsat.ir import GraphBuilder
 from einsat.ir.registry import REGISTRY, Op
 from einsat.testing.strategies import multilinear_programs
-from einsat.verify.field import P, NotMultilinearError, Source, embed
+from einsat.verify.field import NotMultilinearError, P, Source, embed
 from einsat.verify.fieldeval import FieldEnv, evaluate, evaluate_at
 from einsat.verify.fieldops import RULES
 

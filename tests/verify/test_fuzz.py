@@ -1,6 +1,5 @@
 """The fuzzer: it passes on einsat's transformations and finds, and shrinks, an unsound one."""
 
-import numpy as np
 
 from einsat.ir import Graph, Node, Op
 from einsat.testing.codegen import rebuild

@@ -86,7 +86,9 @@ def test_profiled_cost_uses_measurements_and_falls_back():
 
 
 def test_cost_models_by_name():
-    assert cost_model("h100").device is H100 and cost_model("h200").device is H200
+    # a committed GPU profile replaces the roofline under the device's name
+    assert cost_model("h100").name in ("h100", "profiled-h100")
+    assert cost_model("h200").name in ("h200", "profiled-h200")
     assert cost_model("h200-tf32").tf32
     mine = RooflineCost("h100")
     assert cost_model(mine) is mine

@@ -8,10 +8,10 @@
 - only e-classes reachable from the roots and extractable (some e-node whose children are all
   extractable) are kept; e-nodes with an unextractable child or their own e-class as a child
   are dropped;
-- with `fold_constants`, an e-class computable from weights alone (up to `FOLD_BYTES`) is a
-  *constant*: it becomes a source of cost 0, and `rebuild` evaluates it once at compile time
-  (TASO's and PET's weight preprocessing). Its derivation is chosen level by level, so it is
-  acyclic.
+- with `fold_constants`, an e-class computable from weights alone (values up to `FOLD_BYTES`,
+  each op up to `FOLD_FLOPS`) is a *constant*: it becomes a source of cost 0, and `rebuild`
+  evaluates it once at compile time (TASO's and PET's weight preprocessing). Its derivation is
+  chosen level by level, so it is acyclic.
 
 A *selection* maps e-classes to candidate indices: one e-node per needed e-class. Its cost is
 the sum over the distinct groups reachable from the roots (a shared value is paid once).
@@ -31,6 +31,7 @@ from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
 FOLD_BYTES = 64 << 20  # constants larger than this stay computations
+FOLD_FLOPS = 1e10      # and so do weight-only ops costlier than this to evaluate once in NumPy
 
 Selection = dict[int, int]  # e-class id -> candidate index
 
@@ -272,8 +273,19 @@ def _constant_derivations(data: EGraphData, types, parents) -> dict[int, ENode]:
             if small(cid) and (is_weight or (node.leaf is None and node.op in SOURCE_OPS)):
                 seeds[cid] = node
                 break
-    return _closure(data, parents, seeds,
-                    lambda cid, node: small(cid) and node.leaf is None and node.op is not Op.OPAQUE)
+    def cheap(cid, node):
+        if node.leaf is not None or node.op is Op.OPAQUE or not small(cid):
+            return False
+        ins = [types.get(c) if c >= 0 else None for c in node.children]
+        if any(t is None for t, c in zip(ins, node.children) if c >= 0):
+            return False
+        try:
+            flops = opdef(node.op).flops(ins, output_types(node, ins, types[cid]), node.attrs)
+        except NotImplementedError:
+            flops = 0
+        return flops <= FOLD_FLOPS
+
+    return _closure(data, parents, seeds, cheap)
 
 
 def _extractable(data: EGraphData, parents, constants) -> set[int]:

@@ -102,3 +102,14 @@ def test_an_unextractable_output_is_an_error():
 def test_unknown_method():
     with pytest.raises(ExtractionError, match="unknown extraction method"):
         extract(egraph_data_from_graph(mlp()), method="anneal")
+
+
+def test_weight_only_ops_too_costly_to_evaluate_stay_in_the_program(monkeypatch):
+    import einsat.extract.problem as problem_module
+    b = GraphBuilder("product", seed=3)
+    x = b.input("x", (4, 32))
+    w = b.matmul(b.weight("w1", (32, 32)), b.weight("w2", (32, 32)))  # 2 * 32^3 FLOPs
+    g = b.build(b.matmul(x, w, name="y"))
+    assert extract(egraph_data_from_graph(g), "h100", start=g).graph.op_counts() == {"matmul": 1}
+    monkeypatch.setattr(problem_module, "FOLD_FLOPS", 2 * 32 ** 3 - 1)
+    assert extract(egraph_data_from_graph(g), "h100", start=g).graph.op_counts() == {"matmul": 2}

@@ -113,3 +113,18 @@ def test_weight_only_ops_too_costly_to_evaluate_stay_in_the_program(monkeypatch)
     assert extract(egraph_data_from_graph(g), "h100", start=g).graph.op_counts() == {"matmul": 1}
     monkeypatch.setattr(problem_module, "FOLD_FLOPS", 2 * 32 ** 3 - 1)
     assert extract(egraph_data_from_graph(g), "h100", start=g).graph.op_counts() == {"matmul": 2}
+
+
+@pytest.mark.parametrize("method", ["greedy-tree", "greedy", "ilp"])
+def test_a_cheaper_cycle_is_never_extracted(method):
+    """A = relu(x) | reshape(B), B = reshape(A): two views (0.1 µs each) are cheaper than the
+    relu, but taking both is a cycle. Every method must pay for the relu."""
+    a, b = TensorType((2, 3)), TensorType((6,))
+    data = EGraphData({0: EClass(0, [ENode(None, leaf=("input", "x"))], a),
+                       1: EClass(1, [ENode(Op.RESHAPE, (2,), {"shape": (2, 3)}), ENode(Op.RELU, (0,))], a),
+                       2: EClass(2, [ENode(Op.RESHAPE, (1,), {"shape": (6,)})], b)},
+                      [1, 2], ["a", "b"], {"x": a}, {})
+    result = extract(data, "h100", method=method)
+    assert result.graph.op_counts() == {"relu": 1, "reshape": 1}
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(einsat.run(result.graph, {"x": x})["b"], np.maximum(x, 0).reshape(6))

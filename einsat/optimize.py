@@ -40,9 +40,15 @@ class Result:
         return iter((self.graph, self.report))
 
 
-def optimize(program, *, cost="h100", rules=None, limits=None, extractor: str = "ilp",
+def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=None, extractor: str = "ilp",
              time_limit: float | None = None, verify: bool = True, progress=None) -> Result:
-    """Optimize `program` (an `ir.Graph`, or an ONNX path/bytes/ModelProto).
+    """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
+    NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
+
+    example_inputs: for a function, its example arguments (a tuple, as for `functionalize`);
+        for any program, inputs to verify on (a tuple in input order, or a dict by name) besides
+        random ones. Index-valued inputs need them: random integers may fall out of range, so
+        a program with integer inputs and example inputs is verified on the examples only.
 
     cost: a cost model or its name ("h100", "h200", ...; see `einsat.extract.cost_model`).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
@@ -70,7 +76,8 @@ def optimize(program, *, cost="h100", rules=None, limits=None, extractor: str = 
 
     t = start
     notify(ProgressEvent("load", "reading the program"))
-    graph = _load(program)
+    graph = _load(program, example_inputs)
+    examples = _examples(graph, example_inputs)
     t = phase("load", t)
     notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
     data, saturation = _saturate(graph, rules, limits, notify)
@@ -82,7 +89,7 @@ def optimize(program, *, cost="h100", rules=None, limits=None, extractor: str = 
     verification = None
     if verify:
         notify(ProgressEvent("verify", "running both programs on random inputs"))
-        verification = verify_equivalent(graph, extraction.graph)
+        verification = verify_equivalent(graph, extraction.graph, examples=examples)
         t = phase("verify", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
@@ -94,13 +101,33 @@ def optimize(program, *, cost="h100", rules=None, limits=None, extractor: str = 
     return Result(extraction.graph, report)
 
 
-def _load(program) -> Graph:
+def _load(program, example_inputs) -> Graph:
     if isinstance(program, Graph):
         return program
     if isinstance(program, (str, os.PathLike, bytes)) or hasattr(program, "graph"):
         from einsat import load_onnx
         return load_onnx(program)
-    raise EinsatError(f"optimize takes an einsat Graph or an ONNX model, not {type(program).__name__}")
+    if callable(program):
+        if example_inputs is None or isinstance(example_inputs, dict):
+            raise EinsatError(f"optimize({getattr(program, '__name__', 'fn')}) needs its example arguments "
+                              "as a tuple: einsat.optimize(fn, (x, y, ...))")
+        from einsat.frontend import functionalize
+        return functionalize(program, tuple(example_inputs))
+    raise EinsatError("optimize takes an einsat Graph, an ONNX model or a NumPy-style function, "
+                      f"not {type(program).__name__}")
+
+
+def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
+    """The example inputs by graph input name (positional ones in the graph's input order)."""
+    if example_inputs is None:
+        return None
+    if isinstance(example_inputs, dict):
+        return {k: np.asarray(v) for k, v in example_inputs.items()}
+    arrays = [np.asarray(v) for v in example_inputs]
+    if len(arrays) != len(graph.inputs):
+        raise EinsatError(f"{len(arrays)} example inputs for {graph.name!r}, which takes "
+                          f"{len(graph.inputs)}: {list(graph.inputs)}")
+    return dict(zip(graph.inputs, arrays))
 
 
 def _saturate(graph: Graph, rules, limits, notify):
@@ -129,14 +156,15 @@ def _extract(data, model, method: str, time_limit, graph: Graph):
 
 
 def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = None,
-                      seed: int = 0) -> Verification:
+                      seed: int = 0, examples: dict | None = None) -> Verification:
     """Run both programs on the same random inputs and compare every output.
 
     The comparison is `einsat.verify.numeric.equivalent` (standard normal floats; a tolerance
     of eps(dtype) * 8 * (op count + sqrt(longest accumulation)), relative to each element and
     to the output's scale; NaN and inf must match; integers exactly). `trials`: 2 random input
     sets for programs under 2 GFLOPs, else 1. Raises `VerificationError` on a mismatch, with
-    the worst element and the nodes behind it.
+    the worst element and the nodes behind it. `examples`: inputs checked first; with
+    integer-valued inputs (indices), only they are checked.
     """
     from einsat.verify.numeric import equivalent
 
@@ -146,8 +174,11 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
                                 f"outputs {list(reference.outputs)} -> {list(candidate.outputs)}")
     if trials is None:
         trials = 2 if reference.flops() < 2e9 else 1
+    indexed = any(not np.issubdtype(t.dtype, np.floating) for t in reference.input_types().values())
     with np.errstate(all="ignore"):  # random inputs may take log of negatives: NaN must match
-        report = equivalent(reference, candidate, trials=trials, seed=seed)
+        report = equivalent(reference, candidate, examples, trials=1) if examples is not None else None
+        if (report is None or report) and not (examples is not None and indexed):
+            report = equivalent(reference, candidate, trials=trials, seed=seed)
     if not report:
         bad = next(o for o in report.outputs if not o.ok)
         raise VerificationError(

@@ -180,6 +180,7 @@ def save_onnx(graph: Graph, path: str | os.PathLike, opset: int = EXPORT_OPSET) 
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a saved model gets the usual mode
         os.replace(tmp, path)
     except BaseException as e:
         try:
@@ -189,3 +190,9 @@ def save_onnx(graph: Graph, path: str | os.PathLike, opset: int = EXPORT_OPSET) 
         if isinstance(e, OSError):
             raise OnnxError(f"cannot write {path!r}: {e}") from e
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only portable way to read the umask is to set it
+    os.umask(mask)
+    return mask

@@ -122,3 +122,19 @@ def test_round_trip_through_load_onnx(rng):
     for name in g.outputs:
         np.testing.assert_allclose(again[name], ours[name], rtol=1e-5, atol=1e-6)
     assert Op.OPAQUE not in {n.op for n in back.nodes}
+
+
+def test_saved_model_gets_the_usual_file_mode(tmp_path):
+    import os
+    import stat
+
+    import einsat
+
+    b = einsat.GraphBuilder()
+    g = b.build(b.relu(b.input("x", (2, 3))))
+    old = os.umask(0o022)
+    try:
+        einsat.save_onnx(g, tmp_path / "m.onnx")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "m.onnx").st_mode) == 0o644

@@ -15,7 +15,8 @@ names an op):
 - a fixed-arity op gets its maximum number of Tensor slots; a missing optional input is
   `(Absent)`; a variadic op takes one `TList`;
 - leaves: `(Input name)`, `(Weight name)` (a source weight, array in the session) and
-  `(Fill value shape dtype)` (a constant tensor made by a rule: pooling as a convolution).
+  `(Fill value shape dtype)` (a constant tensor made by a rule: pooling as a convolution). A
+  Fill exports as the weight `fill_<value>_<shape>_<dtype>`, and such a weight enters as a Fill.
 
 PET's `Correct(mutant, fix, region)` and EinNet's eOperators are registry ops, hence
 constructors like any other.
@@ -185,3 +186,22 @@ def decode_attr(kind: str, value: Any, refs: AttrRefs) -> Any:
     if kind == "ints":
         return None if value == (NONE_INT,) else tuple(int(v) for v in value)
     return None if value == (NONE_FLOAT,) else tuple(float(v) for v in value)
+
+
+def fill_name(value: float, shape: tuple[int, ...], dtype: str) -> str:
+    """The weight name of a constant-filled tensor (a `Fill` leaf) in exports."""
+    return f"fill_{value!r}_{'x'.join(map(str, shape))}_{dtype}"
+
+
+def fill_of(name: str, array) -> tuple[float, tuple[int, ...], str] | None:
+    """(value, shape, dtype) if the weight `name` is a `Fill` leaf's export, else None."""
+    if not name.startswith("fill_"):
+        return None
+    try:
+        value = float(name.split("_")[1])
+    except (IndexError, ValueError):
+        return None
+    a = np.asarray(array)
+    if name != fill_name(value, a.shape, a.dtype.name) or not (a == np.full(a.shape, value, a.dtype)).all():
+        return None
+    return value, a.shape, a.dtype.name

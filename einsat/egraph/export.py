@@ -18,7 +18,7 @@ from egglog import bindings
 
 from einsat.egraph.analysis import infer_types
 from einsat.egraph.data import ABSENT, EClass, EGraphData, ENode
-from einsat.egraph.encoding import AttrRefs, Signature, decode_attr
+from einsat.egraph.encoding import AttrRefs, Signature, decode_attr, fill_name
 from einsat.errors import EinsatError
 from einsat.ir.types import TensorType
 
@@ -48,10 +48,6 @@ def unquote(text: str) -> str:
         return chr(int(e[2:-1], 16)) if e.startswith("u{") else _SIMPLE[e]
 
     return _ESCAPE.sub(sub, text[1:-1])
-
-
-def fill_name(value: float, shape: tuple[int, ...], dtype: str) -> str:
-    return f"fill_{value!r}_{'x'.join(map(str, shape))}_{dtype}"
 
 
 class _Reader:

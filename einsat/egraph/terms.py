@@ -19,7 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 from egglog import bindings
 
-from einsat.egraph.encoding import AttrRefs, Signature, encode_attr
+from einsat.egraph.encoding import AttrRefs, Signature, encode_attr, fill_of
 from einsat.errors import AttributeValueError
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Op
@@ -156,8 +156,10 @@ def graph_commands(graph: Graph, enc: Encoder, prefix: str, start: int = 0) -> t
 
     for name in graph.inputs:
         bind(name, enc.leaf("input", name))
-    for name in graph.weights:
-        bind(name, enc.leaf("weight", name))
+    for name, array in graph.weights.items():
+        fill = fill_of(name, array)
+        bind(name, enc.leaf("weight", name) if fill is None else
+             call("Fill", lit(fill[0]), vec(fill[1]), lit(fill[2])))
     for k, node in enumerate(graph.nodes):
         expr = enc.apply(node.op, node.attrs, _inputs(node, lets), where=f"node {node.name!r} ({node.op_name})")
         if enc.sigs[node.op].multi:

@@ -1,0 +1,1 @@
+"""Fully equivalent graph rewrites of the TASO/Tensat kind, one theory per module."""

@@ -1,0 +1,40 @@
+"""Element-wise algebra: associativity, commutativity, distributivity, scalar multiplication.
+
+Broadcasting is associative and commutative, so these laws hold for any operand shapes that
+broadcast (TASO's element-wise axioms). Associativity and commutativity are explosive: they run
+in their own ruleset under a persistent back-off scheduler (`ac_rules`).
+"""
+
+from __future__ import annotations
+
+from einsat.egraph.rules import BackOff, Rule, Ruleset, birewrite, rewrite
+
+AC = (
+    Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)")),
+    Rule("mul-comm", "a * b = b * a", rewrite("(Mul a b)", "(Mul b a)")),
+    Rule("add-assoc", "(a + b) + c = a + (b + c)", birewrite("(Add (Add a b) c)", "(Add a (Add b c))")),
+    Rule("mul-assoc", "(a * b) * c = a * (b * c)", birewrite("(Mul (Mul a b) c)", "(Mul a (Mul b c))")),
+)
+
+RULES = (
+    Rule("mul-add-distrib", "a * (b + c) = a * b + a * c",
+         rewrite("(Mul a (Add b c))", "(Add (Mul a b) (Mul a c))")),
+    Rule("mul-add-factor", "a * b + a * c = a * (b + c)",
+         rewrite("(Add (Mul a b) (Mul a c))", "(Mul a (Add b c))")),
+    Rule("mul-sub-distrib", "a * (b - c) = a * b - a * c",
+         birewrite("(Mul a (Sub b c))", "(Sub (Mul a b) (Mul a c))")),
+    Rule("sub-as-add", "a - b = a + (-b)", birewrite("(Sub a b)", "(Add a (Neg b))")),
+    Rule("neg-mul", "-(a * b) = (-a) * b", birewrite("(Neg (Mul a b))", "(Mul (Neg a) b)")),
+    Rule("neg-neg", "-(-a) = a", rewrite("(Neg (Neg a))", "a")),
+    Rule("div-as-mul", "(a * b) / c = a * (b / c)", birewrite("(Div (Mul a b) c)", "(Mul a (Div b c))")),
+    Rule("div-add-factor", "a / c + b / c = (a + b) / c",
+         birewrite("(Add (Div a c) (Div b c))", "(Div (Add a b) c)")),
+)
+
+
+def ac_rules() -> Ruleset:
+    return Ruleset("elementwise_ac", AC, backoff=BackOff(match_limit=1000, ban_length=2), varying=True)
+
+
+def elementwise_rules() -> Ruleset:
+    return Ruleset("elementwise", RULES, varying=True)

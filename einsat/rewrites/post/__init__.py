@@ -1,0 +1,1 @@
+"""Post-optimizations: layout clean-up, epilogue fusion, weight preprocessing."""

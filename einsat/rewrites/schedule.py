@@ -1,0 +1,35 @@
+"""The default rules and schedule, assembled in exactly one place.
+
+One step of the default schedule runs, in order: the n-ary sibling merge (first step only),
+associativity and commutativity (back-off), the other algebra theories, the multi-pattern
+merges (first two steps only), the post rules, and every fourth step the weight folding
+generator. `Session.run` repeats steps until
+saturation or a limit.
+"""
+
+from __future__ import annotations
+
+from einsat.egraph.rules import Rule, Ruleset, Schedule
+from einsat.rewrites.algebra.concat import concat_rules
+from einsat.rewrites.algebra.conv import conv_rules
+from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
+from einsat.rewrites.algebra.layout import layout_rules
+from einsat.rewrites.algebra.matmul import matmul_rules
+from einsat.rewrites.algebra.merge import merge_generator, merge_rules
+from einsat.rewrites.post.fold import fold_generator
+from einsat.rewrites.post.fusion import fusion_rules
+from einsat.rewrites.post.layout import layout_post_rules
+
+
+def default_rulesets() -> list[Ruleset]:
+    return [ac_rules(), elementwise_rules(), matmul_rules(), layout_rules(), concat_rules(), conv_rules(),
+            merge_rules(), layout_post_rules(), fusion_rules()]
+
+
+def default_rules() -> list[Rule]:
+    """Every fully equivalent rule of the default schedule."""
+    return [r for rs in default_rulesets() for r in rs.rules]
+
+
+def default_schedule() -> Schedule:
+    return Schedule((merge_generator(),) + tuple(default_rulesets()) + (fold_generator(),))

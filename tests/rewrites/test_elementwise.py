@@ -1,0 +1,43 @@
+"""Element-wise algebra: every rule sound on random shapes and reaching its goal."""
+
+from hypothesis import strategies as st
+
+from tests.rewrites.harness import Case, leaves, parametrize, shapes
+
+S = shapes(1, 3)
+# three operands that broadcast together: a full shape, a suffix of it, a scalar-ish one
+BROAD = S.flatmap(lambda s: st.tuples(st.just(s), st.just(s[1:]), st.just((1,) * len(s))))
+
+
+def three(**kw):
+    return BROAD.flatmap(lambda ss: leaves({"a": ss[0], "b": ss[1], "c": ss[2]}, **kw))
+
+
+def pos(**kw):  # c stays away from zero (a divisor)
+    return BROAD.flatmap(lambda ss: leaves({"a": ss[0], "b": ss[1]}, {"var_c": ss[2]}, **kw))
+
+
+CASES = [
+    Case("add-comm", three(), lambda b, t, p: b.add(t["a"], t["b"]), lambda b, t, p: b.add(t["b"], t["a"])),
+    Case("mul-comm", three(), lambda b, t, p: b.mul(t["a"], t["b"]), lambda b, t, p: b.mul(t["b"], t["a"])),
+    Case("add-assoc", three(), lambda b, t, p: b.add(b.add(t["a"], t["b"]), t["c"]),
+         lambda b, t, p: b.add(t["a"], b.add(t["b"], t["c"]))),
+    Case("mul-assoc", three(), lambda b, t, p: b.mul(b.mul(t["a"], t["b"]), t["c"]),
+         lambda b, t, p: b.mul(t["a"], b.mul(t["b"], t["c"]))),
+    Case("mul-add-distrib", three(), lambda b, t, p: b.mul(t["a"], b.add(t["b"], t["c"])),
+         lambda b, t, p: b.add(b.mul(t["a"], t["b"]), b.mul(t["a"], t["c"]))),
+    Case("mul-add-factor", three(), lambda b, t, p: b.add(b.mul(t["a"], t["b"]), b.mul(t["a"], t["c"])),
+         lambda b, t, p: b.mul(t["a"], b.add(t["b"], t["c"]))),
+    Case("mul-sub-distrib", three(), lambda b, t, p: b.mul(t["a"], b.sub(t["b"], t["c"])),
+         lambda b, t, p: b.sub(b.mul(t["a"], t["b"]), b.mul(t["a"], t["c"]))),
+    Case("sub-as-add", three(), lambda b, t, p: b.sub(t["a"], t["b"]), lambda b, t, p: b.add(t["a"], b.neg(t["b"]))),
+    Case("neg-mul", three(), lambda b, t, p: b.neg(b.mul(t["a"], t["b"])),
+         lambda b, t, p: b.mul(b.neg(t["a"]), t["b"])),
+    Case("neg-neg", three(), lambda b, t, p: b.relu(b.neg(b.neg(t["a"]))), lambda b, t, p: b.relu(t["a"])),
+    Case("div-as-mul", pos(), lambda b, t, p: b.div(b.mul(t["a"], t["b"]), t["var_c"]),
+         lambda b, t, p: b.mul(t["a"], b.div(t["b"], t["var_c"]))),
+    Case("div-add-factor", pos(), lambda b, t, p: b.add(b.div(t["a"], t["var_c"]), b.div(t["b"], t["var_c"])),
+         lambda b, t, p: b.div(b.add(t["a"], t["b"]), t["var_c"])),
+]
+
+test_sound, test_goal = parametrize(CASES)

@@ -64,7 +64,12 @@ def test_demo_runs_the_bundled_model(capsys):
     ran = re.search(r"ran on numpy in ([\d.]+) s", out)
     assert ran and float(ran.group(1)) > 0
     assert re.search(r"logits\s+\[1, 1000\] f32\s+mean -?[\d.]+", out)
+    # the optimizer's report: verified, and cheaper under the H100 model
+    assert "verification: passed" in out
+    speedup = re.search(r"speedup \(modeled\): ([\d.]+)x", out)
+    assert speedup and float(speedup.group(1)) > 1.0
+    assert "optimized program ran on numpy" in out
     assert main(["demo"]) == 0  # seeded: the same numbers again
     again = capsys.readouterr().out
-    line = [ln for ln in out.splitlines() if "argmax" in ln]
-    assert line == [ln for ln in again.splitlines() if "argmax" in ln]
+    line = [ln for ln in out.splitlines() if "argmax" in ln or "speedup" in ln]
+    assert line == [ln for ln in again.splitlines() if "argmax" in ln or "speedup" in ln]

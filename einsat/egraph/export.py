@@ -111,7 +111,8 @@ class _Reader:
         if op == "Get":
             multi = self.by_class[self.nodes[kids[0]]["eclass"]]
             k = self.value(kids[1])
-            return [e for m in multi if not self.nodes[m]["subsumed"] for e in self.enodes(m, k)]
+            live = [m for m in multi if not self.nodes[m]["subsumed"]] or multi
+            return [e for m in live for e in self.enodes(m, k)]
         sig = self.sigs.get(op)
         if sig is None:
             raise EinsatError(f"the e-graph holds an unknown constructor {op!r}")

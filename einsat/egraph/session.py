@@ -14,7 +14,7 @@ saturated) or one generator round, and the limits are checked between phases:
   holds more than `Limits.nodes` plus the growth of one phase (`report.max_phase_growth`
   bounds the overshoot, and the AC rules' back-off scheduler keeps each phase's growth small);
 - time limit: a phase does not start when its previous duration would cross `Limits.time_s`;
-  the run may end late by one phase's time at most;
+  the run may end late by one phase's time at most (plus the export that counts e-classes);
 - iteration limit: at most `Limits.iterations` steps (a step runs every phase once).
 
 E-nodes are counted as egglog's constructor rows (tensor ops, leaves, list cells, `Get`),
@@ -117,7 +117,7 @@ class Session:
         self.let_names: dict[str, str] = {}  # let name -> source value name
         self._graphs = 0
         self._constructors = {s.name for s in self.sigs.values()} | set(CONSTRUCTORS_EXTRA)
-        self._rulesets: set[str] = set()
+        self._rulesets: dict[str, Ruleset] = {}
         self._export: EGraphData | None = None
         self._queue: list = []  # commands of generators' unions, run in one batch
         self.handles = Handles(self)
@@ -166,7 +166,9 @@ class Session:
         ea, eb = self.handles.expr(a), self.handles.expr(b)
         self._flush()
         try:
-            self.egraph.run_program(bindings.Check(bindings.PanicSpan(), [bindings.Eq(bindings.PanicSpan(), ea, eb)]))
+            # a failing check formats its span: a PanicSpan panics there (a pyo3 PanicException)
+            span = bindings.RustSpan(__file__, 0, 0)
+            self.egraph.run_program(bindings.Check(span, [bindings.Eq(span, ea, eb)]))
         except bindings.EggSmolError:
             return False
         return True
@@ -225,7 +227,10 @@ class Session:
             self._saturate_analysis()
         else:
             run = f"(run-with bo_{phase.name} {phase.name})" if phase.backoff else f"(run {phase.name})"
-            out = self._program(f"(run-schedule (saturate (run {analysis.RULESET})) {run})")[0].report
+            try:
+                out = self._program(f"(run-schedule (saturate (run {analysis.RULESET})) {run})")[0].report
+            except bindings.EggSmolError as e:  # egglog checks rule bodies when they first run
+                raise EinsatError(f"ruleset {phase.name!r} failed to run: {e}") from None
             changed = out.updated or not out.can_stop
             for name, n in out.num_matches_per_rule.items():
                 key = name.split("#")[0] if not name.startswith("(") else analysis.RULESET
@@ -242,8 +247,10 @@ class Session:
 
     def _register(self, rs: Ruleset) -> None:
         if rs.name in self._rulesets:
+            if self._rulesets[rs.name] != rs:
+                raise EinsatError(f"a different ruleset named {rs.name!r} already runs in this session")
             return
-        self._rulesets.add(rs.name)
+        self._rulesets[rs.name] = rs
         cmds = [f"(ruleset {rs.name})"] + [c for r in rs.rules for c in r.commands(rs.name, rs.varying)]
         if rs.backoff:
             cmds.append(f"(let-scheduler bo_{rs.name} (back-off :match-limit {rs.backoff.match_limit}"

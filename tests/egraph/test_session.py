@@ -147,3 +147,13 @@ def test_conflicting_programs_are_errors():
     x = b.input("x0", (5,))
     with pytest.raises(EinsatError, match="x0"):
         s.add_graph(b.build(b.relu(x)))
+
+
+def test_two_rulesets_of_one_name_are_an_error():
+    s = Session()
+    s.add_graph(chain(2))
+    s.run(AC)
+    other = Schedule((Ruleset("ac", (COMM,)),))
+    with pytest.raises(EinsatError, match="'ac'"):
+        s.run(other)
+    s.run(AC)  # the same ruleset again is fine

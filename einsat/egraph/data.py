@@ -18,7 +18,13 @@ What `Session.export()` guarantees (einsat.egraph.session):
 - `EClass.name` is the source program's value name for e-classes that hold one (a hint for
   readable rebuilt programs), else None;
 - constants made by rules (e.g. the kernel of a pooling rewritten as a convolution) are
-  weight leaves whose arrays are in `weights`, like the source weights.
+  weight leaves whose arrays are in `weights`, like the source weights (named
+  `fill_<value>_<shape>_<dtype>`; folded weight-only values are named `fold_<content hash>`);
+- with `Limits(acyclic=True)` (the default) no e-node closes a cycle of e-classes
+  (`einsat.egraph.cycles`); every e-class keeps its shallowest term.
+
+`EGraphData.heights()` gives each e-class's shallowest term height (shared by cycle filtering,
+generators and tests).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from einsat.errors import ShapeError
+from einsat.errors import ShapeError, VerificationError
 from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
 from einsat.verify import boxes
@@ -41,6 +41,7 @@ from einsat.verify.regions import Region, cover_mask, mask_of, merge_cells
 
 MAX_BOXES = 20_000    # box intersections per output before falling back to testing every position
 MAX_DELTA_BOXES = 4096  # a changed weight is W + delta when delta's boxes are this few (or few per element)
+MAX_DENSE = 1 << 24     # elements of an output tested one by one at most
 
 
 @dataclass
@@ -216,6 +217,11 @@ def find_differences(original: Graph, mutant: Graph, *, tests: int = 2, seed: in
                 np.zeros((len(failing), 0), np.int64)
             regions[a] = merge_cells(cell_coords, edges)
     for a, b in dense:
+        size = int(np.prod(shapes[a]))
+        if size > MAX_DENSE:
+            raise VerificationError(f"output {a!r} {list(shapes[a])}: {nboxes[a]} box intersections "
+                                    f"(more than max_boxes={max_boxes}) and {size} elements to test one by "
+                                    "one; raise max_boxes or split the program")
         f1 = evaluate(original, env1, [a])[a]
         f2 = evaluate(mutant, env2, [b])[b]
         count += f1[0].size

@@ -244,3 +244,11 @@ def test_programs_that_do_not_fit_are_refused():
     k = conv((1, 3, 5, 4), weights(2, 3, 3, 3))
     with pytest.raises(ShapeError, match="different inputs"):
         find_differences(g, k)
+
+
+def test_too_many_boxes_and_too_many_positions_is_a_clear_error(monkeypatch):
+    from einsat.errors import VerificationError
+    g = conv((1, 3, 4, 4), weights(2, 3, 3, 3), padding=1)
+    monkeypatch.setattr(corrector_module, "MAX_DENSE", 10)
+    with pytest.raises(VerificationError, match=r"9 box intersections .*max_boxes=2.* 32 elements"):
+        find_differences(g, g, max_boxes=2)

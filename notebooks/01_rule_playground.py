@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 import einsat
 from einsat import GraphBuilder
-from einsat.egraph import Limits, Rule, Ruleset, Schedule, Session
+from einsat.egraph import Limits, Rule, Ruleset, Schedule, Session, StopReason
 from einsat.egraph.rules import rewrite
 from einsat.extract import cost_model, extract
 from einsat.rewrites.algebra.elementwise import ac_rules
@@ -108,8 +108,8 @@ assert not s.equivalent(left, right)
 # %% [markdown]
 # A program where the law only applies after the product is re-associated:
 # `exp(x) * (exp(y) * z)`. The playground ruleset runs next to einsat's associativity and
-# commutativity rules (a back-off ruleset); the report says why the run stopped and how often
-# each rule matched.
+# commutativity rules (a back-off ruleset). The limits bound the run (nodes, steps, seconds);
+# the report says why it stopped and how often each rule matched.
 
 # %%
 b = GraphBuilder("exp_chain")
@@ -123,8 +123,7 @@ print(report.summary())
 for name, stats in sorted(report.rules.items()):
     print(f"  {name:16} {stats.matches:4} matches")
 assert report.rules["exp-mul"].matches > 0
-assert report.stop_reason.value in {"saturated", "iteration limit", "node limit", "time limit"}
-assert report.nodes <= 2_000 + report.max_phase_growth
+assert report.stop_reason is StopReason.SATURATED  # small enough to run to a fixed point
 
 # %% [markdown]
 # The goal form `exp(x + y) * z` is now in the root's e-class, and every e-node of the e-graph

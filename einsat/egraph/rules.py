@@ -7,7 +7,7 @@ Rule text may use list sugar for the inputs of variadic ops: `(Concat ax [a b])`
     Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)"))
 
 A `Ruleset` groups the rules of one theory with how they run: explosive rules (associativity,
-commutativity) under a persistent back-off scheduler, multi-pattern rules only in the first
+commutativity) under a back-off scheduler, multi-pattern rules only in the first
 steps (Tensat's budget). A `Generator` is a rule written in Python: it reads the exported
 e-graph and unions new terms in (PET's mutants with their corrections, EinNet's derivations,
 constant folding). A `Schedule` is one step: its phases run in order, and the session repeats
@@ -46,9 +46,10 @@ class Rule:
 
 @dataclass(frozen=True)
 class BackOff:
-    """egglog's back-off scheduler, persistent across steps: a rule matching more than
-    `match_limit` times in one iteration is banned for `ban_length` iterations (both double
-    with each ban), so associativity and commutativity grow the e-graph smoothly."""
+    """Back-off for explosive rules (associativity, commutativity): in step k a rule matching
+    more than `match_limit * 2**k` times applies none of its matches, so they grow the e-graph
+    smoothly (the session also caps every phase by the node budget). `ban_length` is kept for
+    the record of the schedule; bans last one phase."""
 
     match_limit: int = 1000
     ban_length: int = 2
@@ -190,3 +191,45 @@ def guard_varying(command: str) -> str:
     facts = [["=", "__t", lhs], ["varying", "__t"], *when]
     actions = [["union", "__t", rhs]] + ([["subsume", lhs]] if ":subsume" in opts else [])
     return unparse(["rule", facts, actions])
+
+
+def fanout(command, constructors: set[str]) -> int:
+    """An upper bound on the e-nodes one application of `command` creates: the constructor
+    applications in what it builds (a rewrite's right side, a rule's actions, a let, a union).
+    `command` is egglog text or an egglog-bindings command (a generator's queued union)."""
+    if isinstance(command, str):
+        items = parse(command)
+        head = items[0] if items else ""
+        if head == "rewrite":
+            built = [items[2]]
+        elif head == "birewrite":
+            built = [items[1], items[2]]
+        elif head == "rule":
+            built = items[2]
+        else:
+            built = items
+        return _count_text(built, constructors)
+    return _count_bindings(command, constructors)
+
+
+def _count_text(e, constructors: set[str]) -> int:
+    if not isinstance(e, list) or not e:
+        return 0
+    own = 1 if isinstance(e[0], str) and e[0] in constructors else 0
+    return own + sum(_count_text(x, constructors) for x in e)
+
+
+def _count_bindings(obj, constructors: set[str]) -> int:
+    from egglog import bindings
+
+    if isinstance(obj, bindings.Call):
+        return (obj.name in constructors) + sum(_count_bindings(a, constructors) for a in obj.args)
+    if isinstance(obj, bindings.ActionCommand):
+        return _count_bindings(obj.action, constructors)
+    if isinstance(obj, bindings.Let):
+        return _count_bindings(obj.rhs, constructors)
+    if isinstance(obj, bindings.Union):
+        return _count_bindings(obj.lhs, constructors) + _count_bindings(obj.rhs, constructors)
+    if isinstance(obj, bindings.Set):
+        return sum(_count_bindings(a, constructors) for a in (*obj.args, obj.rhs))
+    return 0

@@ -9,10 +9,14 @@ Limits. egglog has no node limit and cannot be interrupted, so the session steps
 from Python: one *phase* is one egglog iteration of one ruleset (after the shape analysis is
 saturated) or one generator round, and the limits are checked between phases:
 
-- node limit: a phase starts only while the e-graph has fewer e-nodes than `Limits.nodes`, and
-  not when the last growth of that phase, doubled, would cross the limit. So the e-graph never
-  holds more than `Limits.nodes` plus the growth of one phase (`report.max_phase_growth`
-  bounds the overshoot, and the AC rules' back-off scheduler keeps each phase's growth small);
+- node limit: the e-graph never holds more than `Limits.nodes` e-nodes (unless the input program
+  alone does). Each rule's actions create at most a known number of e-nodes per match (its
+  *fan-out*, counted from its text), so a ruleset phase runs under a back-off scheduler whose
+  match limit is the remaining budget over the ruleset's total fan-out: a rule matching more
+  often than that applies no match at all this phase (egglog's back-off is all or nothing).
+  Associativity and commutativity keep their back-off flavour: their match limit doubles each
+  step, still under the budget. A generator's unions are applied in order while their terms
+  fit the budget. When not even one match fits, the run stops with `NODE_LIMIT`;
 - time limit: a phase does not start when its previous duration would cross `Limits.time_s`;
   the run may end late by one phase's time at most (plus the export that counts e-classes);
 - iteration limit: at most `Limits.iterations` steps (a step runs every phase once).
@@ -36,7 +40,7 @@ from einsat.egraph.data import EGraphData
 from einsat.egraph.encoding import CONSTRUCTORS_EXTRA, AttrRefs, declarations, signatures
 from einsat.egraph.export import serialize_json, to_data
 from einsat.egraph.handles import Handles
-from einsat.egraph.rules import Generator, Ruleset, Schedule
+from einsat.egraph.rules import Generator, Ruleset, Schedule, fanout
 from einsat.egraph.terms import Encoder, Ref, Term, graph_commands, union, var
 from einsat.errors import EinsatError, GraphError
 from einsat.ir.graph import Graph
@@ -75,6 +79,7 @@ class PhaseStats:
     growth: int
     time_s: float
     changed: bool
+    starved: bool = False  # rules went unapplied only because the node budget could not hold them
 
 
 @dataclass
@@ -118,6 +123,9 @@ class Session:
         self._graphs = 0
         self._constructors = {s.name for s in self.sigs.values()} | set(CONSTRUCTORS_EXTRA)
         self._rulesets: dict[str, Ruleset] = {}
+        self._fanout: dict[str, int] = {}   # ruleset -> e-nodes its rules may create per match, summed
+        self._solo: dict[str, list[str]] = {}  # ruleset -> a one-rule ruleset per rule
+        self._schedulers = 0
         self._export: EGraphData | None = None
         self._queue: list = []  # commands of generators' unions, run in one batch
         self.handles = Handles(self)
@@ -193,18 +201,22 @@ class Session:
                     continue
                 nodes, elapsed = self.num_nodes(), time.perf_counter() - t0
                 prev = last.get(phase.name)
-                if nodes >= lim.nodes or (prev and nodes + 2 * prev.growth > lim.nodes):
+                budget = lim.nodes - nodes
+                if budget < (self._fanout[phase.name] if isinstance(phase, Ruleset) else 1):
                     stop = StopReason.NODE_LIMIT
                 elif elapsed >= lim.time_s or (prev and elapsed + prev.time_s > lim.time_s):
                     stop = StopReason.TIME_LIMIT
                 if stop:
                     break
-                stats = self._run_phase(phase, step, nodes, report)
+                stats = self._run_phase(phase, step, nodes, budget, report)
                 last[phase.name] = stats
                 report.phases.append(stats)
                 changed |= stats.changed
                 if progress:
                     progress(step, stats.nodes, time.perf_counter() - t0)
+                if stats.starved:
+                    stop = StopReason.NODE_LIMIT
+                    break
             if stop:
                 break
             if not changed:
@@ -216,31 +228,65 @@ class Session:
         report.time_s = time.perf_counter() - t0
         return report
 
-    def _run_phase(self, phase, step: int, nodes: int, report: SaturationReport) -> PhaseStats:
+    def _run_phase(self, phase, step: int, nodes: int, budget: int, report: SaturationReport) -> PhaseStats:
         t = time.perf_counter()
+        starved = False
         if isinstance(phase, Generator):
             unions = phase.fn(self, self.export())
+            self._fit_queue(budget)
             changed = unions > 0
             stats = report.rules.setdefault(phase.name, RuleStats())
             stats.matches += unions
             stats.time_s += time.perf_counter() - t
             self._saturate_analysis()
         else:
-            run = f"(run-with bo_{phase.name} {phase.name})" if phase.backoff else f"(run {phase.name})"
-            try:
-                out = self._program(f"(run-schedule (saturate (run {analysis.RULESET})) {run})")[0].report
-            except bindings.EggSmolError as e:  # egglog checks rule bodies when they first run
-                raise EinsatError(f"ruleset {phase.name!r} failed to run: {e}") from None
+            # the match limit that keeps this phase's growth within the budget (see the module doc)
+            cap = budget // self._fanout[phase.name]
+            limit = min(cap, phase.backoff.match_limit << step) if phase.backoff else cap
+            self._saturate_analysis()
+            out = self._run_ruleset(phase.name, limit, report)
             changed = out.updated or not out.can_stop
-            for name, n in out.num_matches_per_rule.items():
-                key = name.split("#")[0] if not name.startswith("(") else analysis.RULESET
-                s = report.rules.setdefault(key, RuleStats())
-                s.matches += n
-                s.time_s += out.search_and_apply_time_per_rule[name].total_seconds()
-            if out.updated:
-                self._changed()
+            if not out.can_stop and limit == cap:
+                # a rule matched more often than the shared cap allows: give each rule in turn
+                # the whole remaining budget over its own fan-out
+                updated = out.updated
+                for solo in self._solo[phase.name]:
+                    room = self.limits.nodes - self.num_nodes()
+                    if room >= self._fanout[solo]:
+                        updated |= self._run_ruleset(solo, room // self._fanout[solo], report).updated
+                starved = not updated
         after = self.num_nodes()
-        return PhaseStats(step, phase.name, after, after - nodes, time.perf_counter() - t, changed)
+        return PhaseStats(step, phase.name, after, after - nodes, time.perf_counter() - t, changed,
+                          isinstance(phase, Ruleset) and starved)
+
+    def _run_ruleset(self, name: str, match_limit: int, report: SaturationReport):
+        """One iteration of ruleset `name`; a rule with more than `match_limit` matches applies
+        none (egglog's back-off scheduler, fresh for this run)."""
+        self._schedulers += 1
+        sched = f"cap_{self._schedulers}"
+        try:
+            out = self._program(f"(let-scheduler {sched} (back-off :match-limit {match_limit} :ban-length 1))\n"
+                                f"(run-schedule (run-with {sched} {name}))")[-1].report
+        except bindings.EggSmolError as e:  # egglog checks rule bodies when they first run
+            raise EinsatError(f"ruleset {name!r} failed to run: {e}") from None
+        for rule, n in out.num_matches_per_rule.items():
+            key = rule.split("#")[0] if not rule.startswith("(") else analysis.RULESET
+            stats = report.rules.setdefault(key, RuleStats())
+            stats.matches += n
+            stats.time_s += out.search_and_apply_time_per_rule[rule].total_seconds()
+        if out.updated:
+            self._changed()
+        return out
+
+    def _fit_queue(self, budget: int) -> None:
+        """Keep the longest prefix of queued commands whose terms fit in `budget` e-nodes (a
+        command only refers to lets before it, so any prefix is a valid program)."""
+        used = 0
+        for k, command in enumerate(self._queue):
+            used += fanout(command, self._constructors)
+            if used > budget:
+                del self._queue[k:]
+                return
 
     def _saturate_analysis(self) -> None:
         self._program(f"(run-schedule (saturate (run {analysis.RULESET})))")
@@ -251,10 +297,17 @@ class Session:
                 raise EinsatError(f"a different ruleset named {rs.name!r} already runs in this session")
             return
         self._rulesets[rs.name] = rs
-        cmds = [f"(ruleset {rs.name})"] + [c for r in rs.rules for c in r.commands(rs.name, rs.varying)]
-        if rs.backoff:
-            cmds.append(f"(let-scheduler bo_{rs.name} (back-off :match-limit {rs.backoff.match_limit}"
-                        f" :ban-length {rs.backoff.ban_length}))")
+        rules = [c for r in rs.rules for c in r.commands(rs.name, rs.varying)]
+        self._fanout[rs.name] = max(1, sum(fanout(c, self._constructors) for c in rules))
+        cmds = [f"(ruleset {rs.name})"] + rules
+        # each rule also alone, for phases where the shared cap starves the rules (`_run_phase`)
+        self._solo[rs.name] = []
+        for k, r in enumerate(rs.rules):
+            solo = f"{rs.name}__{k}"
+            own = [c[:-2] + '#solo")' for c in r.commands(solo, rs.varying)]  # `:name "tag#solo")`
+            self._fanout[solo] = max(1, sum(fanout(c, self._constructors) for c in own))
+            self._solo[rs.name].append(solo)
+            cmds += [f"(ruleset {solo})"] + own
         try:
             self._program("\n".join(cmds))
         except bindings.EggSmolError as e:

@@ -2,7 +2,7 @@
 
 Broadcasting is associative and commutative, so these laws hold for any operand shapes that
 broadcast (TASO's element-wise axioms). Associativity and commutativity are explosive: they run
-in their own ruleset under a persistent back-off scheduler (`ac_rules`).
+in their own ruleset under a back-off scheduler (`ac_rules`).
 """
 
 from __future__ import annotations

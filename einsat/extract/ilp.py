@@ -32,7 +32,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import highspy
 import numpy as np
 
 from einsat.errors import ExtractionError
@@ -123,6 +122,7 @@ def _components(problem: Problem, ids: dict[int, list[int]]) -> dict[int, int]:
 
 def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0) -> IlpResult:
     """The cheapest acyclic selection, or the best found within `time_limit` seconds."""
+    import highspy  # here, not at import: cost models and greedy extraction run without HiGHS
     t0 = time.perf_counter()
     start_cost = problem.cost(start)
     drop = set()
@@ -220,6 +220,8 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0) -> I
 
 
 def _start_vector(problem: Problem, start: Selection, col, gcol, tcol, comp, ncol):
+    import highspy
+
     x = np.zeros(ncol)
     order = problem.order(start)
     for rank, c in enumerate(order):

@@ -34,3 +34,11 @@ def test_gpu_package_imports_without_egglog_or_cupy():
                       ["einsat.gpu.backend_cupy", "einsat.gpu.profiler", "einsat.gpu.profile_db"])
     count, loaded = out.split(" ", 1)
     assert int(count) >= 20 and loaded.strip() == "[]"
+
+
+def test_cost_models_import_without_egglog_or_highspy():
+    """The GPU machine computes ProfiledCost's predictions itself: the cost models, the e-graph
+    data format and greedy extraction need neither egglog nor HiGHS."""
+    out = run_blocked({"egglog", "highspy", "cupy", "cupyx", "cupy_backends"},
+                      ["einsat.extract", "einsat.extract.profiled", "einsat.egraph.data"])
+    assert out.split(" ", 1)[1].strip() == "[]"

@@ -127,7 +127,7 @@ def _make(draw, b, op: Op, x, pool, pad_modes):
         return None
     if op is Op.EXPAND and 1 not in shape:
         return None
-    if op is Op.CONCAT:
+    if op is Op.CONCAT and r >= 1:
         a = draw(attrs_for(op, [x.type]))
         same = [t for t in pool if t.shape[:a["axis"]] == shape[:a["axis"]] and t.type.rank == r
                 and t.shape[a["axis"] + 1:] == shape[a["axis"] + 1:]]
@@ -167,12 +167,16 @@ def programs(draw, ops=None, max_nodes: int = 5, max_inputs: int = 2, min_rank: 
         if outs and all(o.type.size <= max_size and o.type.size > 0 for o in outs):
             pool.extend(outs)
             made.append(outs[0])
-    if not made:  # at least one op: the first in the list that applies
-        for op in ops:
+    for op in ops if not made else ():  # at least one op: the first in the list that applies
+        try:
             outs = _make(draw, b, op, inputs[0], pool, pad_modes)
-            if outs:
-                made.append(outs[0])
-                break
+        except (ShapeError, AttributeValueError):
+            outs = None
+        if outs:
+            made.append(outs[0])
+            break
+    if not made:  # none of `ops` applies to the input: a rename
+        made.append(b.identity(inputs[0]))
     results = [made[-1]]
     if len(made) > 1 and draw(st.booleans()):
         results.insert(0, draw(st.sampled_from(made[:-1])))

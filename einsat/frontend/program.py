@@ -38,9 +38,10 @@ class OpStmt:
 
 
 @dataclass
-class ViewStmt:
-    """out <- base[spec]: `out` shares `base`'s storage (`spec`: view steps of
-    `einsat.ir.ops.views`, usually one; a dselect reads its index from `dyn`)."""
+class _ViewOf:
+    """out = base[spec] (`spec`: view steps of `einsat.ir.ops.views`, usually one; a dselect
+    reads its index from `dyn`). The fields `ViewStmt` and `AccessStmt` share; neither is an
+    instance of the other."""
 
     out: str
     base: str
@@ -51,6 +52,11 @@ class ViewStmt:
     @property
     def inputs(self) -> list[str]:
         return [self.base, *self.dyn]
+
+
+@dataclass
+class ViewStmt(_ViewOf):
+    """out <- base[spec]: `out` shares `base`'s storage."""
 
 
 @dataclass
@@ -67,16 +73,8 @@ class MutateStmt:
 
 
 @dataclass
-class AccessStmt:
-    out: str
-    base: str
-    spec: tuple
-    dyn: list[str] = field(default_factory=list)
-    line: str = ""
-
-    @property
-    def inputs(self) -> list[str]:
-        return [self.base, *self.dyn]
+class AccessStmt(_ViewOf):
+    """out = base[spec] into fresh storage: the immutable view (TensorSSA's Access)."""
 
 
 @dataclass

@@ -92,18 +92,21 @@ def conv_numpy(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, dilat
     return np.ascontiguousarray(y)
 
 
+CONV_ATTRS = {
+    "stride": Attr("ints", (1,), positive),
+    "padding": Attr("ints", (0,), non_negative, "ONNX pads: begins, then ends"),
+    "dilation": Attr("ints", (1,), positive),
+    "groups": Attr("int", 1, positive),
+}
+
+
 @register
 class Conv(OpDef):
     op = Op.CONV
     arity = (2, 3)
     multilinear = True  # in the input and in the weight (bias aside)
     onnx_type = "Conv"
-    attrs = {
-        "stride": Attr("ints", (1,), positive),
-        "padding": Attr("ints", (0,), non_negative, "ONNX pads: begins, then ends"),
-        "dilation": Attr("ints", (1,), positive),
-        "groups": Attr("int", 1, positive),
-    }
+    attrs = CONV_ATTRS
 
     def normalize(self, attrs, types):
         w = types[1]
@@ -139,15 +142,9 @@ class Conv(OpDef):
     def from_onnx(self, ctx, onode):
         a = ctx.attrs(onode)
         x, w = ctx.type(onode.input[0]), ctx.type(onode.input[1])
-        nsp = w.rank - 2
-        stride = tuple(a.get("strides", (1,) * nsp))
-        dilation = tuple(a.get("dilations", (1,) * nsp))
-        pads = tuple(a.get("pads", (0,) * 2 * nsp))
-        auto = a.get("auto_pad", "NOTSET")
+        stride, dilation, pads, auto = onnx_window_attrs(a, w.rank - 2)
         if auto in ("SAME_UPPER", "SAME_LOWER"):
             pads = same_pads(x.shape[2:], w.shape[2:], stride, dilation, upper=auto == "SAME_UPPER")
-        elif auto == "VALID":
-            pads = (0,) * 2 * nsp
         attrs = {"stride": stride, "dilation": dilation, "padding": pads, "groups": a.get("group", 1)}
         return [i for i in onode.input], attrs
 
@@ -155,6 +152,17 @@ class Conv(OpDef):
         a = node.attrs
         ctx.node("Conv", node.inputs, node.outputs, strides=a["stride"], pads=a["padding"],
                  dilations=a["dilation"], group=a["groups"])
+
+
+def onnx_window_attrs(a: dict, nsp: int) -> tuple[tuple, tuple, tuple, str]:
+    """The window geometry of an ONNX Conv, ConvTranspose or pooling node, ONNX's defaults filled
+    in: (strides, dilations, pads, auto_pad). auto_pad VALID gives zero pads; SAME_UPPER /
+    SAME_LOWER pads depend on the op's output size and are left to the caller."""
+    stride = tuple(a.get("strides", (1,) * nsp))
+    dilation = tuple(a.get("dilations", (1,) * nsp))
+    auto = a.get("auto_pad", "NOTSET")
+    pads = (0,) * 2 * nsp if auto == "VALID" else tuple(a.get("pads", (0,) * 2 * nsp))
+    return stride, dilation, pads, auto
 
 
 def same_pads(in_dims, kernel, stride, dilation, upper: bool) -> tuple[int, ...]:

@@ -17,8 +17,8 @@ from math import prod
 
 import numpy as np
 
-from einsat.ir.ops.conv import IM2COL_BYTES, spatial_attrs
-from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, positive, register, same_dtype
+from einsat.ir.ops.conv import CONV_ATTRS, IM2COL_BYTES, onnx_window_attrs, spatial_attrs
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, register, same_dtype
 from einsat.ir.types import TensorType
 
 _SPATIAL = ("stride", "dilation", "output_padding")
@@ -76,10 +76,7 @@ class ConvTranspose(OpDef):
     multilinear = True  # in the input and in the weight (bias aside)
     onnx_type = "ConvTranspose"
     attrs = {
-        "stride": Attr("ints", (1,), positive),
-        "padding": Attr("ints", (0,), non_negative, "ONNX pads: begins, then ends"),
-        "dilation": Attr("ints", (1,), positive),
-        "groups": Attr("int", 1, positive),
+        **CONV_ATTRS,
         "output_padding": Attr("ints", (0,), non_negative, "extra output at the end of each dim"),
     }
 
@@ -125,11 +122,8 @@ class ConvTranspose(OpDef):
         a = ctx.attrs(onode)
         x, w = ctx.type(onode.input[0]), ctx.type(onode.input[1])
         nsp = w.rank - 2
-        stride = tuple(a.get("strides", (1,) * nsp))
-        dilation = tuple(a.get("dilations", (1,) * nsp))
+        stride, dilation, pads, auto = onnx_window_attrs(a, nsp)
         out_pad = tuple(a.get("output_padding", (0,) * nsp))
-        pads = tuple(a.get("pads", (0,) * 2 * nsp))
-        auto = a.get("auto_pad", "NOTSET")
         target = a.get("output_shape")
         if target is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
             if target is None:
@@ -148,8 +142,6 @@ class ConvTranspose(OpDef):
                 begins.append(small if auto == "SAME_UPPER" else big)
                 ends.append(big if auto == "SAME_UPPER" else small)
             pads = tuple(begins + ends)
-        elif auto == "VALID":
-            pads = (0,) * 2 * nsp
         attrs = {"stride": stride, "dilation": dilation, "padding": pads, "groups": a.get("group", 1),
                  "output_padding": out_pad}
         return list(onode.input), attrs

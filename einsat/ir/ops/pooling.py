@@ -20,7 +20,7 @@ from math import prod
 
 import numpy as np
 
-from einsat.ir.ops.conv import same_pads, spatial_attrs, windows
+from einsat.ir.ops.conv import onnx_window_attrs, same_pads, spatial_attrs, windows
 from einsat.ir.ops.onnx_args import first_output_only
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, one_of, positive, register
 from einsat.ir.types import TensorType
@@ -83,19 +83,13 @@ def _from_onnx_pool(ctx, onode, with_dilation: bool):
     first_output_only(ctx, onode)
     x = ctx.type(onode.input[0])
     kernel = tuple(a["kernel_shape"])
-    nsp = len(kernel)
-    stride = tuple(a.get("strides", (1,) * nsp))
-    dilation = tuple(a.get("dilations", (1,) * nsp))
+    stride, dilation, pads, auto = onnx_window_attrs(a, len(kernel))
     if not with_dilation and any(d != 1 for d in dilation):
         raise ctx.not_representable(f"{onode.op_type} with dilations {dilation}")
     if a.get("storage_order", 0):
         raise ctx.not_representable("MaxPool with storage_order=1")
-    pads = tuple(a.get("pads", (0,) * 2 * nsp))
-    auto = a.get("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = same_pads(x.shape[2:], kernel, stride, dilation, upper=auto == "SAME_UPPER")
-    elif auto == "VALID":
-        pads = (0,) * 2 * nsp
     attrs = {"kernel": kernel, "stride": stride, "padding": pads, "ceil_mode": a.get("ceil_mode", 0)}
     if with_dilation:
         attrs["dilation"] = dilation

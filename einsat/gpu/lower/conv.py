@@ -30,19 +30,26 @@ def add_bias(dev, y, bias, out_t):
     return run_kernel(dev, k, [y, bias], out_t.shape, out_t.dtype)
 
 
-def _check(dtype):
-    if not cudnn.supported(dtype):
-        raise NotImplementedError(f"cuDNN convolutions do not take {dtype}")
+def _operands(args, out_t):
+    """(x, w, bias or None) of a conv or conv_transpose that cuDNN can run."""
+    x, w = args[0], args[1]
+    bias = args[2] if len(args) > 2 else None
+    if not cudnn.supported(out_t.dtype):
+        raise NotImplementedError(f"cuDNN convolutions do not take {out_t.dtype}")
+    if len(w.shape) - 2 > cudnn.MAX_SPATIAL:
+        raise NotImplementedError("more than 3 spatial dims")
+    return x, w, bias
+
+
+def _run_plan(dev, plan, x, w, y):
+    """Run a cuDNN plan on packed x, w and the output buffer y, each seen with the plan's shape."""
+    dev.conv(plan, _lifted(dev, x, plan.x_shape), _lifted(dev, w, plan.w_shape), _lifted(dev, y, plan.y_shape))
 
 
 @implements("conv")
 def conv(dev, node, args, out_types):
-    x, w = args[0], args[1]
-    bias = args[2] if len(args) > 2 else None
     out_t = out_types[0]
-    _check(out_t.dtype)
-    if len(w.shape) - 2 > cudnn.MAX_SPATIAL:
-        raise NotImplementedError("more than 3 spatial dims")
+    x, w, bias = _operands(args, out_t)
     at = node.attrs
     plan = cudnn.plan_conv(x.shape, w.shape, at["stride"], at["padding"], at["dilation"], at["groups"])
     if plan.pre_pad is not None:
@@ -52,18 +59,14 @@ def conv(dev, node, args, out_types):
         x = contiguous(dev, x)
     w = contiguous(dev, w)
     y = dev.empty(out_t.shape, out_t.dtype)
-    dev.conv(plan, _lifted(dev, x, plan.x_shape), _lifted(dev, w, plan.w_shape), _lifted(dev, y, plan.y_shape))
+    _run_plan(dev, plan, x, w, y)
     return [y if bias is None else add_bias(dev, y, bias, out_t)]
 
 
 @implements("conv_transpose")
 def conv_transpose(dev, node, args, out_types):
-    x, w = args[0], args[1]
-    bias = args[2] if len(args) > 2 else None
     out_t = out_types[0]
-    _check(out_t.dtype)
-    if len(w.shape) - 2 > cudnn.MAX_SPATIAL:
-        raise NotImplementedError("more than 3 spatial dims")
+    x, w, bias = _operands(args, out_t)
     at = node.attrs
     plan = cudnn.plan_conv_transpose(x.shape, w.shape, out_t.shape, at["stride"], at["padding"], at["dilation"],
                                      at["groups"], at.get("output_padding", ()))
@@ -72,7 +75,7 @@ def conv_transpose(dev, node, args, out_types):
     nsp = len(w.shape) - 2
     core_shape = plan.y_shape[:2] + plan.y_shape[-nsp:]
     y = dev.empty(core_shape, out_t.dtype)
-    dev.conv(plan, _lifted(dev, x, plan.x_shape), _lifted(dev, w, plan.w_shape), _lifted(dev, y, plan.y_shape))
+    _run_plan(dev, plan, x, w, y)
     if plan.post_pad is not None:
         y = run_kernel(dev, pad_kernel(operand(y), plan.post_pad), [y], out_t.shape, out_t.dtype)
     return [y if bias is None else add_bias(dev, y, bias, out_t)]

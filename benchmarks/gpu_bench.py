@@ -47,14 +47,16 @@ def rel_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(np.asarray(got, dtype=np.float64) - want).max(initial=0.0) / scale)
 
 
-def _cupy_times(fn, stream, reps: int, warmup: int) -> list[float]:
-    """CUDA-event times (ms) of `fn` on `stream`, after `warmup` untimed calls."""
+def cuda_event_times(fn, reps: int, warmup: int = 10, stream=None) -> list[float]:
+    """CUDA-event times (ms) of `reps` calls of `fn` on `stream` (default: the current one), after
+    `warmup` untimed calls."""
     import cupy as cp
+    stream = stream or cp.cuda.get_current_stream()
     for _ in range(warmup):
         fn()
     stream.synchronize()
     times = []
-    for _ in range(max(reps, MIN_REPS)):
+    for _ in range(reps):
         start, end = cp.cuda.Event(), cp.cuda.Event()
         start.record(stream)
         fn()
@@ -77,7 +79,7 @@ def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, wa
     outs = prog.run(feeds)
     # the program replays on its own stream; CompiledProgram keeps it private (no public handle yet)
     stream = getattr(prog, "stream", None) or getattr(prog, "_stream", None) or cp.cuda.get_current_stream()
-    compiled = {**summary(_cupy_times(prog.replay, stream, reps, warmup)), "mode": prog.mode,
+    compiled = {**summary(cuda_event_times(prog.replay, max(reps, MIN_REPS), warmup, stream)), "mode": prog.mode,
                 "rel_error": max(rel_error(outs[n], reference[n]) for n in graph.outputs)}
     del prog
 
@@ -92,7 +94,7 @@ def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, wa
         return [env[o] for o in graph.outputs]
 
     err = max(rel_error(be.to_numpy(o), reference[n]) for n, o in zip(graph.outputs, run_once()))
-    times = _cupy_times(run_once, cp.cuda.get_current_stream(), reps, warmup)
+    times = cuda_event_times(run_once, max(reps, MIN_REPS), warmup, cp.cuda.get_current_stream())
     return {**compiled, "interpreted": {**summary(times), "rel_error": err},
             "host_fallbacks": dict(getattr(be, "host_fallbacks", {}))}
 

@@ -38,6 +38,8 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
+from benchmarks.gpu_bench import cuda_event_times, rel_error  # noqa: E402
+
 PHASES = ("env", "tests", "profile", "e2e", "bench")
 E2E = ("resnet18", "bert")
 START = time.monotonic()
@@ -157,25 +159,7 @@ def phase_profile(s: Session, args, only_e2e_programs: bool = False) -> dict:
 
 def _median_events(fn, reps: int, stream=None) -> float:
     """Median ms between CUDA events recorded on `stream` (the one `fn` runs on) around `fn`."""
-    import cupy as cp
-    stream = stream or cp.cuda.get_current_stream()
-    for _ in range(10):
-        fn()
-    stream.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record(stream)
-        fn()
-        b.record(stream)
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b))
-    return statistics.median(times)
-
-
-def rel_error(got, want) -> float:
-    want = np.asarray(want, dtype=np.float64)
-    return float(np.abs(np.asarray(got, np.float64) - want).max() / max(np.abs(want).max(), 1e-30))
+    return statistics.median(cuda_event_times(fn, reps, 10, stream))
 
 
 def predict_us(graph, db) -> tuple[float, float]:

@@ -12,6 +12,7 @@ import numpy as np
 from einsat.errors import ExecutionError
 from einsat.gpu.kernels.elementwise import Step, elementwise_kernel
 from einsat.gpu.lower import implements, materialize, operand, reshape, view_strides
+from einsat.ir.ops.views import slice_key
 
 
 def apply_spec(dev, x, spec, indices, writable: bool = False):
@@ -21,9 +22,7 @@ def apply_spec(dev, x, spec, indices, writable: bool = False):
         kind = step[0]
         if kind == "slice":
             _, axis, start, stride, count = step
-            stop = start + stride * count
-            key = slice(start, stop if stop >= 0 else None, stride) if count else slice(0, 0)
-            x = x[(slice(None),) * axis + (key,)]
+            x = x[(slice(None),) * axis + (slice_key(start, stride, count),)]
         elif kind == "select":
             x = x[(slice(None),) * step[1] + (step[2], Ellipsis)]  # Ellipsis: a 0-d view, never a scalar
         elif kind == "dselect":

@@ -88,15 +88,20 @@ def dynamic_count(spec) -> int:
     return max((step[2] + 1 for step in spec if step[0] == "dselect"), default=0)
 
 
+def slice_key(start: int, stride: int, count: int) -> slice:
+    """The Python slice of a `slice` step: `count` elements from `start`, `stride` apart (a
+    negative stride that reaches index 0 ends below 0, which Python reads from the end: None)."""
+    stop = start + stride * count
+    return slice(start, stop if stop >= 0 else None, stride) if count else slice(0, 0)
+
+
 def apply_spec(x: np.ndarray, spec, indices) -> np.ndarray:
     """NumPy's view `x[spec]` (a view where NumPy gives one); `indices` feed the dselect steps."""
     for step in spec:
         kind = step[0]
         if kind == "slice":
             _, axis, start, stride, count = step
-            stop = start + stride * count
-            key = slice(start, stop if stop >= 0 else None, stride) if count else slice(0, 0)
-            x = x[(slice(None),) * axis + (key,)]
+            x = x[(slice(None),) * axis + (slice_key(start, stride, count),)]
         elif kind == "select":  # the trailing `...` keeps a 0-d result an array (a view)
             x = x[(slice(None),) * step[1] + (step[2], Ellipsis)]
         elif kind == "dselect":

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from einsat.egraph.data import ABSENT, EGraphData
 from einsat.errors import GraphError
-from einsat.ir.graph import Graph, Node
+from einsat.ir.graph import Graph, Node, fresh_name
 from einsat.ir.registry import Op, opdef
 
 
@@ -28,12 +28,7 @@ def to_graph(data: EGraphData, choice: Mapping[int, int] | None = None, name: st
     applied: dict[tuple, list[str]] = {}
 
     def fresh(hint: str) -> str:
-        k, n = 0, hint
-        while n in taken:
-            k += 1
-            n = f"{hint}_{k}"
-        taken.add(n)
-        return n
+        return fresh_name(hint, taken)
 
     def visit(cid: int, path: frozenset) -> str:
         if cid in value:

@@ -13,7 +13,7 @@ import numpy as np
 
 from einsat.errors import EinsatError, ExtractionError
 from einsat.extract.problem import Problem, Selection, node_key
-from einsat.ir.graph import Graph, Node
+from einsat.ir.graph import Graph, Node, fresh_name
 from einsat.ir.registry import Op, opdef
 
 
@@ -22,13 +22,7 @@ class _Names:
         self.taken = set(taken)
 
     def fresh(self, hint: str) -> str:
-        k = 0
-        while True:
-            name = f"{hint}_{k}" if k else hint
-            if name not in self.taken:
-                self.taken.add(name)
-                return name
-            k += 1
+        return fresh_name(hint, self.taken)
 
 
 def rebuild(problem: Problem, selection: Selection, name: str = "optimized") -> Graph:

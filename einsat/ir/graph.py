@@ -49,6 +49,17 @@ class Node:
         return opdef(self.op)
 
 
+def fresh_name(base: str, taken: set[str], sep: str = "_") -> str:
+    """`base`, or else `base<sep>k` for the smallest k >= 1 not in `taken`; the name is added to
+    `taken`."""
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}{sep}{k}"
+    taken.add(name)
+    return name
+
+
 def _frozen(array) -> np.ndarray:
     a = np.asarray(array)
     if a.flags.writeable:

@@ -20,7 +20,7 @@ import onnx
 from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from einsat.errors import EinsatError, OnnxError, describe_node
-from einsat.ir.graph import Graph
+from einsat.ir.graph import Graph, fresh_name
 from einsat.ir.types import TensorType
 
 EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
@@ -83,13 +83,7 @@ class ExportContext:
         return self.graph.types[name]
 
     def fresh(self, hint: str = "t") -> str:
-        base = f"{self._current}/{hint}" if self._current else hint
-        name, k = base, 0
-        while name in self._taken:
-            k += 1
-            name = f"{base}_{k}"
-        self._taken.add(name)
-        return name
+        return fresh_name(f"{self._current}/{hint}" if self._current else hint, self._taken)
 
     def constant(self, array, hint: str = "c") -> str:
         name = self.fresh(hint)
@@ -97,13 +91,7 @@ class ExportContext:
         return name
 
     def _node_name(self) -> str:
-        base = self._current or "node"
-        name, k = base, 0
-        while name in self._node_names:
-            k += 1
-            name = f"{base}/{k}"
-        self._node_names.add(name)
-        return name
+        return fresh_name(self._current or "node", self._node_names, sep="/")
 
     def node(self, op_type: str, inputs: Sequence[str], outputs: Sequence[str], domain: str = "",
              **attrs) -> list[str]:

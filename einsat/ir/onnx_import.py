@@ -28,7 +28,7 @@ import onnx
 from onnx import numpy_helper
 
 from einsat.errors import AttributeValueError, EinsatError, OnnxError, ShapeError
-from einsat.ir.graph import Graph, Node, _frozen, _typed_node
+from einsat.ir.graph import Graph, Node, _frozen, _typed_node, fresh_name
 from einsat.ir.onnx_fold import fold, foldable
 from einsat.ir.onnx_read import (
     DEFAULT_DOMAINS,
@@ -248,13 +248,7 @@ class ImportContext:
 
     def _node_name(self, preferred: str) -> str:
         o = self._onode
-        name = preferred or (o.output[0] if o is not None and o.output else "node")
-        base, k = name, 0
-        while name in self._node_names:
-            k += 1
-            name = f"{base}_{k}"
-        self._node_names.add(name)
-        return name
+        return fresh_name(preferred or (o.output[0] if o is not None and o.output else "node"), self._node_names)
 
 
 # -- ONNX ops handled by the importer itself ------------------------------------------------

@@ -53,7 +53,7 @@ class CostModel(ABC):
         return f"<{type(self).__name__} {self.name!r}>"
 
 
-def _flops_and_bytes(op: Op, attrs, ins, outs) -> tuple[float, float]:
+def flops_and_bytes(op: Op, attrs, ins, outs) -> tuple[float, float]:
     """The registry's FLOP and byte counts; an op without a FLOP count is charged its bytes only."""
     moved = sum(t.nbytes for t in ins if t is not None) + sum(t.nbytes for t in outs)
     try:
@@ -90,7 +90,7 @@ class RooflineCost(CostModel):
             return 0.0
         if op in VIEW_OPS:
             return self.device.view_us
-        flops, moved = _flops_and_bytes(op, attrs, ins, outs)
+        flops, moved = flops_and_bytes(op, attrs, ins, outs)
         ref = next((t for t in outs if t is not None), None) or next(t for t in ins if t is not None)
         peak = self.device.peak_flops(ref.dtype, op in TENSOR_CORE_OPS, self.tf32)
         seconds = max(flops / peak, moved / self.device.bandwidth)

@@ -29,7 +29,7 @@ from einsat.extract import cost
 from einsat.extract.devices import DEVICES
 from einsat.gpu.profile_db import ProfileDB, committed_profile
 from einsat.gpu.signature import Signature, signature_of, write_signatures
-from einsat.ir.registry import Op, opdef
+from einsat.ir.registry import Op
 from einsat.ir.types import TensorType
 
 GEMM_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.FUSED_MATMUL})
@@ -147,17 +147,8 @@ class CalibratedRoofline(cost.CostModel):
         fam = family(op)
         if fam == "view":
             return self.view_us
-        flops, moved = _flops_and_bytes(op, attrs, ins, outs)
+        flops, moved = cost.flops_and_bytes(op, attrs, ins, outs)
         return float(self.families[fam].time(flops, moved))
-
-
-def _flops_and_bytes(op, attrs, ins, outs) -> tuple[float, float]:
-    d = opdef(op)
-    try:
-        flops = float(d.flops(ins, outs, attrs))
-    except NotImplementedError:
-        flops = 0.0
-    return flops, float(d.bytes(ins, outs, attrs))
 
 
 def load_profile(db: ProfileDB | str | os.PathLike) -> ProfileDB:

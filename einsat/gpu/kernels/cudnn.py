@@ -56,6 +56,24 @@ def _lift(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(shape[:2]) + (1,) + tuple(shape[2:])
 
 
+def _spatial_dims(w_shape) -> int:
+    nsp = len(w_shape) - 2
+    if nsp < 1 or nsp > MAX_SPATIAL:
+        raise ExecutionError(f"cuDNN convolutions take 1 to {MAX_SPATIAL} spatial dims, got {nsp}")
+    return nsp
+
+
+def _plan(transposed, xs, ws, ys, sym, stride, dilation, groups, **around) -> ConvPlan:
+    """The plan of cuDNN's conv on these shapes; a 1-D conv is lifted to 2-D with a unit H."""
+    xs, ws, ys = tuple(xs), tuple(ws), tuple(ys)
+    sym, stride, dilation = tuple(sym), tuple(stride), tuple(dilation)
+    lifted = len(ws) == 3
+    if lifted:
+        xs, ws, ys = _lift(xs), _lift(ws), _lift(ys)
+        sym, stride, dilation = (0,) + sym, (1,) + stride, (1,) + dilation
+    return ConvPlan(transposed, lifted, xs, ws, ys, sym, stride, dilation, groups, **around)
+
+
 def _sym(padding: Sequence[int], nsp: int) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     """Symmetric pads min(begin, end) per dim, and the remainder as ONNX pads (None if zero)."""
     sym = tuple(min(padding[i], padding[nsp + i]) for i in range(nsp))
@@ -64,9 +82,7 @@ def _sym(padding: Sequence[int], nsp: int) -> tuple[tuple[int, ...], tuple[int, 
 
 
 def plan_conv(x_shape, w_shape, stride, padding, dilation, groups) -> ConvPlan:
-    nsp = len(w_shape) - 2
-    if nsp < 1 or nsp > MAX_SPATIAL:
-        raise ExecutionError(f"cuDNN convolutions take 1 to {MAX_SPATIAL} spatial dims, got {nsp}")
+    nsp = _spatial_dims(w_shape)
     sym, rest = _sym(padding, nsp)
     pre = None
     xs = tuple(x_shape)
@@ -76,12 +92,7 @@ def plan_conv(x_shape, w_shape, stride, padding, dilation, groups) -> ConvPlan:
     span = [dilation[i] * (w_shape[2 + i] - 1) + 1 for i in range(nsp)]
     out = tuple((xs[2 + i] + 2 * sym[i] - span[i]) // stride[i] + 1 for i in range(nsp))
     ys = (x_shape[0], w_shape[0]) + out
-    ws = tuple(w_shape)
-    lifted = nsp == 1
-    if lifted:
-        xs, ws, ys = _lift(xs), _lift(ws), _lift(ys)
-        sym, stride, dilation = (0,) + sym, (1,) + tuple(stride), (1,) + tuple(dilation)
-    return ConvPlan(False, lifted, xs, ws, ys, tuple(sym), tuple(stride), tuple(dilation), groups, pre_pad=pre)
+    return _plan(False, xs, w_shape, ys, sym, stride, dilation, groups, pre_pad=pre)
 
 
 def plan_conv_transpose(x_shape, w_shape, out_shape, stride, padding, dilation, groups,
@@ -93,9 +104,7 @@ def plan_conv_transpose(x_shape, w_shape, out_shape, stride, padding, dilation, 
     full[p : L − p]; p = min(begin, max(0, end − output_padding)) keeps everything the output
     needs inside that, so the rest is a crop at the start and a crop or zero fill at the end.
     """
-    nsp = len(w_shape) - 2
-    if nsp < 1 or nsp > MAX_SPATIAL:
-        raise ExecutionError(f"cuDNN convolutions take 1 to {MAX_SPATIAL} spatial dims, got {nsp}")
+    nsp = _spatial_dims(w_shape)
     op = tuple(output_padding) if output_padding else (0,) * nsp
     sym = tuple(min(padding[i], max(0, padding[nsp + i] - op[i])) for i in range(nsp))
     span = [dilation[i] * (w_shape[2 + i] - 1) + 1 for i in range(nsp)]
@@ -108,12 +117,7 @@ def plan_conv_transpose(x_shape, w_shape, out_shape, stride, padding, dilation, 
     if any(begin) or any(end):
         post = (0, 0) + begin + (0, 0) + end
     ys = (x_shape[0], w_shape[1] * groups) + core
-    xs, ws = tuple(x_shape), tuple(w_shape)
-    lifted = nsp == 1
-    if lifted:
-        xs, ws, ys = _lift(xs), _lift(ws), _lift(ys)
-        sym, stride, dilation = (0,) + sym, (1,) + tuple(stride), (1,) + tuple(dilation)
-    return ConvPlan(True, lifted, xs, ws, ys, tuple(sym), tuple(stride), tuple(dilation), groups, post_pad=post)
+    return _plan(True, x_shape, w_shape, ys, sym, stride, dilation, groups, post_pad=post)
 
 
 def lift_strides(strides: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:

@@ -172,3 +172,15 @@ def test_two_rulesets_of_one_name_are_an_error():
     with pytest.raises(EinsatError, match="'ac'"):
         s.run(other)
     s.run(AC)  # the same ruleset again is fine
+
+
+def test_equivalent_is_false_for_different_terms():
+    """`Session.equivalent` answers False (not an egglog panic) for terms in different e-classes."""
+    b = GraphBuilder("g")
+    x = b.input("x", (3,))
+    s = Session()
+    (relu,) = s.add_graph(b.build(b.relu(x)))
+    b2 = GraphBuilder("g")
+    (tanh,) = s.add_graph(b2.build(b2.tanh(b2.input("x", (3,)))), root=False)
+    assert not s.equivalent(relu, tanh)
+    assert s.equivalent(relu, relu)

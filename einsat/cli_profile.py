@@ -28,7 +28,7 @@ def add_parser(sub) -> None:
 
 
 def read_sources(paths: list[str]):
-    from einsat.gpu.signature import read_signatures, signatures_of_graph
+    from einsat.ir.signature import read_signatures, signatures_of_graph
     sigs = []
     for path in paths:
         if not os.path.exists(path):
@@ -43,7 +43,7 @@ def read_sources(paths: list[str]):
 
 def cmd_profile(args) -> int:
     from einsat.gpu.device import CupyDevice
-    from einsat.gpu.profile_db import PROFILES_DIR, ProfileDB
+    from einsat.extract.profile_db import PROFILES_DIR, ProfileDB
     from einsat.gpu.profiler import Profiler, device_info
 
     sigs = read_sources(args.sources)

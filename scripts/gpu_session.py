@@ -119,7 +119,7 @@ def signature_files(args) -> list[str]:
 
 
 def _profile_db(s: Session, kind: str):
-    from einsat.gpu.profile_db import ProfileDB, committed_profile
+    from einsat.extract.profile_db import ProfileDB, committed_profile
     path = os.path.join(s.out, f"profile-{kind}.json")
     if os.path.exists(path):
         return ProfileDB.load(path), path
@@ -131,7 +131,7 @@ def phase_profile(s: Session, args, only_e2e_programs: bool = False) -> dict:
     from benchmarks.workloads import build
     from einsat.gpu.device import CupyDevice
     from einsat.gpu.profiler import Profiler, device_info
-    from einsat.gpu.signature import read_signatures, signatures_of_graph
+    from einsat.ir.signature import read_signatures, signatures_of_graph
     dev = CupyDevice()
     info = device_info(dev)
     db, path = _profile_db(s, info["kind"])
@@ -164,7 +164,7 @@ def _median_events(fn, reps: int, stream=None) -> float:
 
 def predict_us(graph, db) -> tuple[float, float]:
     """Σ over nodes of the measured warm time (views 0): (µs, fraction of kernels measured)."""
-    from einsat.gpu.signature import signature_of
+    from einsat.ir.signature import signature_of
     total, hit, n = 0.0, 0, 0
     for node in graph.nodes:
         ins, outs = graph.node_types(node)

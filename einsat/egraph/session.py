@@ -182,10 +182,9 @@ class Session:
         return True
 
     # -- rewriting ----------------------------------------------------------------------------
-    def run(self, schedule: Schedule | None = None, progress: Progress | None = None) -> SaturationReport:
-        if schedule is None:
-            from einsat.rewrites.schedule import default_schedule
-            schedule = default_schedule()
+    def run(self, schedule: Schedule, progress: Progress | None = None) -> SaturationReport:
+        """Repeat `schedule`'s phases until saturation or a limit (the default rules are
+        `einsat.rewrites.schedule.default_schedule()`: rewrites come after the e-graph)."""
         for phase in schedule.phases:
             if isinstance(phase, Ruleset):
                 self._register(phase)

@@ -12,8 +12,8 @@ view time. `db` may be a `ProfileDB`, a path, or a device kind with a committed 
 
 `export_signatures` writes every e-node of an e-graph as a signature file: the CPU machine
 runs it, the GPU machine (no egglog) profiles the file with `einsat profile`. The profile and
-signature formats are defined beside the profiler (`einsat.gpu.profile_db`,
-`einsat.gpu.signature`, pure Python).
+signature formats are defined beside the profiler (`einsat.extract.profile_db`,
+`einsat.ir.signature`, pure Python).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 from einsat.errors import EinsatError
 from einsat.extract import cost
 from einsat.extract.devices import DEVICES
-from einsat.gpu.profile_db import ProfileDB, committed_profile
-from einsat.gpu.signature import Signature, signature_of, write_signatures
+from einsat.extract.profile_db import ProfileDB, committed_profile
+from einsat.ir.signature import Signature, signature_of, write_signatures
 from einsat.ir.registry import Op
 from einsat.ir.types import TensorType
 

@@ -24,9 +24,9 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from einsat.gpu.profile_db import ProfileDB, device_kind
+from einsat.extract.profile_db import ProfileDB, device_kind
 from einsat.gpu.program import CompiledProgram
-from einsat.gpu.signature import Signature
+from einsat.ir.signature import Signature
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Op
 

@@ -14,8 +14,8 @@ from einsat.extract.profiled import (
     family,
     fit_roofline,
 )
-from einsat.gpu.profile_db import ProfileDB
-from einsat.gpu.signature import read_signatures, signatures_of_graph
+from einsat.extract.profile_db import ProfileDB
+from einsat.ir.signature import read_signatures, signatures_of_graph
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.registry import Op
 
@@ -135,7 +135,7 @@ def test_export_signatures_of_an_egraph(tmp_path):
 
 def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
     from einsat.extract import RooflineCost, cost_model
-    from einsat.gpu import profile_db
+    from einsat.extract import profile_db
     monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
     assert isinstance(cost_model("h100"), RooflineCost)  # nothing committed: the analytic roofline
     db, *_ = calibration_profile(np.random.default_rng(5))

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from einsat.errors import EinsatError
-from einsat.gpu.profile_db import ProfileDB, device_kind
-from einsat.gpu.signature import (
+from einsat.extract.profile_db import ProfileDB, device_kind
+from einsat.ir.signature import (
     Signature,
     read_signatures,
     signature_of,

@@ -8,7 +8,7 @@ import pytest
 
 from einsat.cli import main
 from einsat.gpu.profiler import random_inputs, replicated
-from einsat.gpu.signature import signature_of, write_signatures
+from einsat.ir.signature import signature_of, write_signatures
 from einsat.ir.registry import Op
 from einsat.ir.types import TensorType
 
@@ -46,7 +46,7 @@ def test_profile_command_without_a_gpu_fails_cleanly(tmp_path, capsys):
 
 @pytest.mark.gpu
 def test_profiler_times_scale_with_work():
-    from einsat.gpu.profile_db import ProfileDB
+    from einsat.extract.profile_db import ProfileDB
     from einsat.gpu.profiler import Profiler
     small = signature_of(Op.MATMUL, {}, [TensorType((256, 256)), TensorType((256, 256))])
     big = signature_of(Op.MATMUL, {}, [TensorType((2048, 2048)), TensorType((2048, 2048))])

@@ -9,8 +9,8 @@ import os
 import numpy as np
 
 from benchmarks.workloads import build
-from einsat.gpu.profile_db import ProfileDB
-from einsat.gpu.signature import signatures_of_graph
+from einsat.extract.profile_db import ProfileDB
+from einsat.ir.signature import signatures_of_graph
 from einsat.ir.builder import GraphBuilder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

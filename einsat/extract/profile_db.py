@@ -28,10 +28,11 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from einsat.errors import EinsatError
-from einsat.gpu.signature import Signature, atomic_write_json, signature_of
+from einsat.ir.signature import Signature, atomic_write_json, signature_of
 
 FORMAT = "einsat-profile/1"
-PROFILES_DIR = os.path.join(os.path.dirname(__file__), "profiles")
+# measured on the GPU machine by einsat.gpu.profiler, committed beside it
+PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "gpu", "profiles")
 MODES = ("warm_us", "us")
 
 

@@ -14,7 +14,6 @@ import sys
 import time
 
 import einsat
-
 from benchmarks.workloads import CPU_SIZES, WORKLOADS, build
 
 

@@ -79,6 +79,7 @@ def optimize(graph, cost: str, time_limit: float | None) -> tuple[dict, object]:
     """Optimize `graph` if `einsat.optimize` can run here (it needs egglog and HiGHS)."""
     try:
         import egglog  # noqa: F401  (the GPU machine may lack it: then the optimizer is skipped)
+
         from einsat import optimize as einsat_optimize
     except ImportError as e:
         return {"skipped": f"einsat.optimize is not available here ({e})"}, None

@@ -42,8 +42,8 @@ def read_sources(paths: list[str]):
 
 
 def cmd_profile(args) -> int:
-    from einsat.gpu.device import CupyDevice
     from einsat.extract.profile_db import PROFILES_DIR, ProfileDB
+    from einsat.gpu.device import CupyDevice
     from einsat.gpu.profiler import Profiler, device_info
 
     sigs = read_sources(args.sources)

@@ -21,8 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.workloads import build  # noqa: E402
-from einsat.extract.profiled import CalibratedRoofline, ProfiledCost  # noqa: E402
 from einsat.extract.profile_db import PROFILES_DIR, ProfileDB  # noqa: E402
+from einsat.extract.profiled import CalibratedRoofline, ProfiledCost  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 

@@ -14,10 +14,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from benchmarks.workloads import (
+    convnets,
+    generative,
+    inception,
+    nasnet,
+    operators,
+    resnet,
+    rnn,
+    segmentation,
+    transformer,
+)
 from einsat import Graph
-
-from benchmarks.workloads import (convnets, generative, inception, nasnet, operators, resnet, rnn,
-                                  segmentation, transformer)
 
 
 class Workload(NamedTuple):

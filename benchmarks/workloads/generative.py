@@ -11,9 +11,8 @@
 
 from __future__ import annotations
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
+from einsat import Graph
 
 # (out channels, kernel, stride, padding) per layer
 INFOGAN = ((448, 2, 1, 0), (256, 4, 2, 1), (128, 4, 2, 1), (64, 4, 2, 1), (3, 4, 2, 1))

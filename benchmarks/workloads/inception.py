@@ -7,9 +7,8 @@ pool and a 1000-way classifier. The smallest input the stem accepts is 75×75.
 
 from __future__ import annotations
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
+from einsat import Graph
 
 
 def cbr(net: Net, x, ch: int, kernel, stride=1, padding=0):

@@ -8,9 +8,8 @@ TensorFlow's "SAME" (pooling averages exclude the padding).
 
 from __future__ import annotations
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
+from einsat import Graph
 
 
 def squeeze(net: Net, x, out_ch: int):

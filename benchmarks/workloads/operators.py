@@ -14,9 +14,8 @@ padding 2 (SRCNN); G2BMM [8, 10000, 64] × [8, 10000, 64], width 1000, dilation 
 
 from __future__ import annotations
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
+from einsat import Graph
 
 
 def single_conv(name: str, batch: int, channels: int, size: int, out_ch: int, kernel: int,

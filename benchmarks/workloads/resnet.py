@@ -7,9 +7,8 @@ no batchnorm, bottleneck blocks [3, 4, 6, 3] with 32-group 3×3 convs, no classi
 
 from __future__ import annotations
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
+from einsat import Graph
 
 
 def basic_block(net: Net, x, out_ch: int, stride: int):

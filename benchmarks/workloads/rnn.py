@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
+from einsat import Graph
 
 
 def nas_node(net: Net, state, x):

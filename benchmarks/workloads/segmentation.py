@@ -10,10 +10,9 @@ stages back to the input resolution; a 1×1 conv gives the class scores.
 
 from __future__ import annotations
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
 from benchmarks.workloads.resnet import basic_block
+from einsat import Graph
 
 
 def gcn_block(net: Net, x, classes: int, k: int):

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat import Graph
-
 from benchmarks.workloads.layers import Net
+from einsat import Graph
 
 
 def split_heads(b, x, heads: int):

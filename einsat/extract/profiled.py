@@ -28,8 +28,8 @@ from einsat.errors import EinsatError
 from einsat.extract import cost
 from einsat.extract.devices import DEVICES
 from einsat.extract.profile_db import ProfileDB, committed_profile
-from einsat.ir.signature import Signature, signature_of, write_signatures
 from einsat.ir.registry import Op
+from einsat.ir.signature import Signature, signature_of, write_signatures
 from einsat.ir.types import TensorType
 
 GEMM_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.FUSED_MATMUL})

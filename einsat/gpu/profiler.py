@@ -26,9 +26,9 @@ import numpy as np
 
 from einsat.extract.profile_db import ProfileDB, device_kind
 from einsat.gpu.program import CompiledProgram
-from einsat.ir.signature import Signature
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Op
+from einsat.ir.signature import Signature
 
 
 def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -27,8 +27,15 @@ from hypothesis import strategies as st
 
 from einsat.testing.attrs import attrs_for  # noqa: F401  (re-exported)
 from einsat.testing.mutants import MutantPair, mutant_pairs  # noqa: F401
-from einsat.testing.programs import ALL_OPS, ELEMENTWISE, MULTILINEAR, input_arrays, \
-    multilinear_programs, program_inputs, programs  # noqa: F401
+from einsat.testing.programs import (  # noqa: F401  (re-exported)
+    ALL_OPS,
+    ELEMENTWISE,
+    MULTILINEAR,
+    input_arrays,
+    multilinear_programs,
+    program_inputs,
+    programs,
+)
 
 
 def arrays(seed: int, *shapes, dtype=np.float32) -> list[np.ndarray]:

@@ -1,6 +1,5 @@
 """`python -m benchmarks.export`: workloads to ONNX files that onnxruntime runs."""
 
-import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from einsat import GraphBuilder, Op
-from einsat.egraph import (BackOff, Generator, Limits, Rule, Ruleset, Schedule, Session, StopReason,
-                           Term)
+from einsat.egraph import BackOff, Generator, Limits, Rule, Ruleset, Schedule, Session, StopReason, Term
 from einsat.egraph.rules import rewrite
 from einsat.errors import EinsatError
 

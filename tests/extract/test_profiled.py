@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from einsat.extract.from_graph import egraph_data_from_graph
+from einsat.extract.profile_db import ProfileDB
 from einsat.extract.profiled import (
     CalibratedRoofline,
     ProfiledCost,
@@ -14,10 +15,9 @@ from einsat.extract.profiled import (
     family,
     fit_roofline,
 )
-from einsat.extract.profile_db import ProfileDB
-from einsat.ir.signature import read_signatures, signatures_of_graph
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.registry import Op
+from einsat.ir.signature import read_signatures, signatures_of_graph
 
 TRUE = Roofline(launch_us=3.0, flops_per_us=40e6, bytes_per_us=2.5e6)  # 40 TFLOP/s, 2.5 TB/s
 
@@ -134,8 +134,7 @@ def test_export_signatures_of_an_egraph(tmp_path):
 
 
 def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
-    from einsat.extract import RooflineCost, cost_model
-    from einsat.extract import profile_db
+    from einsat.extract import RooflineCost, cost_model, profile_db
     monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
     assert isinstance(cost_model("h100"), RooflineCost)  # nothing committed: the analytic roofline
     db, *_ = calibration_profile(np.random.default_rng(5))

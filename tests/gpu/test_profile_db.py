@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from einsat.errors import EinsatError
 from einsat.extract.profile_db import ProfileDB, device_kind
+from einsat.ir.builder import GraphBuilder
+from einsat.ir.registry import REGISTRY, Op
 from einsat.ir.signature import (
     Signature,
     read_signatures,
@@ -18,8 +20,6 @@ from einsat.ir.signature import (
     signatures_of_graph,
     write_signatures,
 )
-from einsat.ir.builder import GraphBuilder
-from einsat.ir.registry import REGISTRY, Op
 from einsat.ir.types import TensorType
 from tests.gpu.cases import strategy
 

@@ -8,8 +8,8 @@ import pytest
 
 from einsat.cli import main
 from einsat.gpu.profiler import random_inputs, replicated
-from einsat.ir.signature import signature_of, write_signatures
 from einsat.ir.registry import Op
+from einsat.ir.signature import signature_of, write_signatures
 from einsat.ir.types import TensorType
 
 

@@ -10,8 +10,8 @@ import numpy as np
 
 from benchmarks.workloads import build
 from einsat.extract.profile_db import ProfileDB
-from einsat.ir.signature import signatures_of_graph
 from einsat.ir.builder import GraphBuilder
+from einsat.ir.signature import signatures_of_graph
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

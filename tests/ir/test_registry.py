@@ -146,6 +146,7 @@ def test_bad_input_names_node_op_shapes_and_reason(op, shapes, attrs, reason):
 
 def test_pad_is_multilinear_exactly_when_it_fills_zero():
     import numpy as np
+
     from einsat.ir import GraphBuilder
     from einsat.ir.registry import Op, opdef
 

@@ -1,8 +1,24 @@
-"""Op definitions, one module per family. Importing this package fills the registry."""
+"""Op definitions, one module per family. Importing this package fills the registry.
+
+Registration order matters only where two ops share an ONNX op type: the first registered
+imports it (e.g. `matmul` before the export-only `batchmatmul`)."""
 
 from einsat.ir.ops import (  # noqa: F401
-    banded, conv, conv_transpose, elementwise, layout, linear, normalization, opaque, pooling, reduce,
-    slicing, special,
+    banded,
+    control,  # functionalization: loop and if
+    conv,
+    conv_transpose,
+    elementwise,
+    extrema,
+    fused,  # conv/matmul epilogues, made by rewrites
+    layout,
+    linear,
+    math,
+    normalization,
+    opaque,
+    pooling,
+    reduce,
+    slicing,
+    special,
+    views,  # functionalization: access and assign
 )
-from einsat.ir.ops import control, extrema, math, views  # noqa: F401  (functionalization, kernels)
-from einsat.ir.ops import fused  # noqa: F401  (conv/matmul epilogues, made by rewrites)

@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from einsat.ir.ops.onnx_args import const_input, const_ints, int64s
-from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, one_of, register, \
-    same_dtype
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, one_of, register, same_dtype
 from einsat.ir.types import TensorType
 
 

@@ -58,8 +58,8 @@ def markdown(results: dict) -> str:
              f"- cost model for the modeled speedup: {meta.get('cost_model', '–')}; "
              f"phases: saturate/extract/verify seconds", ""]
     gpu = any(w.get("gpu") for w in results["workloads"])
-    head = ["workload", "source", "size", "nodes", "GFLOP", "NumPy ms", "NumPy ms, optimized", "e-nodes / e-classes", "stop",
-            "phases s", "modeled cost", "modeled speedup", "nodes after", "note"]
+    head = ["workload", "source", "size", "nodes", "GFLOP", "NumPy ms", "NumPy ms, optimized", "e-nodes / e-classes",
+            "stop", "phases s", "modeled cost", "modeled speedup", "nodes after", "note"]
     if gpu:
         head += ["einsat GPU ms", "einsat opt. GPU ms", "PyTorch eager ms", "torch.compile ms"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -88,14 +88,16 @@ def phase_env(s: Session, args) -> dict:
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,"
                           "power.draw,memory.used,memory.total", "--format=csv"], capture_output=True, text=True)
     info["nvidia_smi"] = smi.stdout.strip()
-    s.log(f"device: {info['device'].get('name')} driver {info['device'].get('driver')} "
-          f"cuDNN {info['device'].get('cudnn')} cuBLAS {info['device'].get('cublas')} CuPy {info['device'].get('cupy')}")
+    dev = info["device"]
+    s.log(f"device: {dev.get('name')} driver {dev.get('driver')} "
+          f"cuDNN {dev.get('cudnn')} cuBLAS {dev.get('cublas')} CuPy {dev.get('cupy')}")
     return info
 
 
 def phase_tests(s: Session, args) -> dict:
     budget = max(60, min(args.test_budget, s.left() - 60))
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/gpu", "tests/extract/test_profiled.py"]
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+           "tests/gpu", "tests/extract/test_profiled.py"]
     try:
         import xdist  # noqa: F401
         cmd += ["-n", str(min(8, os.cpu_count() or 1))]
@@ -285,9 +287,11 @@ def summary_markdown(d: dict) -> str:
     env = d["phases"].get("env", {})
     dev = env.get("device", {}) if isinstance(env, dict) else {}
     if dev:
+        torch_info = env.get("torch")
+        torch_version = torch_info.get("version") if isinstance(torch_info, dict) else torch_info
         lines += [f"Device: {dev.get('name')} (driver {dev.get('driver')}, CUDA runtime {dev.get('cuda_runtime')}, "
                   f"cuDNN {dev.get('cudnn')}, cuBLAS {dev.get('cublas')}, CuPy {dev.get('cupy')}); "
-                  f"torch {env.get('torch', {}).get('version') if isinstance(env.get('torch'), dict) else env.get('torch')}", ""]
+                  f"torch {torch_version}", ""]
     t = d["phases"].get("tests")
     if t:
         lines += [f"Tests: return code {t.get('returncode')}: {t.get('summary')}", ""]
@@ -305,8 +309,8 @@ def summary_markdown(d: dict) -> str:
             f = lambda k, fmt="{:.3f}", r=r: (fmt.format(r[k]) if isinstance(r.get(k), (int, float))  # noqa: E731
                                               else str(r.get(k, "-")))
             lines.append(f"| {name} | {f('einsat_graph_ms')} | {f('einsat_eager_ms')} | {f('torch_eager_ms')} | "
-                         f"{f('ratio_graph_vs_torch', '{:.2f}')} | {f('rel_error', '{:.1e}')} | {f('profile_sum_ms')} | "
-                         f"{f('prediction_ratio', '{:.2f}')} |")
+                         f"{f('ratio_graph_vs_torch', '{:.2f}')} | {f('rel_error', '{:.1e}')} | "
+                         f"{f('profile_sum_ms')} | {f('prediction_ratio', '{:.2f}')} |")
         lines.append("")
     for name, r in (d["phases"].items()):
         if isinstance(r, dict) and "error" in r:

@@ -20,7 +20,8 @@ def test_info_lists_ops_flops_bytes_and_opaque_ops(capsys):
     out = capsys.readouterr().out
     assert "data_0  [1, 3, 224, 224] f32" in out.replace("    ", "  ")
     assert re.search(r"prob_1\s+\[1, 1000\] f32", out)
-    rows = {m.group(1): int(m.group(2)) for m in re.finditer(r"^  (\w[\w ]*?)\s+(\d+)\s+\S+ ?\w*\s+\S+ ?\w*B$", out, re.MULTILINE)}
+    row = re.compile(r"^  (\w[\w ]*?)\s+(\d+)\s+\S+ ?\w*\s+\S+ ?\w*B$", re.MULTILINE)
+    rows = {m.group(1): int(m.group(2)) for m in row.finditer(out)}
     # conv 5, relu 7, LRN 2, maxpool 3, reshape 1, gemm 3, softmax 1; the Dropouts are identities
     assert rows["conv"] == 5 and rows["gemm"] == 3 and rows["opaque LRN"] == 2 and rows["total"] == 22
     # AlexNet: 0.72 GMACs in its convolutions and fully connected layers, 2 FLOPs each

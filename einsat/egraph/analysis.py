@@ -211,7 +211,8 @@ def _op_rules(sigs: Mapping[Op, Signature]) -> str:
                          f" ((set (shape t) (vec-of (vec-get sx 0) (vec-get sx 1) {' '.join(dims)}))))")
         ones = " ".join(["1"] * nsp)
         rules.append(f"(rule ((= t {pattern(sigs[Op.GLOBAL_AVGPOOL], in0='x')}) (= sx (shape x))"
-                     f" (= {nsp + 2} (vec-length sx))) ((set (shape t) (vec-of (vec-get sx 0) (vec-get sx 1) {ones}))))")
+                     f" (= {nsp + 2} (vec-length sx)))"
+                     f" ((set (shape t) (vec-of (vec-get sx 0) (vec-get sx 1) {ones}))))")
     rules.append(f"(rule ((= t {pattern(sigs[Op.TRANSPOSE], perm='p', in0='x')}) (= sx (shape x)))"
                  " ((permute-want sx p)))")
     rules.append(f"(rule ((= t {pattern(sigs[Op.TRANSPOSE], perm='p', in0='x')}) (= s (permute (shape x) p)))"
@@ -227,7 +228,8 @@ def _op_rules(sigs: Mapping[Op, Signature]) -> str:
     rules.append(f"(rule ((= g (Get {split} i)) (= d (dtype x))) ((set (dtype g) d)))")
     for r in range(1, 7):
         dims = " ".join(f"(+ (vec-get sx {i}) (+ (vec-get p {i}) (vec-get p {r + i})))" for i in range(r))
-        rules.append(f"(rule ((= t {pattern(sigs[Op.PAD], pads='p', in0='x')}) (= sx (shape x)) (= {r} (vec-length sx)))"
+        rules.append(f"(rule ((= t {pattern(sigs[Op.PAD], pads='p', in0='x')}) (= sx (shape x))"
+                     f" (= {r} (vec-length sx)))"
                      f" ((set (shape t) (vec-of {dims}))))")
     rules.append("(rule ((= t (Fill v s dt))) ((set (shape t) s) (set (dtype t) dt)))")
     return "\n".join(rules)

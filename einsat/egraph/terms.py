@@ -141,7 +141,8 @@ def seed_type(name: str, shape, dtype) -> list[bindings._Command]:
     return [set_fn("shape", var(name), vec(shape)), set_fn("dtype", var(name), lit(np.dtype(dtype).name))]
 
 
-def graph_commands(graph: Graph, enc: Encoder, prefix: str, start: int = 0) -> tuple[list[bindings._Command], dict[str, str]]:
+def graph_commands(graph: Graph, enc: Encoder, prefix: str,
+                   start: int = 0) -> tuple[list[bindings._Command], dict[str, str]]:
     """The commands inserting `graph`, and the `let` name of each of its values (whose `ord`s
     are `start`, `start + 1`, ...)."""
     lets: dict[str, str] = {}

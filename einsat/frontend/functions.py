@@ -248,4 +248,4 @@ def _putmask(a, mask, values):
     write_out(tr, a, _where(mask, values, a))
 
 
-from einsat.frontend import creation  # noqa: F401  (registers the constructors)
+from einsat.frontend import creation  # noqa: E402, F401  (registers the constructors; imported last: it imports us)

@@ -170,7 +170,8 @@ class Graph:
         return len(self.nodes)
 
     def __repr__(self) -> str:
-        return f"<Graph {self.name!r}: {len(self.nodes)} nodes, inputs {list(self.inputs)}, outputs {list(self.outputs)}>"
+        return (f"<Graph {self.name!r}: {len(self.nodes)} nodes, "
+                f"inputs {list(self.inputs)}, outputs {list(self.outputs)}>")
 
     def __str__(self) -> str:
         return format_graph(self)

@@ -87,9 +87,10 @@ def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=()) -
         try:
             m = version_converter.convert_version(m, target)
         except Exception as e:  # the converter raises bare RuntimeErrors and more
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise OnnxError(f"{label}: the model uses opset {version}; einsat reads opsets "
                             f"{MIN_OPSET}-{MAX_OPSET} and onnx.version_converter could not convert it "
-                            f"to {target}: {str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+                            f"to {target}: {reason}") from None
     fix_input_shapes(m.graph, label, input_shapes or {}, set(weights))
     try:
         m = shape_inference.infer_shapes(m, data_prop=True)

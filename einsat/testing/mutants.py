@@ -64,7 +64,8 @@ def _sound(draw, programs):
     if kind == "transpose":
         perm = tuple(draw(st.permutations(range(len(shape)))))
         inv = tuple(int(i) for i in np.argsort(perm))
-        nodes = [Node(Op.TRANSPOSE, [o], ["s/t"], {"perm": perm}), Node(Op.TRANSPOSE, ["s/t"], ["s/out"], {"perm": inv})]
+        nodes = [Node(Op.TRANSPOSE, [o], ["s/t"], {"perm": perm}),
+                 Node(Op.TRANSPOSE, ["s/t"], ["s/out"], {"perm": inv})]
     elif kind == "flatten":
         nodes = [Node(Op.RESHAPE, [o], ["s/t"], {"shape": (-1,)}),
                  Node(Op.RESHAPE, ["s/t"], ["s/out"], {"shape": shape})]

@@ -42,7 +42,8 @@ def test_session_export_drops_the_nodes_that_close_cycles():
     x = b.input("x", (2, 3))
     g = b.build(b.relu(b.transpose(x, perm=(1, 0))))
     t2 = Rule("t-inverse", "x = transpose(transpose(x))",
-              rewrite("(Transpose (vec-of 1 0) x)", "(Transpose (vec-of 1 0) (Transpose (vec-of 1 0) (Transpose (vec-of 1 0) x)))"))
+              rewrite("(Transpose (vec-of 1 0) x)",
+                      "(Transpose (vec-of 1 0) (Transpose (vec-of 1 0) (Transpose (vec-of 1 0) x)))"))
     sched = Schedule((Ruleset("cyc", (t2,)),))
     exports = {}
     for acyclic in (False, True):

@@ -25,7 +25,8 @@ def fused_ops(build):
 
 
 def test_access_of_access_composes():
-    ops = fused_ops(lambda b, x: [b.access(b.access(x, spec=[SL(1, 1, 2, 3)]), spec=[SL(1, 1, 1, 2), ("select", 0, 2)])])
+    ops = fused_ops(lambda b, x: [b.access(b.access(x, spec=[SL(1, 1, 2, 3)]),
+                                           spec=[SL(1, 1, 1, 2), ("select", 0, 2)])])
     assert ops == [Op.ACCESS]
 
 

@@ -9,7 +9,7 @@ from einsat.errors import FrontendError
 from einsat.frontend import cond, functionalize, loop
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4)
-I = np.array(1, np.int64)
+ONE = np.array(1, np.int64)
 
 
 def data_dependent_if(x):
@@ -94,14 +94,14 @@ CASES = [
     (python_number, (X,), "int"),
     (opaque_call, (X,), "cannot trace"),
     (write_into_numpy_buffer, (X,), "write into a NumPy array"),
-    (traced_slice_bound, (X, I), "slice bound is a traced value"),
+    (traced_slice_bound, (X, ONE), "slice bound is a traced value"),
     (unknown_function, (X,), "np.cumsum is not supported"),
     (ufunc_at, (X,), "np.add.at is not supported"),
     (broadcast_write, (X,), "read-only"),
     (carried_update, (X,), "loop-carried value"),
     (escaping_value, (X,), "defined inside a loop or cond body"),
     (casting, (X,), "same_kind"),
-    (mismatched_branches, (X, I), "returns"),
+    (mismatched_branches, (X, ONE), "returns"),
 ]
 
 

@@ -367,7 +367,8 @@ def views(draw, op: str):
     shape = draw(rs.shapes(1, 3, 1, 5))
     spec, cur = [], list(shape)
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["slice", "select", "transpose", "reshape"] + (["expand"] if op == "access" else [])))
+        kinds = ["slice", "select", "transpose", "reshape"] + (["expand"] if op == "access" else [])
+        kind = draw(st.sampled_from(kinds))
         if kind == "slice" and cur:
             ax = draw(st.integers(0, len(cur) - 1))
             step = draw(st.sampled_from([1, 2, -1]))

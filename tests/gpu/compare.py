@@ -83,7 +83,8 @@ def assert_case(case, got: dict[str, np.ndarray], want: dict[str, np.ndarray] | 
             allowed = u * bound[name] + 16 * u * np.abs(w64)
             bad = ~(err <= allowed)
             assert not bad.any(), (f"{case.op}: {name}: {bad.sum()} of {bad.size} elements beyond the bound; "
-                                   f"worst error {np.nanmax(err)} where allowed {allowed.flat[np.nanargmax(err - allowed)]}")
+                                   f"worst error {np.nanmax(err)} "
+                                   f"where allowed {allowed.flat[np.nanargmax(err - allowed)]}")
         else:
             n = norm_length(case)
             atol = 16 * u * (n + 8) * (np.nanmax(np.abs(w64)) if w64.size else 0.0)

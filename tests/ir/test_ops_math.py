@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from einsat.errors import EinsatError
 from einsat.ir import Graph, Node, Op, TensorType
 from einsat.testing.strategies import arrays, broadcastable, seeds
+from tests.ir.onnx_check import check_op
 
 SHAPES = st.lists(st.integers(1, 4), max_size=3).map(tuple)
 PAIRS = SHAPES.flatmap(lambda s: st.tuples(st.just(s), broadcastable(s)).flatmap(
     lambda p: st.sampled_from([p, p[::-1]])))
-from tests.ir.onnx_check import check_op
 
 UNARY = [Op.EXP, Op.NEG, Op.ABS, Op.FLOOR]
 POSITIVE = [Op.LOG, Op.SQRT]

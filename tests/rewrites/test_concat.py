@@ -29,8 +29,9 @@ def relus(b, *xs):
     return tuple(b.relu(x) for x in xs)
 
 
-SPLIT2 = along(2).flatmap(lambda x: leaves({"x": x[1][0][:x[0]] + (x[1][0][x[0]] + x[1][1][x[0]],) + x[1][0][x[0] + 1:]},
-                                           ax=x[0], n=(x[1][0][x[0]], x[1][1][x[0]])))
+SPLIT2 = along(2).flatmap(lambda x: leaves(
+    {"x": x[1][0][:x[0]] + (x[1][0][x[0]] + x[1][1][x[0]],) + x[1][0][x[0] + 1:]},
+    ax=x[0], n=(x[1][0][x[0]], x[1][1][x[0]])))
 SPLIT3 = along(3).flatmap(lambda x: leaves(
     {"x": x[1][0][:x[0]] + (sum(s[x[0]] for s in x[1]),) + x[1][0][x[0] + 1:]},
     ax=x[0], n=tuple(s[x[0]] for s in x[1])))
@@ -74,10 +75,12 @@ def pool(kind):
 
 
 CASES = [
-    Case("split-concat", pairs(), lambda b, t, p: relus(b, *b.split(b.concat(t["a"], t["b"], axis=p["ax"]), axis=p["ax"],
-                                                                  sizes=(p.inputs["a"][p["ax"]], p.inputs["b"][p["ax"]]))),
+    Case("split-concat", pairs(),
+         lambda b, t, p: relus(b, *b.split(b.concat(t["a"], t["b"], axis=p["ax"]), axis=p["ax"],
+                                           sizes=(p.inputs["a"][p["ax"]], p.inputs["b"][p["ax"]]))),
          lambda b, t, p: relus(b, t["a"], t["b"])),
-    Case("concat-split", SPLIT2, lambda b, t, p: b.relu(b.concat(*b.split(t["x"], axis=p["ax"], sizes=p["n"]), axis=p["ax"])),
+    Case("concat-split", SPLIT2,
+         lambda b, t, p: b.relu(b.concat(*b.split(t["x"], axis=p["ax"], sizes=p["n"]), axis=p["ax"])),
          lambda b, t, p: b.relu(t["x"])),
     Case("concat-flatten", along(3).flatmap(lambda x: leaves({"a": x[1][0], "b": x[1][1], "c": x[1][2]}, ax=x[0])),
          lambda b, t, p: b.concat(b.concat(t["a"], t["b"], axis=p["ax"]), t["c"], axis=p["ax"]),
@@ -88,7 +91,8 @@ CASES = [
     Case("split-split", SPLIT3, split_split_lhs,
          lambda b, t, p: relus(b, *b.split(t["x"], axis=p["ax"], sizes=p["n"]))),
     *[Case(f"concat-{op.lower()}", quads(),
-           lambda b, t, p, f=OPS[op]: b.concat(getattr(b, f)(t["a"], t["b"]), getattr(b, f)(t["c"], t["d"]), axis=p["ax"]),
+           lambda b, t, p, f=OPS[op]: b.concat(getattr(b, f)(t["a"], t["b"]), getattr(b, f)(t["c"], t["d"]),
+                                               axis=p["ax"]),
            lambda b, t, p, f=OPS[op]: getattr(b, f)(b.concat(t["a"], t["c"], axis=p["ax"]),
                                                     b.concat(t["b"], t["d"], axis=p["ax"]))) for op in BINARY],
     *[Case(f"concat-{op.lower()}", pairs(),

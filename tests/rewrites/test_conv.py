@@ -25,7 +25,8 @@ def with_leaves(build):
 
 
 ADD_INPUT = with_leaves(lambda s: leaves({"a": s["x"], "b": s["x"]}, {"w": s["w"]}, stride=s["stride"], pad=s["pad"]))
-ADD_WEIGHT = with_leaves(lambda s: leaves({"x": s["x"]}, {"w1": s["w"], "w2": s["w"]}, stride=s["stride"], pad=s["pad"]))
+ADD_WEIGHT = with_leaves(lambda s: leaves({"x": s["x"]}, {"w1": s["w"], "w2": s["w"]},
+                                          stride=s["stride"], pad=s["pad"]))
 SCALAR = with_leaves(lambda s: leaves({"x": s["x"], "s": ()}, {"w": s["w"]}, stride=s["stride"], pad=s["pad"]))
 BIAS = with_leaves(lambda s: leaves({"x": s["x"]}, {"w": s["w"], "b": s["w"][:1]}, stride=s["stride"], pad=s["pad"]))
 BN = with_leaves(lambda s: st.booleans().flatmap(lambda bias: leaves(

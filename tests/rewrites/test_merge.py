@@ -17,8 +17,8 @@ CONV = st.tuples(dims(1, 2), dims(), dims(), dims(), dims(3, 5), st.sampled_from
                      {"x": (s[0], s[1], s[4], s[4])},
                      {"w1": (s[2], s[1], s[5], s[5]), "w2": (s[3], s[1], s[5], s[5]),
                       **({"b1": (s[2],), "b2": (s[3],)} if s[7] else {})}, pad=s[5] // 2, stride=s[6]))
-ENLARGE = st.tuples(dims(1, 2), dims(), dims(), dims(), dims(3, 5), st.sampled_from([((1, 1), (3, 3)), ((1, 3), (3, 3)),
-                                                                                    ((1, 1), (5, 5)), ((3, 3), (5, 5))]),
+KERNEL_PAIRS = [((1, 1), (3, 3)), ((1, 3), (3, 3)), ((1, 1), (5, 5)), ((3, 3), (5, 5))]
+ENLARGE = st.tuples(dims(1, 2), dims(), dims(), dims(), dims(3, 5), st.sampled_from(KERNEL_PAIRS),
                     st.integers(1, 2)).flatmap(lambda s: leaves(
                         {"x": (s[0], s[1], s[4], s[4])},
                         {"w1": (s[2], s[1]) + s[5][0], "w2": (s[3], s[1]) + s[5][1]},

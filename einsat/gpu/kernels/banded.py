@@ -24,8 +24,9 @@ def _row(name: str, n: int, off: str, stride: int, t: str, load) -> tuple[str, s
     if n > SHARED_ELEMS:
         return "", ""
     decl = f"    __shared__ {t} {name}_s[{max(n, 1)}];\n"
+    elem = load(f"{off} + q * {stride}LL")
     stage = (f"        __syncthreads();\n"
-             f"        for (idx_t q = threadIdx.x; q < {n}LL; q += blockDim.x) {name}_s[q] = {load(f'{off} + q * {stride}LL')};\n"
+             f"        for (idx_t q = threadIdx.x; q < {n}LL; q += blockDim.x) {name}_s[q] = {elem};\n"
              f"        __syncthreads();")
     return decl, stage
 
@@ -72,6 +73,7 @@ def gbmm_kernel(p: Operand, v: Operand, dilation: int) -> Kernel:
     p_off = f"zz * {p.strides[0]}LL + ii * {p.strides[1]}LL"
     decl, stage = _row("prow", j_len, p_off, p.strides[2], t, lambda e: f"({t}){ct.load(f'in0[{e}]')}")
     p_elem = "prow_s[j]" if decl else f"({t}){ct.load(f'in0[{p_off} + j * {p.strides[2]}LL]')}"
+    v_elem = f"({t}){ct.load(f'in1[zz * {v.strides[0]}LL + r * {v.strides[1]}LL + c * {v.strides[2]}LL]')}"
     body = f"""        const idx_t zz = row / {m}LL, ii = row % {m}LL;
 {stage}
         for (idx_t c = threadIdx.x; c < {n}LL; c += blockDim.x) {{
@@ -79,7 +81,7 @@ def gbmm_kernel(p: Operand, v: Operand, dilation: int) -> Kernel:
             for (idx_t j = 0; j < {j_len}LL; ++j) {{
                 const idx_t r = ii + {dilation}LL * (j - {width}LL);
                 if (r < 0 || r >= {m}LL) continue;
-                acc += {p_elem} * ({t}){ct.load(f'in1[zz * {v.strides[0]}LL + r * {v.strides[1]}LL + c * {v.strides[2]}LL]')};
+                acc += {p_elem} * {v_elem};
             }}
             out[row * {n}LL + c] = {ct.save('acc')};
         }}"""

@@ -31,7 +31,9 @@ def epilogue(dev, y, addends: list, activation: str, out_t):
 
 def _channel_bias(bias, rank: int):
     item = bias.dtype.itemsize
-    return bias, Operand(bias.dtype, (bias.shape[0],) + (1,) * (rank - 2), (bias.strides[0] // item,) + (0,) * (rank - 2))
+    shape = (bias.shape[0],) + (1,) * (rank - 2)
+    strides = (bias.strides[0] // item,) + (0,) * (rank - 2)
+    return bias, Operand(bias.dtype, shape, strides)
 
 
 @implements("fused_conv")

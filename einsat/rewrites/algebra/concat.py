@@ -59,7 +59,8 @@ def _product_rules() -> tuple[Rule, ...]:
         Rule("concat-matmul-cols", "concat(A @ B, A @ C) = A @ concat(B, C)  (columns)",
              rewrite("(Concat ax [(Matmul a b) (Matmul a c)])", "(Matmul a (Concat 1 [b c]))",
                      rank("b", 2), rank("c", 2), shape("a", "sa"), "(= ax (- (vec-length sa) 1))")),
-        Rule("concat-conv-channels", "concat(conv(x, W1, b1), conv(x, W2, b2)) = conv(x, concat(W1, W2), concat(b1, b2))",
+        Rule("concat-conv-channels",
+             "concat(conv(x, W1, b1), conv(x, W2, b2)) = conv(x, concat(W1, W2), concat(b1, b2))",
              rewrite(f"(Concat 1 [{conv(x='x', w='w1', b='(Absent)')} {conv(x='x', w='w2', b='(Absent)')}])",
                      conv(x="x", w="(Concat 0 [w1 w2])", b="(Absent)"), "(= g 1)", _same_kernel()) + "\n"
              + rewrite(f"(Concat 1 [{conv(x='x', w='w1', b='b1')} {conv(x='x', w='w2', b='b2')}])",

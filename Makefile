@@ -46,7 +46,7 @@ $(TORCH_VENV)/.installed: benchmarks/torch-constraints.txt
 	touch $@
 
 lint: $(STAMP)
-	$(PY) -m ruff check einsat tests benchmarks
+	$(PY) -m ruff check einsat tests benchmarks scripts notebooks
 
 $(STAMP): pyproject.toml constraints.txt
 	@py="$$($(FIND_PYTHON))"; \
@@ -58,7 +58,7 @@ $(STAMP): pyproject.toml constraints.txt
 	echo "Creating $(VENV) with $$py ($$($$py --version))"; \
 	rm -rf $(VENV) && $$py -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,notebooks,bench]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,notebooks,bench,dev]'
 	touch $@
 
 clean:

@@ -49,10 +49,12 @@ def embed(values) -> np.ndarray:
 
 
 def unique(a: np.ndarray) -> np.ndarray:
-    """Sorted unique values of an int array (a sort: NumPy's hash-based unique is slower here)."""
-    a = np.sort(np.asarray(a, dtype=np.int64).reshape(-1))
-    if len(a) < 2:
+    """Sorted unique values of an int array (a sort: NumPy's hash-based unique is slower here;
+    an array already strictly increasing comes back as it is)."""
+    a = np.asarray(a, dtype=np.int64).reshape(-1)
+    if len(a) < 2 or bool(np.all(a[1:] > a[:-1])):
         return a
+    a = np.sort(a)
     keep = np.empty(len(a), dtype=bool)
     keep[0] = True
     np.not_equal(a[1:], a[:-1], out=keep[1:])

@@ -1,15 +1,12 @@
-"""Field semantics of the contractions: matmul, batchmatmul, gemm, conv, conv_transpose, g2bmm, gbmm.
+"""Field semantics of the contractions: matmul, batchmatmul, gemm, g2bmm, gbmm (conv: `fieldconv`).
 
 Every contraction is out[v] = Σ_r a[row(v), r] · b[col(v), r] for rows of one input and columns
 of the other. `contract` computes it at the requested positions only: when few distinct rows and
 columns are involved it multiplies them as a block through exact float64 BLAS (`matmul_mod`),
-otherwise it forms the pairs and reduces them in chunks. A conv's rows are its input windows
-(im2col, only for the pixels asked for) and its columns the weight's filters, one group at a time.
+otherwise it forms the pairs and reduces them in chunks.
 """
 
 from __future__ import annotations
-
-from math import prod
 
 import numpy as np
 
@@ -120,92 +117,6 @@ class Gemm(Contraction):
         return [y]
 
 
-class Conv(Contraction):
-    """Grouped, strided, dilated, padded convolution; `transposed` for conv_transpose."""
-
-    def __init__(self, transposed: bool = False):
-        self.transposed = transposed
-
-    def taps(self, o, i, xs_i, a, nsp, k):
-        """Input coordinates (P, k) read by output coordinates o along spatial dim i; -1 outside."""
-        t = np.arange(k)[None, :]
-        s, p, d = a["stride"][i], a["padding"][i], a["dilation"][i]
-        if not self.transposed:
-            q = o[:, None] * s - p + t * d
-            return np.where((q >= 0) & (q < xs_i), q, -1)
-        num = o[:, None] + p - t * d
-        q = num // s
-        return np.where((num % s == 0) & (q >= 0) & (q < xs_i), q, -1)
-
-    def geometry(self, node, ctx):
-        (xs, ws, *_), (ys,) = _shapes(node, ctx)
-        g = node.attrs["groups"]
-        cg = xs[1] // g
-        fg = ys[1] // g
-        return xs, ws, ys, g, cg, fg
-
-    def groups_plan(self, node, ctx, flat):
-        """Per group: (a_idx, ra, b_idx, rb, positions) for the outputs of that group."""
-        xs, ws, ys, g, cg, fg = self.geometry(node, ctx)
-        a, nsp = node.attrs, len(xs) - 2
-        kernel = ws[2:]
-        c = unravel(flat, ys)
-        grp = c[1] // fg
-        pix = ravel(np.stack([c[0], grp] + list(c[2:])), (ys[0], g) + ys[2:])
-        keys, rpix = _keys(pix)
-        kc = unravel(keys, (ys[0], g) + ys[2:])
-        taps = [self.taps(kc[2 + i], i, xs[2 + i], a, nsp, kernel[i]) for i in range(nsp)]
-        tgrid = [t.reshape(-1) for t in np.meshgrid(*[np.arange(k) for k in kernel], indexing="ij")]
-        tt = prod(kernel)
-        # x's flat index for (pixel, channel in group, tap), [P, Cg·T]: batch and channel part plus
-        # the spatial part, -1 where a tap falls in the padding
-        spatial, valid, stride = np.zeros((len(keys), tt), np.int64), np.ones((len(keys), tt), bool), 1
-        for i in reversed(range(nsp)):
-            q = taps[i][:, tgrid[i]]
-            spatial += q * stride
-            valid &= q >= 0
-            stride *= xs[2 + i]
-        base = (kc[0] * xs[1] + kc[1] * cg) * stride
-        x_idx = base[:, None, None] + (np.arange(cg) * stride)[None, :, None] + spatial[:, None, :]
-        x_idx = np.where(valid[:, None, :], x_idx, -1).reshape(len(keys), cg * tt)
-        plans = []
-        ch = np.arange(cg)[None, :, None]
-        tp = np.arange(tt)[None, None, :]
-        for gi in F.unique(grp):
-            sel = np.nonzero(grp == gi)[0]
-            filters, rf = _keys(c[1][sel] - gi * fg)    # only the filters asked for
-            fl = filters[:, None, None]
-            if self.transposed:
-                w_idx = ((gi * cg + ch) * fg + fl) * tt + tp
-            else:
-                w_idx = ((gi * fg + fl) * cg + ch) * tt + tp
-            plans.append((x_idx, rpix[sel], w_idx.reshape(len(filters), cg * tt), rf, sel))
-        return plans
-
-    def cached_plan(self, node, ctx, flat):
-        key = (node.name, "plan", len(flat))
-        if key not in ctx.cache:
-            ctx.cache[key] = self.groups_plan(node, ctx, flat)
-        return ctx.cache[key]
-
-    def pull(self, node, ctx, out_flat):
-        plans = self.cached_plan(node, ctx, out_flat[0])
-        xs_need = np.concatenate([p[0][F.unique(p[1])].reshape(-1) for p in plans]) if plans else None
-        ws_need = np.concatenate([p[2].reshape(-1) for p in plans]) if plans else None
-        need = [xs_need, ws_need]
-        if len(node.inputs) > 2:
-            need.append(unravel(out_flat[0], _shapes(node, ctx)[1][0])[1])
-        return need
-
-    def compute(self, node, ctx, out_flat, ins):
-        y = np.zeros((ctx.env.tests, len(out_flat[0])), np.int64)
-        for x_idx, ra, w_idx, rb, sel in self.cached_plan(node, ctx, out_flat[0]):
-            y[:, sel] = contract(ins[0], x_idx, ra, ins[1], w_idx, rb, ctx.env.tests)
-        if len(ins) > 2 and ins[2] is not None:
-            y = F.add(y, ins[2].read(unravel(out_flat[0], _shapes(node, ctx)[1][0])[1]))
-        return [y]
-
-
 class G2BMM(Contraction):
     """out[z, i, j] = Σ_k a[z, i, k] · b[z, i + D·(j − W), k]."""
 
@@ -240,7 +151,6 @@ class GBMM(Contraction):
         return ka[:, None] * jj + np.arange(jj)[None, :], ra, b_idx, rb
 
 
-CONTRACTIONS = {Op.MATMUL: MatMul(), Op.BATCHMATMUL: MatMul(), Op.GEMM: Gemm(), Op.CONV: Conv(),
-                Op.CONV_TRANSPOSE: Conv(transposed=True)}
+CONTRACTIONS = {Op.MATMUL: MatMul(), Op.BATCHMATMUL: MatMul(), Op.GEMM: Gemm()}  # conv: fieldconv.py
 if hasattr(Op, "G2BMM"):
     CONTRACTIONS.update({Op.G2BMM: G2BMM(), Op.GBMM: GBMM()})

@@ -37,6 +37,7 @@ class FieldEnv:
     sources: dict[str, Source] = field(default_factory=dict)
     batchnorm_key: int | None = None
     tests: int = 1
+    draws: dict = field(default_factory=dict)  # key -> (flat, values): the last draw of a random source
 
     def source(self, graph: Graph, name: str) -> Source:
         if name in self.sources:
@@ -44,6 +45,23 @@ class FieldEnv:
         if name in graph.weights:
             return Source(const=embed(graph.weights[name]))
         raise NotMultilinearError(f"graph {graph.name!r}: input {name!r} has no field values in the env")
+
+    def values(self, graph: Graph, name: str, flat: np.ndarray) -> np.ndarray:
+        """(tests, len(flat)) values of input or weight `name` at sorted flat positions. A purely
+        random source's values depend on its key and the positions only: envs that share
+        `draws` (the two programs of a pair) draw the same positions of one key once."""
+        src = self.source(graph, name)
+        if not len(flat):
+            return np.zeros((self.tests, 0), np.int64)
+        memo = (src.key, self.tests) if src.const is None else None
+        if memo in self.draws and np.array_equal(self.draws[memo][0], flat):
+            return self.draws[memo][1]
+        vals = np.empty((self.tests, len(flat)), np.int64)
+        for k in range(self.tests):
+            vals[k] = src.at(flat, k)
+        if memo is not None:
+            self.draws[memo] = flat, vals
+        return vals
 
 
 def fold_constant(graph: Graph, name: str) -> np.ndarray | None:
@@ -62,40 +80,73 @@ def fold_constant(graph: Graph, name: str) -> np.ndarray | None:
 
 
 TABLE_LIMIT = 1 << 25  # tensors up to this size get a position table for reads (int32, 128 MB at most)
+RUNS_LIMIT = 256      # known positions in at most this many runs of consecutive positions are
+                      # located by run (a search among the runs), without a table
 
 
 class Known:
-    """A tensor's field values at some flat positions: `flat` sorted and unique, `vals` (tests, n)."""
+    """A tensor's field values at some flat positions: `flat` sorted and unique, `vals` (tests, n).
 
-    __slots__ = ("_ext", "_table", "flat", "shape", "vals")
+    A read locates each position in `flat` by one of: the identity (every position known), the
+    runs of consecutive positions (when they are few: whole planes, rows), a position table
+    (when the reads are many), a binary search. Reading a position that is not known is a bug
+    in some rule's `pull`: it raises."""
+
+    __slots__ = ("_runs", "_table", "flat", "shape", "vals")
 
     def __init__(self, shape: tuple[int, ...], flat: np.ndarray, vals: np.ndarray):
         self.shape, self.flat, self.vals = shape, flat, vals
-        self._ext = np.concatenate([vals, np.zeros((vals.shape[0], 1), np.int64)], axis=1)  # col n reads 0
-        self._table = None
+        self._runs = self._table = None
+
+    def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(first position, index in `flat`, length) of each run of consecutive known positions."""
+        if self._runs is None:
+            first = np.concatenate([[0], np.flatnonzero(np.diff(self.flat) != 1) + 1]).astype(np.int64)
+            self._runs = self.flat[first], first, np.diff(np.append(first, len(self.flat)))
+        return self._runs
+
+    def locate(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray | bool]:
+        """(index in `flat`, whether the position is known) for flat positions idx >= 0."""
+        n, size = len(self.flat), prod(self.shape)
+        if n == size:
+            return idx, True
+        if n and len(self.runs()[0]) <= RUNS_LIMIT:
+            start, at, length = self.runs()
+            r = np.maximum(np.searchsorted(start, idx, side="right") - 1, 0)
+            off = idx - start[r]
+            return at[r] + off, (off >= 0) & (off < length[r])
+        if self._table is None and size <= TABLE_LIMIT and 64 * idx.size > size:
+            self._table = np.full(size, n, dtype=np.int32)  # a table pays off: build it once
+            self._table[self.flat] = np.arange(n, dtype=np.int32)
+        if self._table is not None:
+            pos = self._table[idx]
+            return pos, pos < n
+        pos = np.minimum(np.searchsorted(self.flat, idx), max(n - 1, 0))
+        return pos, self.flat[pos] == idx if n else np.zeros(idx.shape, bool)
+
+    def read_range(self, start: int, stop: int) -> np.ndarray:
+        """Values at the flat positions start, ..., stop − 1: (tests, stop − start), a view of
+        `vals` when they are one run of known positions."""
+        first, at, length = self.runs() if len(self.flat) else ((), (), ())
+        r = int(np.searchsorted(first, start, side="right")) - 1
+        if r >= 0 and stop - first[r] <= length[r]:
+            return self.vals[:, at[r] + start - first[r]:at[r] + stop - first[r]]
+        return self.read(np.arange(start, stop, dtype=np.int64))
 
     def read(self, idx: np.ndarray) -> np.ndarray:
         """Values at flat positions `idx` (any shape; -1 reads zero): shape (tests, *idx.shape)."""
         idx = np.asarray(idx, dtype=np.int64)
-        n, size = len(self.flat), prod(self.shape)
-        if n == size:
-            pos = np.where(idx >= 0, idx, n)
-            return self._ext[:, pos]
-        if self._table is None and size <= TABLE_LIMIT and 64 * idx.size > size:
-            self._table = np.full(size + 1, n + 1, dtype=np.int32)  # a table pays off: build it once
-            self._table[self.flat] = np.arange(n, dtype=np.int32)
-            self._table[size] = n  # where index -1 lands
-        if self._table is not None:
-            pos = self._table[idx]  # -1 reads the last entry: n
-            if pos.size and pos.max() > n:
-                raise AssertionError(f"a position of {list(self.shape)} was read but not pulled")
-        else:
-            safe = np.maximum(idx, 0)
-            pos = np.minimum(np.searchsorted(self.flat, safe), max(n - 1, 0))
-            if n and np.any((self.flat[pos] != safe) & (idx >= 0)):
-                raise AssertionError(f"a position of {list(self.shape)} was read but not pulled")
-            pos = np.where(idx >= 0, pos, n)
-        return self._ext[:, pos]
+        outside = idx < 0
+        anyout = bool(outside.any())
+        pos, known = self.locate(np.where(outside, 0, idx) if anyout else idx)
+        if known is not True and not np.all(known | outside if anyout else known):
+            raise AssertionError(f"a position of {list(self.shape)} was read but not pulled")
+        if not len(self.flat):
+            return np.zeros((self.vals.shape[0],) + idx.shape, np.int64)
+        out = self.vals[:, np.where(known, pos, 0) if anyout and known is not True else pos]
+        if anyout:
+            out[:, outside] = 0
+        return out
 
 
 @dataclass
@@ -157,36 +208,37 @@ def evaluate_at(graph: Graph, env: FieldEnv, positions: Mapping[str, np.ndarray]
     ctx = Context(graph, env, degrees(graph, env))
     want = {name: _flat_positions(graph.types[name].shape, pos) for name, pos in positions.items()}
     needed: dict[str, list[np.ndarray]] = {name: [f] for name, f in want.items()}
+    flats: dict[str, np.ndarray] = {}  # every needed value's positions, sorted and unique
     for node in reversed(graph.nodes):
-        outs = [needed.get(o) for o in node.outputs]
-        if all(o is None for o in outs):
+        if not any(o in needed for o in node.outputs):
             continue
-        out_flat = [None if o is None else unique(np.concatenate(o)) for o in outs]
-        for o, f in zip(node.outputs, out_flat):
-            if f is not None:
-                needed[o] = [f]
+        for o in node.outputs:
+            if o in needed:
+                flats[o] = _union(needed[o])
+        out_flat = [flats.get(o) for o in node.outputs]
         for name, f in zip(node.inputs, rule_for(node).pull(node, ctx, out_flat)):
             if name and f is not None:
                 f = np.asarray(f, dtype=np.int64).reshape(-1)
-                needed.setdefault(name, []).append(f[f >= 0])
+                needed.setdefault(name, []).append(f[f >= 0] if len(f) and f.min() < 0 else f)
     known: dict[str, Known] = {}
     for name, parts in needed.items():
         if graph.producer(name) is None:
-            flat = unique(np.concatenate(parts))
-            src = env.source(graph, name)
-            vals = np.stack([src.at(flat, k) for k in range(env.tests)]) if len(flat) else \
-                np.zeros((env.tests, 0), np.int64)
-            known[name] = Known(graph.types[name].shape, flat, vals)
+            flats[name] = _union(parts)
+            known[name] = Known(graph.types[name].shape, flats[name], env.values(graph, name, flats[name]))
     for node in graph.nodes:
         if not any(o in needed for o in node.outputs):
             continue
-        out_flat = [unique(np.concatenate(needed[o])) if o in needed else None for o in node.outputs]
+        out_flat = [flats.get(o) for o in node.outputs]
         ins = [known.get(i) if i else None for i in node.inputs]
         results = rule_for(node).compute(node, ctx, out_flat, ins)
         for o, f, v in zip(node.outputs, out_flat, results):
             if f is not None:
                 known[o] = Known(graph.types[o].shape, f, np.asarray(v, dtype=np.int64).reshape(env.tests, -1))
     return {name: known[name].read(f) for name, f in want.items()}
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    return unique(parts[0] if len(parts) == 1 else np.concatenate(parts))
 
 
 def evaluate(graph: Graph, env: FieldEnv, names=None) -> dict[str, np.ndarray]:

@@ -4,11 +4,12 @@ A rule maps requested output positions to the input positions they read (`pull`)
 the outputs there (`compute`). Here: `Move`, where each output position copies one position of
 one input or a constant fill (transpose, reshape, slice, pad, concat, split, expand, correct,
 gather, access, ...). Element-wise ops, batchnorm and windows are in `fieldwindows.py`, the
-contractions (matmul, conv, ...) in `fieldcontract.py`; `RULES` collects them all.
+contractions in `fieldcontract.py` (conv in `fieldconv.py`); `RULES` collects them all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from math import prod
 
 import numpy as np
@@ -38,6 +39,29 @@ def ravel(coords: np.ndarray, shape) -> np.ndarray:
     return flat
 
 
+def digit_map(flat: np.ndarray, shape, coefs, offset: int = 0) -> np.ndarray:
+    """offset + Σ_i coefs[i]·c_i for the coordinates c of flat indices in `shape`.
+
+    Splits the dims into a leading and a trailing group and looks both parts up in small tables
+    (two gathers instead of one division per dim) when the tables are smaller than `flat`."""
+    flat = np.asarray(flat, dtype=np.int64)
+    rank = len(shape)
+    split = min(range(rank + 1), key=lambda k: max(prod(shape[:k]), prod(shape[k:])))
+    lead, trail = prod(shape[:split]), prod(shape[split:])
+    if max(lead, trail) > len(flat) or rank == 0:
+        c = unravel(flat, shape)
+        return offset + sum((ci * int(w) for ci, w in zip(c, coefs)), np.zeros(len(flat), np.int64))
+
+    def table(dims, ws):
+        t = np.zeros((), np.int64)
+        for d, w in zip(dims, ws):
+            t = t[..., None] + np.arange(d, dtype=np.int64) * int(w)
+        return t.reshape(-1)
+
+    hi, lo = np.divmod(flat, trail)
+    return table(shape[:split], coefs[:split])[hi] + (table(shape[split:], coefs[split:]) + offset)[lo]
+
+
 def broadcast_flat(out_flat: np.ndarray, out_shape, in_shape) -> np.ndarray:
     """The flat index of the input element that NumPy broadcasting reads for each output element."""
     c = unravel(out_flat, out_shape)[len(out_shape) - len(in_shape):]
@@ -59,9 +83,11 @@ class Rule:
 # -- moves ---------------------------------------------------------------------------------------
 
 class Move(Rule):
-    """out[v] = input[which(v)][src(v)], or `fill` where which(v) = -1."""
+    """out[v] = input[which(v)][src(v)], or `fill` where which(v) = -1 (which None: all input 0).
 
-    def source(self, node, ctx, k: int, flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    `pull` keeps each output's (which, src) in the context for `compute` to use once."""
+
+    def source(self, node, ctx, k: int, flat: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
         raise NotImplementedError
 
     def fill(self, node) -> int:
@@ -71,9 +97,10 @@ class Move(Rule):
         need = [[] for _ in node.inputs]
         for k, f in enumerate(out_flat):
             if f is not None:
-                which, src = self.source(node, ctx, k, f)
+                which, src = ctx.cache[(node.name, "move", k, len(f))] = self.source(node, ctx, k, f)
                 for i in range(len(node.inputs)):
-                    need[i].append(src[which == i])
+                    need[i].append(src if which is None and i == 0 else
+                                   src[:0] if which is None else src[which == i])
         return [np.concatenate(n) if n else None for n in need]
 
     def compute(self, node, ctx, out_flat, ins):
@@ -82,7 +109,11 @@ class Move(Rule):
             if f is None:
                 outs.append(None)
                 continue
-            which, src = self.source(node, ctx, k, f)
+            which, src = ctx.cache.pop((node.name, "move", k, len(f)), None) or self.source(node, ctx, k, f)
+            if which is None:  # all from input 0; the same positions in the same order: its values
+                same = len(src) == len(ins[0].flat) and np.array_equal(src, ins[0].flat)
+                outs.append(ins[0].vals if same else ins[0].read(src))
+                continue
             vals = np.full((ctx.env.tests, len(f)), self.fill(node), dtype=np.int64)
             for i, known in enumerate(ins):
                 m = which == i
@@ -98,7 +129,7 @@ def _shapes(node, ctx):
 
 
 def _one(flat, src):
-    return np.zeros(len(flat), np.int64), src
+    return None, src
 
 
 class Same(Move):
@@ -111,10 +142,8 @@ class Same(Move):
 class Transpose(Move):
     def source(self, node, ctx, k, flat):
         (xs,), (ys,) = _shapes(node, ctx)
-        c = unravel(flat, ys)
-        inc = np.empty_like(c)
-        inc[list(node.attrs["perm"])] = c
-        return _one(flat, ravel(inc, xs))
+        strides = np.cumprod((1,) + xs[:0:-1])[::-1]
+        return _one(flat, digit_map(flat, ys, [int(strides[p]) for p in node.attrs["perm"]]))
 
 
 class Expand(Move):
@@ -222,6 +251,7 @@ class Constant(Move):
 
 def _rules():
     from einsat.verify.fieldcontract import CONTRACTIONS
+    from einsat.verify.fieldconv import Conv
     from einsat.verify.fieldwindows import AvgPool, BatchNorm, Divide, Elementwise, GlobalAvgPool, Reduce
     rules = {
         Op.ADD: Elementwise(F.add), Op.SUB: Elementwise(F.sub), Op.MUL: Elementwise(F.mul, True),
@@ -239,7 +269,30 @@ def _rules():
         if hasattr(Op, name):
             rules[Op[name]] = Generic()
     rules.update(CONTRACTIONS)
+    rules.update({Op.CONV: Conv(), Op.CONV_TRANSPOSE: Conv(transposed=True)})
     return rules
 
 
-RULES = _rules()
+class RuleTable(Mapping):
+    """Op -> rule, built on first use: the rule modules import this one, so building the table
+    at import would make importing any of them first a circular import."""
+
+    def __init__(self):
+        self._rules: dict | None = None
+
+    def _table(self) -> dict:
+        if self._rules is None:
+            self._rules = _rules()
+        return self._rules
+
+    def __getitem__(self, op):
+        return self._table()[op]
+
+    def __iter__(self):
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+RULES = RuleTable()

@@ -13,9 +13,10 @@ import einsat
 from einsat.ir import GraphBuilder
 from einsat.ir.registry import REGISTRY, Op
 from einsat.testing.strategies import multilinear_programs
-from einsat.verify.field import NotMultilinearError, P, Source, embed
-from einsat.verify.fieldeval import FieldEnv, evaluate, evaluate_at
-from einsat.verify.fieldops import RULES
+from einsat.verify import fieldeval
+from einsat.verify.field import NotMultilinearError, P, Source, embed, unique
+from einsat.verify.fieldeval import FieldEnv, Known, evaluate, evaluate_at
+from einsat.verify.fieldops import RULES, digit_map
 
 F64 = np.float64
 
@@ -156,3 +157,65 @@ def test_values_at_positions_equal_the_whole_tensors(g, seed):
         coords = np.stack(np.unravel_index(pos, whole[o].shape[1:]), -1) if whole[o].ndim > 1 else pos
         got = evaluate_at(g, env, {o: coords})[o]
         np.testing.assert_array_equal(got, whole[o].reshape(2, -1)[:, pos])
+
+
+def _known(shape, flat):
+    flat = np.asarray(flat, np.int64)
+    return Known(shape, flat, np.stack([flat * 3 + 1, flat * 5 + 2]))
+
+
+@pytest.mark.parametrize("path", ["runs", "table", "search"])
+def test_known_positions_read_alike_by_runs_table_or_search(monkeypatch, path):
+    flat = np.concatenate([np.arange(100, 400), np.arange(900, 950), [1200, 1203, 1999]])
+    if path != "runs":
+        monkeypatch.setattr(fieldeval, "RUNS_LIMIT", 0)
+    idx = np.array([[100, 399, -1], [1203, 949, 900]])
+    if path == "table":
+        idx = np.tile(idx, (1, 200))  # 64 reads per element of the tensor: worth a table
+    got = _known((50, 40), flat).read(idx)
+    assert got.shape == (2,) + idx.shape
+    np.testing.assert_array_equal(got[0], np.where(idx >= 0, idx * 3 + 1, 0))
+    np.testing.assert_array_equal(got[1], np.where(idx >= 0, idx * 5 + 2, 0))
+    with pytest.raises(AssertionError, match="read but not pulled"):
+        _known((50, 40), flat).read(np.array([101, 400] * (300 if path == "table" else 1)))
+
+
+def test_known_reads_a_run_as_a_view_and_a_whole_tensor_by_position():
+    k = _known((50, 40), np.concatenate([np.arange(100, 400), np.arange(900, 950)]))
+    block = k.read_range(120, 180)
+    assert np.shares_memory(block, k.vals)
+    np.testing.assert_array_equal(block[0], np.arange(120, 180) * 3 + 1)
+    np.testing.assert_array_equal(k.read_range(910, 950)[1], np.arange(910, 950) * 5 + 2)
+    with pytest.raises(AssertionError):
+        k.read_range(390, 910)
+    whole = _known((3, 4), np.arange(12))
+    np.testing.assert_array_equal(whole.read(np.array([11, -1, 0]))[0], [34, 0, 1])
+
+
+@pytest.mark.parametrize("count", [3, 120])  # few positions: digits directly; many: two tables
+def test_digit_map_is_the_weighted_sum_of_coordinates(rng, count):
+    shape, coefs = (6, 5, 4), (7, -3, 100)
+    flat = rng.choice(120, size=count, replace=False)
+    c = np.unravel_index(flat, shape)
+    want = 11 + sum(ci * w for ci, w in zip(c, coefs))
+    np.testing.assert_array_equal(digit_map(flat, shape, coefs, offset=11), want)
+
+
+def test_unique_sorts_and_keeps_what_is_already_sorted():
+    a = np.array([1, 4, 9])
+    assert np.shares_memory(unique(a), a)  # no copy, no sort
+    np.testing.assert_array_equal(unique(np.array([4, 1, 4, 9, 1])), [1, 4, 9])
+
+
+def test_envs_sharing_draws_draw_a_random_input_once():
+    g = GraphBuilder("g")
+    x = g.input("x", (10,))
+    graph = g.build(g.neg(x))
+    draws: dict = {}
+    e1, e2 = (FieldEnv({"x": Source(key=7)}, tests=2, draws=draws) for _ in range(2))
+    flat = np.array([1, 5, 8])
+    first = e1.values(graph, "x", flat)
+    assert e2.values(graph, "x", flat.copy()) is first
+    np.testing.assert_array_equal(first, [Source(key=7).at(flat, k) for k in range(2)])
+    other = e2.values(graph, "x", np.array([2, 3]))
+    np.testing.assert_array_equal(other, [Source(key=7).at(np.array([2, 3]), k) for k in range(2)])

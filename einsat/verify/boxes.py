@@ -16,6 +16,10 @@ to its outputs' splits:
   - a constant tensor is split wherever consecutive slices differ (`uniform_splits`); random
     inputs are one box each.
 Ops without a rule here are split at every position (sound, only slower).
+
+`propagate_grids` carries digit views through reshapes and transposes (`boxviews.py`), so that
+strided boxes, such as the even rows of a parity reordering, stay one box each; the rules above
+see the views merged back into split points (`Grid.plain`), and `propagate` returns those.
 """
 
 from __future__ import annotations
@@ -172,23 +176,39 @@ def count_cells(splits: Splits) -> int:
     return prod(len(s) + 1 for s in splits)
 
 
-def propagate(graph, sources: dict[str, Splits], env=None) -> dict[str, Splits]:
-    """Splits of every value of `graph`, from the splits of its inputs and weights (`sources`;
-    a weight missing there is a constant, split by its values). `env` is the `FieldEnv` the
-    graph will be evaluated in (it decides how batchnorm coefficients vary)."""
+VIEW_OPS = ("RESHAPE", "FLATTEN", "SQUEEZE", "UNSQUEEZE", "IDENTITY", "TRANSPOSE")
+
+
+def propagate_grids(graph, sources: dict[str, Splits], env=None) -> dict:
+    """`boxviews.Grid` of every value of `graph`, from the splits of its inputs and weights
+    (`sources`; a weight missing there is a constant, split by its values). Reshapes and
+    transposes keep digit views; every other op's rule sees plain split points. `env` is the
+    `FieldEnv` the graph will be evaluated in (it decides how batchnorm coefficients vary)."""
     from einsat.verify.boxrules import SPLIT_RULES, RuleContext
+    from einsat.verify.boxviews import Grid, permute, regroup
     ctx = RuleContext(graph, env)
-    splits: dict[str, Splits] = {}
+    grids: dict[str, Grid] = {}
     for name in graph.inputs:
-        splits[name] = sources.get(name, none(graph.types[name].shape))
+        grids[name] = Grid.of(graph.types[name].shape, sources.get(name, none(graph.types[name].shape)))
     for name, value in graph.weights.items():
-        splits[name] = sources[name] if name in sources else uniform_splits(value)
+        grids[name] = Grid.of(np.shape(value), sources[name] if name in sources else uniform_splits(value))
     for node in graph.nodes:
-        ins = [splits[i] if i else None for i in node.inputs]
-        xs = [graph.types[i].shape if i else None for i in node.inputs]
         ys = [graph.types[o].shape for o in node.outputs]
+        if node.op.name in VIEW_OPS:
+            g = grids[node.inputs[0]]
+            view = permute(g, node.attrs["perm"]) if node.op.name == "TRANSPOSE" else regroup(g, ys[0])
+            if view is not None:
+                grids[node.outputs[0]] = view
+                continue
+        ins = [grids[i].plain() if i else None for i in node.inputs]
+        xs = [graph.types[i].shape if i else None for i in node.inputs]
         rule = SPLIT_RULES.get(node.op)
         outs = [every(y) for y in ys] if rule is None else rule(node, ins, xs, ys, ctx)
         for o, s, y in zip(node.outputs, outs, ys):
-            splits[o] = norm(s, y)
-    return splits
+            grids[o] = Grid.of(y, norm(s, y))
+    return grids
+
+
+def propagate(graph, sources: dict[str, Splits], env=None) -> dict[str, Splits]:
+    """Split points of every value of `graph` (`propagate_grids`, views merged: `Grid.plain`)."""
+    return {name: g.plain() for name, g in propagate_grids(graph, sources, env).items()}

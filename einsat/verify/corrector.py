@@ -5,6 +5,13 @@ output by output, and tests each intersection at a few positions over the field 
 with `tests` random inputs shared by all boxes. The result lists, per output, the regions where
 the programs differ; `correction.correct` turns them into a corrected mutant (step 3).
 
+Boxes live in digit views (`boxviews.py`): an output whose rows were reordered by parity has the
+box "even rows 2..52" rather than one box per row, and Theorem 1 holds in the digit coordinates
+(the box is an ordinary box of the output reshaped to its digits), so its positions are taken
+there. Positions of all boxes of all outputs go to one position-restricted evaluation of each
+program (`evaluate_at`). Failing digit cells are reported on the plain grid of split points
+(each of its cells lies inside one digit cell) and merged into regions (`merge_cells`).
+
 Positions tested per box: Theorem 1's m+1 positions v0, v0+e_1, ..., v0+e_m at the box's low
 corner, and the same m+1 mirrored at its high corner. Theorem 1's lemma assumes both programs
 read their inputs at the same rate inside a box; two programs whose reads move at different rates
@@ -34,7 +41,7 @@ import numpy as np
 from einsat.errors import ShapeError, VerificationError
 from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
-from einsat.verify import boxes
+from einsat.verify import boxes, boxviews
 from einsat.verify.field import P, Source, embed, mix_key
 from einsat.verify.fieldeval import FieldEnv, degrees, evaluate, evaluate_at
 from einsat.verify.regions import Region, cover_mask, mask_of, merge_cells
@@ -112,7 +119,8 @@ def constant_weights(graph: Graph) -> set[str]:
 def assign_sources(original: Graph, mutant: Graph, seed: int = 0):
     """The shared variables of the pair: (env_original, env_mutant, splits, notes)."""
     notes: list[str] = []
-    envs = (FieldEnv(batchnorm_key=mix_key(seed, 3)), FieldEnv(batchnorm_key=mix_key(seed, 3)))
+    draws: dict = {}  # the same random inputs, drawn once for both programs
+    envs = tuple(FieldEnv(batchnorm_key=mix_key(seed, 3), draws=draws) for _ in range(2))
     splits: tuple[dict, dict] = ({}, {})
     for name in original.inputs:
         key = mix_key(seed, 1, content_key(np.frombuffer(name.encode(), np.uint8)))
@@ -181,8 +189,8 @@ def find_differences(original: Graph, mutant: Graph, *, tests: int = 2, seed: in
     pairs = check_pair(original, mutant)
     env1, env2, src_splits, notes = assign_sources(original, mutant, seed)
     env1.tests = env2.tests = tests
-    s1 = boxes.propagate(original, src_splits[0], env1)
-    s2 = boxes.propagate(mutant, src_splits[1], env2)
+    g1 = boxes.propagate_grids(original, src_splits[0], env1)
+    g2 = boxes.propagate_grids(mutant, src_splits[1], env2)
     d1, d2 = degrees(original, env1), degrees(mutant, env2)
     degree = max([d1[a] for a, _ in pairs] + [d2[b] for _, b in pairs] + [0])
     regions, shapes, nboxes, method = {}, {}, {}, {}
@@ -190,16 +198,17 @@ def find_differences(original: Graph, mutant: Graph, *, tests: int = 2, seed: in
     for a, b in pairs:
         shape = original.types[a].shape
         shapes[a] = shape
-        grid = tuple(tuple(sorted(set(x) | set(y))) for x, y in zip(s1[a], s2[b]))
-        nboxes[a] = boxes.count_cells(grid)
+        grid = boxviews.meet(g1[a], g2[b])
+        nboxes[a] = boxviews.count(grid)
         if nboxes[a] > max_boxes or 0 in shape:
             dense.append((a, b))
             method[a] = "every position"
             continue
         method[a] = "boxes"
-        lo, hi = boxes.cells(grid, shape)
+        lo, hi = boxes.cells(grid.splits, grid.digits)
         pos, owner = _positions(lo, hi)
-        want1[a], want2[b], owners[a], grids[a] = pos, pos, owner, grid
+        flat = np.ravel_multi_index(tuple(pos.T), grid.digits) if grid.digits else np.zeros(len(pos), np.int64)
+        want1[a], want2[b], owners[a], grids[a] = flat, flat, owner, grid
     count = 0
     if want1:
         v1 = evaluate_at(original, env1, want1)
@@ -209,13 +218,7 @@ def find_differences(original: Graph, mutant: Graph, *, tests: int = 2, seed: in
                 continue
             count += len(want1[a])
             bad = np.any(v1[a] != v2[b], axis=0)
-            failing = np.unique(owners[a][bad])
-            shape = shapes[a]
-            edges = [np.array((0,) + g + (d,)) for g, d in zip(grids[a], shape)]
-            counts = [len(g) + 1 for g in grids[a]]
-            cell_coords = np.stack(np.unravel_index(failing, counts), -1) if len(shape) else \
-                np.zeros((len(failing), 0), np.int64)
-            regions[a] = merge_cells(cell_coords, edges)
+            regions[a] = report(grids[a], np.unique(owners[a][bad]))
     for a, b in dense:
         size = int(np.prod(shapes[a]))
         if size > MAX_DENSE:
@@ -227,3 +230,22 @@ def find_differences(original: Graph, mutant: Graph, *, tests: int = 2, seed: in
         count += f1[0].size
         regions[a] = cover_mask(np.any(f1 != f2, axis=0))
     return Differences({a: regions[a] for a, _ in pairs}, shapes, nboxes, method, count, tests, degree, notes)
+
+
+def report(grid, failing: np.ndarray) -> list[Region]:
+    """Regions covering the failing cells (indices into `grid`'s digit cells): the cells of
+    `grid.plain()` that lie in failing cells, merged (`merge_cells`)."""
+    counts = [len(s) + 1 for s in grid.splits]
+    fail = np.zeros(int(np.prod(counts)), bool)
+    fail[failing] = True
+    fail = fail.reshape(counts)
+    plain, rank = grid.plain(), len(grid.dims)
+    edges = [np.array((0,) + s + (d,), dtype=np.int64) for s, d in zip(plain, grid.shape)]
+    index = []  # per digit: the digit cell of each plain cell's start, along that cell's dim
+    for d, (ds, ss) in enumerate(zip(grid.dims, grid.per_dim())):
+        starts = edges[d][:-1]
+        along = [1] * rank
+        along[d] = len(starts)
+        for c, s in zip(np.unravel_index(starts, ds), ss):
+            index.append(np.searchsorted(np.asarray(s, dtype=np.int64), c, side="right").reshape(along))
+    return merge_cells(np.argwhere(fail[tuple(index)]), edges)

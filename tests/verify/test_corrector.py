@@ -252,3 +252,37 @@ def test_too_many_boxes_and_too_many_positions_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(corrector_module, "MAX_DENSE", 10)
     with pytest.raises(VerificationError, match=r"9 box intersections .*max_boxes=2.* 32 elements"):
         find_differences(g, g, max_boxes=2)
+
+
+def test_figure_3_keeps_strided_boxes_and_finds_the_same_regions():
+    n, c, h, w = 1, 2, 12, 16
+    wt = weights(3, c, 3, 3, seed=1)
+    original, mutant = conv((n, c, h, w), wt, dilation=2, padding=2), dilated_as_regular(n, c, h, w, wt, 0)
+    diffs = find_differences(original, mutant)
+    out = original.outputs[0]
+    assert diffs.boxes[out] == 36  # (3 row boxes × 2 parities) × (3 × 2) columns, not 12 × 16 pixels
+    expected = np.zeros((n, 3, h, w), bool)
+    expected[:, :, [1, h - 2], :] = True
+    expected[:, :, :, [1, w - 2]] = True
+    np.testing.assert_array_equal(diffs.mask(out), expected)
+    np.testing.assert_array_equal(truth(original, mutant)[out], expected)
+
+
+def test_a_fault_in_the_original_is_found_through_the_mutants_strided_boxes():
+    shape, wt, region = (1, 2, 16, 6), weights(3, 2, 3, 3), (0, 1, 4, 2, 1, 2, 5, 3)
+    b = GraphBuilder("planted")
+    x = b.input("x", shape)
+    y = b.conv(x, b.weight("w", wt), padding=1)
+    bumped = b.add(b.slice(y, starts=region[:4], ends=region[4:]), b.const(np.ones((1, 1, 1, 1)), W32))
+    original = b.build(b.correct(y, bumped, region=region))
+    b = GraphBuilder("rows_there_and_back")
+    x = b.input("x", shape)
+    y = b.reshape(b.conv(x, b.weight("w", wt), padding=1), shape=(1, 3, 8, 2, 6))
+    y = b.transpose(b.transpose(y, perm=(0, 1, 3, 2, 4)), perm=(0, 1, 3, 2, 4))
+    mutant = b.build(b.reshape(y, shape=(1, 3, 16, 6)))
+    diffs = find_differences(original, mutant)
+    out = original.outputs[0]
+    # rows in the view (8, 2): the conv's seams and the fault's row 4 split the row pairs
+    assert diffs.boxes[out] == 3 * 10 * 5
+    assert diffs.regions[out] == [Region(region[:4], region[4:])]
+    np.testing.assert_array_equal(truth(original, mutant)[out], diffs.mask(out))

@@ -41,16 +41,23 @@ def spatial_attrs(attrs, nsp: int, names=("stride", "dilation")) -> dict:
     return out
 
 
-def conv_out_dims(in_dims, kernel, stride, dilation, padding) -> tuple[int, ...]:
+def conv_out_dims(in_dims, kernel, stride, dilation, padding, ceil_mode: bool = False,
+                  window: str = "dilated kernel") -> tuple[int, ...]:
+    """Output spatial dims of a sliding window (conv, pooling). With `ceil_mode`, a last partial
+    window counts if it starts inside the input or its begin padding (ONNX pooling)."""
     nsp = len(in_dims)
     out = []
     for i in range(nsp):
         span = dilation[i] * (kernel[i] - 1) + 1
         padded = in_dims[i] + padding[i] + padding[nsp + i]
         if padded < span:
-            raise ShapeError(f"spatial dim {i}: padded size {padded} is smaller than the "
-                             f"dilated kernel {span}")
-        out.append((padded - span) // stride[i] + 1)
+            raise ShapeError(f"spatial dim {i}: padded size {padded} is smaller than the {window} {span}")
+        n = (padded - span) // stride[i] + 1
+        if ceil_mode:
+            n = -(-(padded - span) // stride[i]) + 1
+            if (n - 1) * stride[i] >= in_dims[i] + padding[i]:
+                n -= 1
+        out.append(n)
     return tuple(out)
 
 

@@ -20,7 +20,7 @@ from math import prod
 
 import numpy as np
 
-from einsat.ir.ops.conv import onnx_window_attrs, same_pads, spatial_attrs, windows
+from einsat.ir.ops.conv import conv_out_dims, onnx_window_attrs, same_pads, spatial_attrs, windows
 from einsat.ir.ops.onnx_args import first_output_only
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, one_of, positive, register
 from einsat.ir.types import TensorType
@@ -28,22 +28,11 @@ from einsat.ir.types import TensorType
 
 def pool_out_dims(in_dims, kernel, stride, dilation, padding, ceil_mode) -> tuple[int, ...]:
     nsp = len(in_dims)
-    out = []
-    for i in range(nsp):
-        span = dilation[i] * (kernel[i] - 1) + 1
-        padded = in_dims[i] + padding[i] + padding[nsp + i]
-        if padded < span:
-            raise ShapeError(f"spatial dim {i}: padded size {padded} is smaller than the window {span}")
+    for i in range(nsp):  # onnxruntime's rule for pooling
         if max(padding[i], padding[nsp + i]) >= kernel[i]:
             raise ShapeError(f"spatial dim {i}: padding {padding[i]}+{padding[nsp + i]} must be smaller "
                              f"than the kernel {kernel[i]}")
-        n = (padded - span) // stride[i] + 1
-        if ceil_mode:
-            n = -(-(padded - span) // stride[i]) + 1
-            if (n - 1) * stride[i] >= in_dims[i] + padding[i]:
-                n -= 1
-        out.append(n)
-    return tuple(out)
+    return conv_out_dims(in_dims, kernel, stride, dilation, padding, ceil_mode, window="window")
 
 
 def _pool_attrs(attrs, types, names):

@@ -48,11 +48,9 @@ class Rule:
 class BackOff:
     """Back-off for explosive rules (associativity, commutativity): in step k a rule matching
     more than `match_limit * 2**k` times applies none of its matches, so they grow the e-graph
-    smoothly (the session also caps every phase by the node budget). `ban_length` is kept for
-    the record of the schedule; bans last one phase."""
+    smoothly (the session also caps every phase by the node budget)."""
 
     match_limit: int = 1000
-    ban_length: int = 2
 
 
 @dataclass(frozen=True)

@@ -93,10 +93,6 @@ class SaturationReport:
     rules: dict[str, RuleStats] = field(default_factory=dict)
     phases: list[PhaseStats] = field(default_factory=list)
 
-    @property
-    def max_phase_growth(self) -> int:
-        return max((p.growth for p in self.phases), default=0)
-
     def summary(self) -> str:
         top = sorted(self.rules.items(), key=lambda kv: -kv[1].matches)[:8]
         rules = ", ".join(f"{k} {v.matches}" for k, v in top if v.matches)

@@ -13,7 +13,7 @@ from einsat.errors import EinsatError
 COMM = Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)"))
 ASSOC = Rule("add-assoc", "(a + b) + c = a + (b + c)", rewrite("(Add (Add a b) c)", "(Add a (Add b c))"))
 ASSOC_BACK = Rule("add-assoc-back", "a + (b + c) = (a + b) + c", rewrite("(Add a (Add b c))", "(Add (Add a b) c)"))
-AC = Schedule((Ruleset("ac", (COMM, ASSOC, ASSOC_BACK), backoff=BackOff(200, 1)),))
+AC = Schedule((Ruleset("ac", (COMM, ASSOC, ASSOC_BACK), backoff=BackOff(200)),))
 
 
 def chain(n: int, shape=(2,)):

@@ -33,7 +33,7 @@ RULES = (
 
 
 def ac_rules() -> Ruleset:
-    return Ruleset("elementwise_ac", AC, backoff=BackOff(match_limit=1000, ban_length=2), varying=True)
+    return Ruleset("elementwise_ac", AC, backoff=BackOff(match_limit=1000), varying=True)
 
 
 def elementwise_rules() -> Ruleset:

@@ -3,8 +3,9 @@
 Op implementations (`einsat.gpu.lower`) never call CuPy directly: they allocate with
 `dev.empty`, launch generated kernels with `dev.launch`, and call `dev.gemm` / `dev.conv`.
 Arrays are NumPy-like (shape, dtype, strides in bytes, views by slicing/transposing).
-`CupyDevice` runs them on a GPU; tests run the same lowering on a host emulation of this
-interface. Allocation goes through `dev.allocator`, which `CompiledProgram` swaps to trace
+`ArrayDevice` holds what needs only an array module (allocation, uploads, downloads, copies);
+`CupyDevice` is it over CuPy, and the tests' host emulation is it over NumPy, so both run the
+same array handling. Allocation goes through `dev.allocator`, which `CompiledProgram` swaps to trace
 and then to replay a static memory plan.
 """
 
@@ -39,40 +40,66 @@ class Device(Protocol):
     def conv(self, plan, x, w, y) -> None: ...
 
 
-class CupyDevice:
-    """The current CUDA device through CuPy, cuBLAS (ctypes) and cuDNN (ctypes)."""
+def host_array(array) -> np.ndarray:
+    """`array` as a C-contiguous NumPy array of the same shape. (`np.ascontiguousarray` is not
+    this: it returns at least one dimension, and a device copy refuses the shape change.)"""
+    return np.asarray(array, order="C")
 
-    name = "cupy"
 
-    def __init__(self, tf32: bool = False):
-        try:
-            import cupy
-        except ImportError as e:
-            raise ExecutionError("the cupy backend needs CuPy (pip install 'einsat[gpu]')") from e
-        self.cp = self.xp = cupy
+class ArrayDevice:
+    """Everything a device does with arrays alone, over an array module `xp`.
+
+    Allocation (through `allocator`), uploads, constants, downloads and copies into existing
+    buffers are written once, here: `CupyDevice` is this over CuPy, and the tests' host
+    emulation is this over NumPy, so a shape or layout slip in this code shows on the host.
+    Subclasses supply only the raw copies (`_copy_in`, `_copy_out`) and `_on_device`.
+    """
+
+    name = "array"
+
+    def __init__(self, xp, tf32: bool = False):
+        self.xp = xp
         self.tf32 = tf32
-        dev = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-        self.properties = props
-        self.sm_count = int(props["multiProcessorCount"])
-        self._modules: dict[str, Any] = {}
         self._constants: dict[int, tuple[Any, Any]] = {}
-        self._cublas = None
-        self._cudnn = None
-        self._workspaces: list[Any] = []   # never freed: captured graphs may point into them
         self.allocator: Allocator = self._alloc
         self.launches = 0    # kernels, GEMMs and convolutions issued (the profiler counts them)
         self.downloads = 0   # device-to-host reads (a program with any cannot be captured)
 
+    # -- the raw copies (NumPy here; CuPy overrides them) ----------------------------------------
+    def _copy_in(self, buf, host: np.ndarray) -> None:
+        np.copyto(buf, host)
+
+    def _copy_out(self, array) -> np.ndarray:
+        return np.array(array, copy=True)
+
+    def _on_device(self, array) -> bool:
+        """Whether `array` already lives on this device (the host emulation's arrays never count)."""
+        return False
+
     # -- memory ---------------------------------------------------------------------------
     def _alloc(self, shape, dtype):
-        return self.cp.empty(tuple(shape), dtype=dtype)
+        return self.xp.empty(tuple(shape), dtype=dtype)
 
     def empty(self, shape, dtype):
         return self.allocator(tuple(int(d) for d in shape), np.dtype(dtype))
 
+    def copy_in(self, buf, array) -> None:
+        """Copy `array` (host, or this device's) into the device buffer `buf`, on the current stream."""
+        if self._on_device(array):
+            buf[...] = array
+            return
+        host = host_array(array)
+        if host.shape != tuple(buf.shape) or host.dtype != buf.dtype:
+            raise ExecutionError(f"cannot copy a {list(host.shape)} {host.dtype} array into a device buffer "
+                                 f"{list(buf.shape)} {np.dtype(buf.dtype)}")
+        self._copy_in(buf, host)
+
     def upload(self, array: np.ndarray):
-        return self.cp.asarray(np.ascontiguousarray(array))
+        """A fresh device copy of a host array, same shape and dtype (0-d stays 0-d)."""
+        host = np.asarray(array)
+        buf = self.xp.empty(host.shape, dtype=host.dtype)
+        self.copy_in(buf, host)
+        return buf
 
     def constant(self, array: np.ndarray):
         """An uploaded copy of a constant, cached for the array's lifetime."""
@@ -84,10 +111,44 @@ class CupyDevice:
 
     def download(self, array) -> np.ndarray:
         self.downloads += 1
-        return self.cp.asnumpy(array)
+        return self._copy_out(array)
 
     def fill(self, array, value: float) -> None:
         array.fill(value)
+
+    def synchronize(self) -> None:
+        """Wait for the current stream (nothing to wait for on the host)."""
+
+
+class CupyDevice(ArrayDevice):
+    """The current CUDA device through CuPy, cuBLAS (ctypes) and cuDNN (ctypes)."""
+
+    name = "cupy"
+
+    def __init__(self, tf32: bool = False):
+        try:
+            import cupy
+        except ImportError as e:
+            raise ExecutionError("the cupy backend needs CuPy (pip install 'einsat[gpu]')") from e
+        super().__init__(cupy, tf32)
+        self.cp = cupy
+        dev = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        self.properties = props
+        self.sm_count = int(props["multiProcessorCount"])
+        self._modules: dict[str, Any] = {}
+        self._cublas = None
+        self._cudnn = None
+        self._workspaces: list[Any] = []   # never freed: captured graphs may point into them
+
+    def _copy_in(self, buf, host: np.ndarray) -> None:
+        buf.set(host, stream=self.cp.cuda.get_current_stream())
+
+    def _copy_out(self, array) -> np.ndarray:
+        return self.cp.asnumpy(array)
+
+    def _on_device(self, array) -> bool:
+        return isinstance(array, self.cp.ndarray)
 
     def workspace(self, nbytes: int) -> int:
         """A device pointer to at least `nbytes` of scratch (grows; old buffers stay alive)."""

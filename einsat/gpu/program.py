@@ -271,11 +271,7 @@ class CompiledProgram:
         check_inputs(self.graph, inputs)
         with self._on_stream():
             for n, buf in self.inputs.items():
-                src = inputs[n]
-                if isinstance(src, np.ndarray) and hasattr(buf, "set"):
-                    buf.set(np.ascontiguousarray(src), stream=self._stream)
-                else:
-                    buf[...] = src
+                self.dev.copy_in(buf, inputs[n])
         self.replay()
         self._sync()
         return {o: self.dev.download(v) for o, v in self.outputs.items()}

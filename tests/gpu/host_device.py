@@ -21,6 +21,7 @@ from itertools import product
 
 import numpy as np
 
+from einsat.gpu.device import ArrayDevice
 from einsat.gpu.kernels.codegen import Kernel
 
 CXX = os.environ.get("CXX", "g++")
@@ -90,38 +91,20 @@ def strided(arr: np.ndarray, offset: int, shape, strides) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(s * item for s in strides))
 
 
-class HostDevice:
-    """`Device` on the host: NumPy arrays, host-compiled kernels, emulated cuBLAS and cuDNN."""
+class HostDevice(ArrayDevice):
+    """`Device` on the host: `ArrayDevice` over NumPy (the CuPy device's own array handling),
+    host-compiled kernels, emulated cuBLAS and cuDNN. Fresh buffers are poisoned."""
 
     name = "host"
-    xp = np
-    tf32 = False
 
     def __init__(self, library: KernelLibrary, dry: bool = False):
+        super().__init__(np)
         self.library = library
         self.dry = dry
         self.recorded: list[Kernel] = []
         self.allocator = poison
         self.gemm_calls = 0
         self.conv_calls = 0
-        self.downloads = 0
-        self.launches = 0
-
-    def empty(self, shape, dtype):
-        return self.allocator(tuple(int(d) for d in shape), np.dtype(dtype))
-
-    def upload(self, array):
-        return np.array(array, copy=True)
-
-    def constant(self, array):
-        return np.asarray(array)
-
-    def download(self, array):
-        self.downloads += 1
-        return np.array(array, copy=True)
-
-    def fill(self, array, value):
-        array.fill(value)
 
     def launch(self, kernel: Kernel, args: list) -> None:
         assert [np.dtype(p.dtype) for p in kernel.params] == [a.dtype for a in args], \

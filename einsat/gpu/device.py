@@ -119,6 +119,11 @@ class ArrayDevice:
     def synchronize(self) -> None:
         """Wait for the current stream (nothing to wait for on the host)."""
 
+    @staticmethod
+    def conv_strides(x) -> tuple[int, ...]:
+        """x's strides in elements, as cuDNN's tensor descriptor takes them."""
+        return tuple(s // x.dtype.itemsize for s in x.strides)
+
 
 class CupyDevice(ArrayDevice):
     """The current CUDA device through CuPy, cuBLAS (ctypes) and cuDNN (ctypes)."""
@@ -155,6 +160,10 @@ class CupyDevice(ArrayDevice):
         if not self._workspaces or self._workspaces[-1].nbytes < nbytes:
             self._workspaces.append(self.cp.empty(max(nbytes, 1 << 20), dtype=np.uint8))
         return self._workspaces[-1].data.ptr
+
+    def new_stream(self):
+        """A stream of its own for a compiled program (non-blocking: the legacy stream cannot capture)."""
+        return self.cp.cuda.Stream(non_blocking=True)
 
     @property
     def stream_ptr(self) -> int:
@@ -211,8 +220,7 @@ class CupyDevice(ArrayDevice):
         h = self.cudnn
         self.launches += 1
         h.set_stream(self.stream_ptr)
-        item = x.dtype.itemsize
-        xs = tuple(s // item for s in x.strides)
+        xs = self.conv_strides(x)
         algo, size = h.choose(plan, xs, x.dtype, self.tf32, self.workspace, self.time_ms,
                               x.data.ptr, w.data.ptr, y.data.ptr)
         h.convolve(plan, xs, x.dtype, self.tf32, algo, self.workspace(size), size, x.data.ptr, w.data.ptr,

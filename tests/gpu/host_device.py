@@ -23,6 +23,7 @@ import numpy as np
 
 from einsat.gpu.device import ArrayDevice
 from einsat.gpu.kernels.codegen import Kernel
+from tests.gpu.host_streams import Streams
 
 CXX = os.environ.get("CXX", "g++")
 
@@ -91,13 +92,36 @@ def strided(arr: np.ndarray, offset: int, shape, strides) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(base, tuple(shape), tuple(s * item for s in strides))
 
 
+def check_gemm_arguments(call) -> None:
+    """What cublasGemmStridedBatchedEx refuses with CUBLAS_STATUS_INVALID_VALUE (cuBLAS docs:
+    m, n, k, batchCount < 0; lda < max(1, m) for OP_N or max(1, k) for OP_T; ldb < max(1, k) for
+    OP_N or max(1, n) for OP_T; ldc < max(1, m)), every int argument within a C int, and what it
+    leaves undefined: batches of C that overlap."""
+    from einsat.gpu.kernels.cublas import INT_MAX, OP_N, OP_T
+    m, n, k = call.m, call.n, call.k
+    assert min(m, n, k, call.batch) >= 0, call
+    assert max(m, n, k, call.batch, call.first.ld, call.second.ld, call.ldc) <= INT_MAX, call
+    for op, rows_n, rows_t in ((call.first, m, k), (call.second, k, n)):
+        assert op.trans in (OP_N, OP_T), call
+        assert op.ld >= max(1, rows_n if op.trans == OP_N else rows_t), f"leading dimension too small: {call}"
+    assert call.ldc >= max(1, m), f"ldc too small: {call}"
+    if call.batch > 1 and m and n:
+        assert abs(call.stride_c) >= (n - 1) * call.ldc + m, f"batches of C overlap: {call}"
+
+
 class HostDevice(ArrayDevice):
     """`Device` on the host: `ArrayDevice` over NumPy (the CuPy device's own array handling),
-    host-compiled kernels, emulated cuBLAS and cuDNN. Fresh buffers are poisoned."""
+    host-compiled kernels, emulated cuBLAS and cuDNN. Fresh buffers are poisoned.
+
+    `streams=True` emulates CUDA streams and capture (`tests.gpu.host_streams`): a
+    `CompiledProgram` then captures and replays a graph, and unsynchronized use of memory
+    across streams raises. `cudnn`, a real `Cudnn(with_handle=False)`, makes every convolution
+    build its descriptors in the real library first (cuDNN must accept them)."""
 
     name = "host"
 
-    def __init__(self, library: KernelLibrary, dry: bool = False):
+    def __init__(self, library: KernelLibrary, dry: bool = False, streams: bool = False,
+                 fail_in_capture: frozenset[str] = frozenset(), cudnn=None):
         super().__init__(np)
         self.library = library
         self.dry = dry
@@ -105,7 +129,36 @@ class HostDevice(ArrayDevice):
         self.allocator = poison
         self.gemm_calls = 0
         self.conv_calls = 0
+        self.streams = Streams(fail_in_capture) if streams else None
+        self.cudnn = cudnn
 
+    # -- streams: work goes through `_issue`, which checks it against the other streams -----
+    def new_stream(self):
+        return self.streams.new() if self.streams is not None else None
+
+    def synchronize(self) -> None:
+        if self.streams is not None:
+            self.streams.current.synchronize()
+
+    def _issue(self, kind: str, fn, reads: list, writes: list) -> None:
+        if self.streams is None:
+            fn()
+        else:
+            self.streams.issue(kind, fn, reads, writes)
+
+    def _copy_in(self, buf, host) -> None:
+        self._issue("upload", lambda: np.copyto(buf, host), [], [buf])
+
+    def _copy_out(self, array):
+        out = []
+        self._issue("download", lambda: out.append(np.array(array, copy=True)), [array], [])
+        self.synchronize()  # as CuPy's asnumpy waits for the current stream
+        return out[0]
+
+    def fill(self, array, value) -> None:
+        self._issue("fill", lambda: array.fill(value), [], [array])
+
+    # -- work -------------------------------------------------------------------------------
     def launch(self, kernel: Kernel, args: list) -> None:
         assert [np.dtype(p.dtype) for p in kernel.params] == [a.dtype for a in args], \
             f"{kernel.name}: parameter dtypes {[p.dtype for p in kernel.params]} vs {[a.dtype for a in args]}"
@@ -113,14 +166,20 @@ class HostDevice(ArrayDevice):
         if self.dry:
             self.recorded.append(kernel)
             return
-        self.library.launch(kernel, args)
+        roles = [p.role for p in kernel.params]
+        self._issue("kernel", lambda: self.library.launch(kernel, args),
+                    [a for a, r in zip(args, roles) if r == "in"], [a for a, r in zip(args, roles) if r == "out"])
 
     def gemm(self, call, a, b, c, alpha=1.0, beta=0.0) -> None:
-        """cuBLAS column-major semantics: C = alpha op(A) op(B) + beta C per batch."""
+        """cuBLAS column-major semantics: C = alpha op(A) op(B) + beta C per batch, after
+        cuBLAS's own argument checks (`check_gemm_arguments`)."""
         self.gemm_calls += 1
         self.launches += 1
-        if self.dry:
-            return
+        check_gemm_arguments(call)
+        if not self.dry:
+            self._issue("gemm", lambda: self._gemm(call, a, b, c, alpha, beta), [a, b] + ([c] if beta else []), [c])
+
+    def _gemm(self, call, a, b, c, alpha, beta) -> None:
         src = {"a": a, "b": b}
         mats = []
         for op, off in ((call.first, 0), (call.second, 1)):
@@ -142,8 +201,12 @@ class HostDevice(ArrayDevice):
         self.conv_calls += 1
         self.launches += 1
         assert tuple(x.shape) == plan.x_shape and tuple(w.shape) == plan.w_shape and tuple(y.shape) == plan.y_shape
-        if self.dry:
-            return
+        if self.cudnn is not None:
+            self.cudnn.descriptors(plan, self.conv_strides(x), x.dtype, self.tf32)
+        if not self.dry:
+            self._issue("conv", lambda: self._conv(plan, x, w, y), [x, w], [y])
+
+    def _conv(self, plan, x, w, y) -> None:
         nsp = len(plan.pads)
         if not plan.transposed:
             from einsat.ir.ops.conv import conv_numpy

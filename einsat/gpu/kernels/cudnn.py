@@ -142,35 +142,39 @@ def supported(dtype) -> bool:
     return np.dtype(dtype).name in _DT
 
 
-class Cudnn:
-    """A cuDNN handle, descriptors cached per signature, algorithms chosen by timing."""
+_vp, _ci, _sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+_pi, _pvp = ctypes.POINTER(_ci), ctypes.POINTER(_vp)
 
-    def __init__(self):
-        from einsat.gpu.kernels.libload import load
-        self.lib = lib = load("cudnn")
-        vp, ci, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
-        pi = ctypes.POINTER(ci)
-        sigs = {
-            "cudnnCreate": [ctypes.POINTER(vp)], "cudnnSetStream": [vp, vp],
-            "cudnnCreateTensorDescriptor": [ctypes.POINTER(vp)], "cudnnSetTensorNdDescriptor": [vp, ci, ci, pi, pi],
-            "cudnnCreateFilterDescriptor": [ctypes.POINTER(vp)], "cudnnSetFilterNdDescriptor": [vp, ci, ci, ci, pi],
-            "cudnnCreateConvolutionDescriptor": [ctypes.POINTER(vp)],
-            "cudnnSetConvolutionNdDescriptor": [vp, ci, pi, pi, pi, ci, ci],
-            "cudnnSetConvolutionGroupCount": [vp, ci], "cudnnSetConvolutionMathType": [vp, ci],
-            "cudnnGetConvolutionNdForwardOutputDim": [vp, vp, vp, ci, pi],
-            "cudnnGetConvolutionForwardWorkspaceSize": [vp, vp, vp, vp, vp, ci, ctypes.POINTER(sz)],
-            "cudnnConvolutionForward": [vp, vp, vp, vp, vp, vp, vp, ci, vp, sz, vp, vp, vp],
-            "cudnnGetConvolutionBackwardDataWorkspaceSize": [vp, vp, vp, vp, vp, ci, ctypes.POINTER(sz)],
-            "cudnnConvolutionBackwardData": [vp, vp, vp, vp, vp, vp, vp, ci, vp, sz, vp, vp, vp],
-        }
-        for fn, args in sigs.items():
-            getattr(lib, fn).argtypes = args
-            getattr(lib, fn).restype = ci
-        lib.cudnnGetErrorString.restype = ctypes.c_char_p
-        lib.cudnnGetErrorString.argtypes = [ci]
-        lib.cudnnGetVersion.restype = sz
-        self.handle = vp()
-        self._check(lib.cudnnCreate(ctypes.byref(self.handle)), "cudnnCreate")
+# Every cuDNN function einsat calls: (argument types, return type). tests/gpu/test_abi.py
+# compares them with the declarations in the wheel's cudnn*.h.
+SIGNATURES = {
+    "cudnnGetErrorString": ([_ci], ctypes.c_char_p), "cudnnGetVersion": ([], _sz),
+    "cudnnCreate": ([_pvp], _ci), "cudnnSetStream": ([_vp, _vp], _ci),
+    "cudnnCreateTensorDescriptor": ([_pvp], _ci), "cudnnSetTensorNdDescriptor": ([_vp, _ci, _ci, _pi, _pi], _ci),
+    "cudnnCreateFilterDescriptor": ([_pvp], _ci), "cudnnSetFilterNdDescriptor": ([_vp, _ci, _ci, _ci, _pi], _ci),
+    "cudnnCreateConvolutionDescriptor": ([_pvp], _ci),
+    "cudnnSetConvolutionNdDescriptor": ([_vp, _ci, _pi, _pi, _pi, _ci, _ci], _ci),
+    "cudnnSetConvolutionGroupCount": ([_vp, _ci], _ci), "cudnnSetConvolutionMathType": ([_vp, _ci], _ci),
+    "cudnnGetConvolutionNdForwardOutputDim": ([_vp, _vp, _vp, _ci, _pi], _ci),
+    "cudnnGetConvolutionForwardWorkspaceSize": ([_vp, _vp, _vp, _vp, _vp, _ci, ctypes.POINTER(_sz)], _ci),
+    "cudnnConvolutionForward": ([_vp, _vp, _vp, _vp, _vp, _vp, _vp, _ci, _vp, _sz, _vp, _vp, _vp], _ci),
+    "cudnnGetConvolutionBackwardDataWorkspaceSize": ([_vp, _vp, _vp, _vp, _vp, _ci, ctypes.POINTER(_sz)], _ci),
+    "cudnnConvolutionBackwardData": ([_vp, _vp, _vp, _vp, _vp, _vp, _vp, _ci, _vp, _sz, _vp, _vp, _vp], _ci),
+}
+
+
+class Cudnn:
+    """A cuDNN handle, descriptors cached per signature, algorithms chosen by timing.
+
+    `Cudnn(with_handle=False)` builds descriptors only: that needs no device, so the
+    descriptors are checked against the real library on machines without a GPU."""
+
+    def __init__(self, with_handle: bool = True):
+        from einsat.gpu.kernels.libload import bind, load
+        self.lib = bind(load("cudnn"), SIGNATURES)
+        self.handle = ctypes.c_void_p()
+        if with_handle:
+            self._check(self.lib.cudnnCreate(ctypes.byref(self.handle)), "cudnnCreate")
         self._desc: dict[tuple, tuple] = {}
         self._algo: dict[tuple, tuple[int, int]] = {}
         self._stream = None

@@ -40,6 +40,15 @@ class Device(Protocol):
     def conv(self, plan, x, w, y) -> None: ...
 
 
+def nvrtc_options(kernel: Kernel) -> tuple[str, ...]:
+    """The options einsat gives CuPy's RawKernel for a generated kernel (CuPy adds its own)."""
+    options = ("--std=c++17",)
+    if "cuda_fp16.h" in kernel.source:  # NVRTC finds no CUDA headers by itself
+        from einsat.gpu.kernels.libload import cuda_include_dirs
+        options += tuple(f"-I{d}" for d in cuda_include_dirs()[:1])
+    return options
+
+
 def host_array(array) -> np.ndarray:
     """`array` as a C-contiguous NumPy array of the same shape. (`np.ascontiguousarray` is not
     this: it returns at least one dimension, and a device copy refuses the shape change.)"""
@@ -176,11 +185,7 @@ class CupyDevice(ArrayDevice):
     def compile(self, kernel: Kernel):
         mod = self._modules.get(kernel.name)
         if mod is None:
-            options = ("--std=c++17",)
-            if "cuda_fp16.h" in kernel.source:  # NVRTC finds no CUDA headers by itself
-                from einsat.gpu.kernels.libload import cuda_include_dirs
-                options += tuple(f"-I{d}" for d in cuda_include_dirs()[:1])
-            mod = self.cp.RawKernel(kernel.source, kernel.name, options=options)
+            mod = self.cp.RawKernel(kernel.source, kernel.name, options=nvrtc_options(kernel))
             mod.compile()
             self._modules[kernel.name] = mod
         return mod

@@ -62,7 +62,7 @@ $(GPU_STAMP): pyproject.toml constraints.txt gpu-constraints.txt
 	echo "Creating $(GPU_VENV) with $$py ($$($$py --version))"; \
 	rm -rf $(GPU_VENV) && $$py -m venv $(GPU_VENV)
 	$(GPU_PY) -m pip install -q --upgrade pip
-	$(GPU_PY) -m pip install -q -c constraints.txt -c gpu-constraints.txt -e '.[gpu,test]'
+	$(GPU_PY) -m pip install -q -c constraints.txt -c gpu-constraints.txt -e '.[gpu,test]' nvidia-cuda-crt
 	touch $@
 
 lint: $(STAMP)

@@ -116,7 +116,14 @@ class ArrayDevice:
         if hit is None or hit[0] is not array:
             hit = (array, self.upload(array))
             self._constants[id(array)] = hit
+            self.synchronize()  # the cache serves every stream: the copy must have landed
         return hit[1]
+
+    def zeros(self, shape, dtype):
+        """A fresh zero-filled device array (not from `allocator`), filled on the current stream."""
+        buf = self.xp.empty(tuple(shape), dtype=dtype)
+        self.fill(buf, 0)
+        return buf
 
     def download(self, array) -> np.ndarray:
         self.downloads += 1

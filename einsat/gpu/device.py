@@ -49,6 +49,16 @@ def nvrtc_options(kernel: Kernel) -> tuple[str, ...]:
     return options
 
 
+MIN_WORKSPACE = 1 << 20
+CHOICE_WARMUP, CHOICE_REPS = 3, 10  # timing each cuDNN algorithm candidate once per signature
+
+
+def pointer(array) -> int:
+    """The address of an array's first element (CuPy's or NumPy's)."""
+    data = getattr(array, "data", None)
+    return int(data.ptr) if hasattr(data, "ptr") else int(array.ctypes.data)
+
+
 def host_array(array) -> np.ndarray:
     """`array` as a C-contiguous NumPy array of the same shape. (`np.ascontiguousarray` is not
     this: it returns at least one dimension, and a device copy refuses the shape change.)"""
@@ -70,6 +80,7 @@ class ArrayDevice:
         self.xp = xp
         self.tf32 = tf32
         self._constants: dict[int, tuple[Any, Any]] = {}
+        self._workspace = None
         self.allocator: Allocator = self._alloc
         self.launches = 0    # kernels, GEMMs and convolutions issued (the profiler counts them)
         self.downloads = 0   # device-to-host reads (a program with any cannot be captured)
@@ -119,6 +130,21 @@ class ArrayDevice:
             self.synchronize()  # the cache serves every stream: the copy must have landed
         return hit[1]
 
+    def workspace(self, nbytes: int) -> int:
+        """A device pointer to at least `nbytes` of scratch memory (cuDNN's).
+
+        One buffer: a larger request replaces it, and the replaced one is freed unless someone
+        holds it (a captured program holds the buffer its graph points into:
+        `workspace_buffer()`)."""
+        if self._workspace is None or self._workspace.nbytes < nbytes:
+            self._workspace = None  # freed before the larger one is allocated
+            self._workspace = self.xp.empty(max(nbytes, MIN_WORKSPACE), dtype=np.uint8)
+        return pointer(self._workspace)
+
+    def workspace_buffer(self):
+        """The current workspace buffer (None before the first request)."""
+        return self._workspace
+
     def zeros(self, shape, dtype):
         """A fresh zero-filled device array (not from `allocator`), filled on the current stream."""
         buf = self.xp.empty(tuple(shape), dtype=dtype)
@@ -160,7 +186,7 @@ class CupyDevice(ArrayDevice):
         self._modules: dict[str, Any] = {}
         self._cublas = None
         self._cudnn = None
-        self._workspaces: list[Any] = []   # never freed: captured graphs may point into them
+        self.conv_choices: list[dict] = []  # every cuDNN algorithm choice, in order (the profiler reads them)
 
     def _copy_in(self, buf, host: np.ndarray) -> None:
         buf.set(host, stream=self.cp.cuda.get_current_stream())
@@ -170,12 +196,6 @@ class CupyDevice(ArrayDevice):
 
     def _on_device(self, array) -> bool:
         return isinstance(array, self.cp.ndarray)
-
-    def workspace(self, nbytes: int) -> int:
-        """A device pointer to at least `nbytes` of scratch (grows; old buffers stay alive)."""
-        if not self._workspaces or self._workspaces[-1].nbytes < nbytes:
-            self._workspaces.append(self.cp.empty(max(nbytes, 1 << 20), dtype=np.uint8))
-        return self._workspaces[-1].data.ptr
 
     def new_stream(self):
         """A stream of its own for a compiled program (non-blocking: the legacy stream cannot capture)."""
@@ -210,9 +230,8 @@ class CupyDevice(ArrayDevice):
     def cublas(self):
         if self._cublas is None:
             from einsat.gpu.kernels.cublas import WORKSPACE_BYTES, Cublas
-            ws = self.cp.empty(WORKSPACE_BYTES, dtype=np.uint8)
-            self._workspaces.insert(0, ws)
-            self._cublas = Cublas(ws.data.ptr, WORKSPACE_BYTES)
+            self._cublas_workspace = self.cp.empty(WORKSPACE_BYTES, dtype=np.uint8)  # cuBLAS's, for good
+            self._cublas = Cublas(self._cublas_workspace.data.ptr, WORKSPACE_BYTES)
         return self._cublas
 
     @property
@@ -233,23 +252,16 @@ class CupyDevice(ArrayDevice):
         self.launches += 1
         h.set_stream(self.stream_ptr)
         xs = self.conv_strides(x)
+        known = len(h.choices)
         algo, size = h.choose(plan, xs, x.dtype, self.tf32, self.workspace, self.time_ms,
                               x.data.ptr, w.data.ptr, y.data.ptr)
+        if len(h.choices) > known:  # a new signature: its choice goes into the profile
+            self.conv_choices.append(list(h.choices.values())[-1])
         h.convolve(plan, xs, x.dtype, self.tf32, algo, self.workspace(size), size, x.data.ptr, w.data.ptr,
                    y.data.ptr)
 
     # -- timing -------------------------------------------------------------------------------
-    def time_ms(self, fn: Callable[[], None], reps: int = 3, warmup: int = 1) -> float:
-        """Median device time of `fn` over `reps` runs, with CUDA events."""
-        cp = self.cp
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(reps):
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, end))
-        return statistics.median(times)
+    def time_ms(self, fn: Callable[[], None], reps: int = CHOICE_REPS, warmup: int = CHOICE_WARMUP) -> float:
+        """Median device time of `fn` over `reps` runs, with CUDA events (einsat.gpu.timing)."""
+        from einsat.gpu.timing import event_times
+        return statistics.median(event_times(self.cp, fn, reps, warmup))

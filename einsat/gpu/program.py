@@ -244,7 +244,10 @@ class CompiledProgram:
         capture is not documented to work), the program runs planned instead and
         `graph_fallback` says why; an error of the program itself shows again in that run."""
         try:
-            return self._run_planned(capture=True)
+            outputs = self._run_planned(capture=True)
+            # the graph points into the device's workspace: keep that buffer as long as the graph
+            self._workspace = getattr(self.dev, "workspace_buffer", lambda: None)()
+            return outputs
         except Exception as e:  # noqa: BLE001 - any capture failure: the planned run reports real errors
             self.mode, self._cuda_graph = "planned", None
             self.graph_fallback = f"{type(e).__name__}: {e}"

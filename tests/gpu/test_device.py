@@ -4,12 +4,14 @@ the CuPy device runs this same code over CuPy."""
 from __future__ import annotations
 
 import shutil
+import weakref
 
 import numpy as np
 import pytest
 
 from einsat.errors import ExecutionError
 from einsat.gpu.backend_cupy import GpuBackend
+from einsat.gpu.device import pointer
 from einsat.gpu.interpreter import run
 from einsat.gpu.program import CompiledProgram
 from einsat.ir.builder import GraphBuilder
@@ -64,3 +66,25 @@ def test_programs_with_0d_values_run_on_the_device_path():
     for name, w in want.items():
         np.testing.assert_array_equal(got[name], w)
         np.testing.assert_array_equal(compiled[name], w)
+
+
+def test_workspace_is_one_buffer_that_grows():
+    dev = HostDevice(KernelLibrary())
+    seen = []
+    for nbytes in [1 << 20, 3 << 20, 2 << 20, 8 << 20, 5 << 20, 16 << 20]:
+        ptr = dev.workspace(nbytes)
+        assert ptr == pointer(dev.workspace_buffer()) and dev.workspace_buffer().nbytes >= nbytes
+        seen.append(weakref.ref(dev.workspace_buffer()))
+    alive = [r() for r in seen if r() is not None]
+    assert len({id(a) for a in alive}) == 1 and alive[0].nbytes == 16 << 20  # the replaced ones are freed
+
+
+def test_a_held_workspace_outlives_its_replacement():
+    dev = HostDevice(KernelLibrary())
+    dev.workspace(2 << 20)
+    held = dev.workspace_buffer()  # what a captured program keeps: its graph points into it
+    ref = weakref.ref(held)
+    dev.workspace(4 << 20)
+    assert ref() is not None and dev.workspace_buffer() is not held
+    del held
+    assert ref() is None

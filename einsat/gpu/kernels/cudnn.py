@@ -177,6 +177,7 @@ class Cudnn:
             self._check(self.lib.cudnnCreate(ctypes.byref(self.handle)), "cudnnCreate")
         self._desc: dict[tuple, tuple] = {}
         self._algo: dict[tuple, tuple[int, int]] = {}
+        self.choices: dict[tuple, dict] = {}
         self._stream = None
 
     def _check(self, status: int, what: str) -> None:
@@ -260,28 +261,38 @@ class Cudnn:
 
     def choose(self, plan, x_strides, dtype, tf32, workspace: Callable[[int], int],
                time_ms: Callable[[Callable[[], None]], float], x_ptr, w_ptr, y_ptr) -> tuple[int, int]:
-        """(algorithm, workspace bytes): the fastest candidate by measurement, cached per signature."""
+        """(algorithm, workspace bytes): the fastest candidate by measurement, cached per signature.
+
+        Every candidate's workspace size is asked first and one workspace of the largest
+        (within WORKSPACE_LIMIT) serves them all. `choices[key]` records the choice and each
+        candidate's time (ms) or why it was left out."""
         key = (plan.key, tuple(x_strides), np.dtype(dtype).name, tf32)
         if key in self._algo:
             return self._algo[key]
         descs = self.descriptors(plan, x_strides, dtype, tf32)
-        best, errors = None, []
+        sizes, times = {}, {}
         for algo in range(BWD_DATA_ALGOS if plan.transposed else FWD_ALGOS):
             size = self._workspace_size(plan, descs, algo)
-            if size is None or size > WORKSPACE_LIMIT:
-                continue
-            ws = workspace(size)
+            if size is None:
+                times[algo] = "not supported"
+            elif size > WORKSPACE_LIMIT:
+                times[algo] = f"needs {size} workspace bytes"
+            else:
+                sizes[algo] = size
+        ws = workspace(max(sizes.values(), default=0))
+        for algo, size in sizes.items():
             st = self._run(plan, descs, algo, x_ptr, w_ptr, y_ptr, ws, size, dtype)
             if st != 0:
-                errors.append(f"algo {algo}: status {st}")
+                times[algo] = f"status {st}"
                 continue
-            ms = time_ms(lambda a=algo, s=size, p=ws: self._check(
-                self._run(plan, descs, a, x_ptr, w_ptr, y_ptr, p, s, dtype), "cuDNN convolution"))
-            if best is None or ms < best[0]:
-                best = (ms, algo, size)
-        if best is None:
-            raise ExecutionError(f"no cuDNN algorithm runs convolution {plan}: {errors}")
-        self._algo[key] = (best[1], best[2])
+            times[algo] = time_ms(lambda a=algo, s=size: self._check(
+                self._run(plan, descs, a, x_ptr, w_ptr, y_ptr, ws, s, dtype), "cuDNN convolution"))
+        timed = {a: t for a, t in times.items() if not isinstance(t, str)}
+        if not timed:
+            raise ExecutionError(f"no cuDNN algorithm runs convolution {plan}: {times}")
+        best = min(timed, key=timed.get)
+        self._algo[key] = (best, sizes[best])
+        self.choices[key] = {"algo": best, "workspace_bytes": sizes[best], "candidates_ms": times}
         return self._algo[key]
 
     def convolve(self, plan, x_strides, dtype, tf32, algo, ws_ptr, ws_bytes, x_ptr, w_ptr, y_ptr) -> None:

@@ -28,11 +28,38 @@ from tests.gpu.host_streams import Streams
 CXX = os.environ.get("CXX", "g++")
 
 
-class KernelLibrary:
-    """Kernels compiled for the host, one shared library per `build` call."""
+SERIAL_LAUNCH = """extern "C" int launch_{name}(long long grid, void** args) {{
+    blockDim.x = 1; gridDim.x = (unsigned int)grid; threadIdx.x = 0;
+    for (long long b = 0; b < grid; ++b) {{ blockIdx.x = (unsigned int)b; {name}({casts}); }}
+    return 0;
+}}
+"""
+# a block of `block` real threads at a time, with the barriers of the block and of its warps
+THREADED_LAUNCH = """extern "C" int launch_{name}(long long grid, void** args) {{
+    blockDim.x = {block}; gridDim.x = (unsigned int)grid; einsat_deadlock = 0;
+    einsat_block_barrier.n = {block};
+    for (int w = 0; w < 32; ++w) einsat_warp_barrier[w].n = 32;
+    for (long long b = 0; b < grid; ++b) {{
+        blockIdx.x = (unsigned int)b;
+        std::vector<std::thread> threads;
+        for (unsigned int t = 0; t < {block}; ++t)
+            threads.emplace_back([=] {{ threadIdx.x = t; {name}({casts}); }});
+        for (auto& th : threads) th.join();
+    }}
+    return einsat_deadlock;
+}}
+"""
+THREADED_GRID = 3  # blocks per launch with real threads: any grid is correct, three make blocks stride
 
-    def __init__(self, workdir: str | None = None):
+
+class KernelLibrary:
+    """Kernels compiled for the host, one shared library per `build` call. `threads=True` runs
+    each block as `block` real threads with real barriers (EINSAT_HOST_THREADS in the prelude),
+    so warp shuffles, block reductions and __syncthreads run as on the device."""
+
+    def __init__(self, workdir: str | None = None, threads: bool = False):
         self.workdir = workdir or tempfile.mkdtemp(prefix="einsat-host-kernels-")
+        self.threads = threads
         self.functions: dict[str, ctypes._CFuncPtr] = {}
         self.kernels: dict[str, Kernel] = {}
 
@@ -45,32 +72,33 @@ class KernelLibrary:
             if any(np.dtype(p.dtype) == np.float16 for p in k.params):
                 raise ValueError(f"host emulation has no fp16 ({name})")
             parts.append(k.source)
-            casts = ", ".join(f"({p.decl().split(' __restrict__')[0].replace('const ', 'const ')})args[{i}]"
-                              for i, p in enumerate(k.params))
-            wrappers.append(
-                f'extern "C" void launch_{name}(long long grid, void** args) {{\n'
-                f"    blockDim.x = 1; gridDim.x = (unsigned int)grid; threadIdx.x = 0;\n"
-                f"    for (long long b = 0; b < grid; ++b) {{ blockIdx.x = (unsigned int)b; {name}({casts}); }}\n}}\n")
-        source = "\n".join(parts) + "\n" + "\n".join(wrappers)
+            casts = ", ".join(f"({p.decl().split(' __restrict__')[0]})args[{i}]" for i, p in enumerate(k.params))
+            launch = THREADED_LAUNCH if self.threads else SERIAL_LAUNCH
+            wrappers.append(launch.format(name=name, casts=casts, block=k.block))
+        head = "#include <thread>\n#include <vector>\n" if self.threads else ""
+        source = head + "\n".join(parts) + "\n" + "\n".join(wrappers)
         digest = hashlib.sha1(source.encode()).hexdigest()[:12]
         src = os.path.join(self.workdir, f"k_{digest}.cpp")
         lib = os.path.join(self.workdir, f"k_{digest}.so")
         with open(src, "w") as f:
             f.write(source)
-        cmd = [CXX, "-O1", "-std=c++17", "-shared", "-fPIC", "-x", "c++", "-DEINSAT_HOST", "-w", src, "-o", lib]
+        flags = ["-DEINSAT_HOST_THREADS", "-pthread"] if self.threads else []
+        cmd = [CXX, "-O1", "-std=c++17", "-shared", "-fPIC", "-x", "c++", "-DEINSAT_HOST", *flags, "-w", src, "-o", lib]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         so = ctypes.CDLL(lib)
         for name, k in todo.items():
             fn = getattr(so, f"launch_{name}")
             fn.argtypes = [ctypes.c_longlong, ctypes.POINTER(ctypes.c_void_p)]
-            fn.restype = None
+            fn.restype = ctypes.c_int
             self.functions[name] = fn
             self.kernels[name] = k
 
     def launch(self, kernel: Kernel, args: list) -> None:
         fn = self.functions[kernel.name]
         ptrs = (ctypes.c_void_p * len(args))(*[a.ctypes.data for a in args])
-        fn(kernel.grid(1 << 30) if kernel.work > 0 else 0, ptrs)
+        grid = kernel.grid(THREADED_GRID if self.threads else 1 << 30) if kernel.work > 0 else 0
+        if fn(grid, ptrs) != 0:
+            raise AssertionError(f"{kernel.name}: a barrier waited 10 s (threads of a block diverge around it)")
 
 
 def poison(shape, dtype) -> np.ndarray:

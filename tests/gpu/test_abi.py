@@ -101,8 +101,9 @@ def headers(pytestconfig, cudnn_descriptors, cupy_module):
     from tests.gpu.conftest import missing_gpu_libs
     cccl = os.path.join(os.path.dirname(cupy_module.__file__), "_core", "include", "cupy", "_cccl", "libcudacxx")
     dirs = [include_dir("cudnn"), include_dir("cublas"), cccl if os.path.isdir(cccl) else ""]
-    if not all(dirs):
-        missing_gpu_libs(pytestconfig, f"the cuDNN / cuBLAS wheels' headers are not found ({dirs})")
+    if not all(dirs) or not os.path.exists(os.path.join(dirs[1], "crt", "host_defines.h")):
+        missing_gpu_libs(pytestconfig, f"the cuDNN / cuBLAS / nvidia-cuda-crt wheels' headers are not all found "
+                                       f"({dirs})")
     if CXX is None:
         pytest.skip("no host C++ compiler")
     return dirs

@@ -179,8 +179,11 @@ class CupyDevice(ArrayDevice):
             raise ExecutionError("the cupy backend needs CuPy (pip install 'einsat[gpu]')") from e
         super().__init__(cupy, tf32)
         self.cp = cupy
-        dev = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        try:
+            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        except Exception as e:  # CuPy's CUDARuntimeError: no driver, or no device
+            raise ExecutionError(f"the cupy backend needs a CUDA device, and CuPy finds none "
+                                 f"({type(e).__name__}: {e})") from e
         self.properties = props
         self.sm_count = int(props["multiProcessorCount"])
         self._modules: dict[str, Any] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from einsat.budget import Budget
 from einsat.egraph.data import EGraphData
 from einsat.errors import ExtractionError
 from einsat.extract.cost import CostModel, cost_model
@@ -31,7 +32,8 @@ class Extraction:
     """The extracted program and how it was found.
 
     `cost` is the modeled cost of `graph` (µs for the roofline models), identity nodes that name
-    outputs included (the `starts` are selection costs, without them); `status` says how the
+    outputs included, and so are the `starts` (the programs each start would rebuild, with
+    weight-only subprograms computed once at compile time); `status` says how the
     method ended ("optimal", "time limit", "heuristic", ...); `gap` is the ILP's relative gap to
     its lower bound (0 when optimal, None for heuristics); `starts` gives the cost of each
     starting point considered ("greedy-tree", "greedy", "input", "local")."""
@@ -52,8 +54,11 @@ class Extraction:
 
 def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp",
             time_limit: float = 10.0, start: Graph | None = None, fold_constants: bool = True,
-            name: str = "optimized", local_evals: int = 20000) -> Extraction:
-    """Extract the cheapest program of `data` under `cost` (see the module docstring)."""
+            name: str = "optimized", local_evals: int = 20000, budget: Budget | None = None,
+            progress=None) -> Extraction:
+    """Extract the cheapest program of `data` under `cost` (see the module docstring). The ILP
+    also stops when the run's `budget` runs out or is cancelled; `progress(message, cost)` hears
+    of its better programs."""
     if method not in METHODS:
         raise ExtractionError(f"unknown extraction method {method!r}; choose one of {METHODS}")
     t0 = time.perf_counter()
@@ -76,16 +81,18 @@ def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp
     selection, found = starts[best], costs[best]
     result = {"method": method, "status": "heuristic" if method != "ilp" else "", "gap": None, "bound": None}
     if method == "ilp":
-        ilp = solve_ilp(problem, selection, time_limit=time_limit)
+        ilp = solve_ilp(problem, selection, time_limit=time_limit, budget=budget, progress=progress)
         selection, found = ilp.selection, ilp.cost
         result.update(status=ilp.status, gap=ilp.gap, bound=ilp.bound, ilp_size=(ilp.columns, ilp.rows))
     graph = rebuild(problem, selection, name=name)
     # the program's own cost: the selection's plus the identity nodes that name outputs whose
-    # e-class is an input or another output's (a constant offset for every selection)
-    cost_of_graph = problem.model.graph_cost(graph)
+    # e-class is an input or another output's (a constant offset for every selection, added to
+    # the bound and the starts so that every figure is a program's cost)
+    offset = problem.model.graph_cost(graph) - found
     if result["bound"] is not None:
-        result["bound"] += cost_of_graph - found
-    found = cost_of_graph
+        result["bound"] += offset
+    costs = {k: v + offset for k, v in costs.items()}
+    found += offset
     return Extraction(graph=graph, selection=selection, cost=found, seconds=time.perf_counter() - t0,
                       starts=costs, candidates=problem.num_candidates(), classes=len(problem.classes),
                       **result)

@@ -27,13 +27,27 @@ def add_parsers(sub) -> None:
                                    "table of op counts with FLOPs and bytes moved, and the ONNX ops "
                                    "einsat keeps opaque.")
     p.add_argument("model", type=Path, help="the ONNX file")
-    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                   help="fix an input's symbolic dims (repeatable)")
-    p.add_argument("--fill-weights", choices=("random",), default=None,
-                   help="give placeholder or stripped weights seeded random values")
+    add_model_options(p)
     sub.add_parser("demo", help="load the bundled model, run it, optimize it and print the report",
                    description="Import the bundled ResNet-18 (weights seeded random), print its "
                                "summary, run it on a random image and time the run.")
+
+
+def add_model_options(p) -> None:
+    """The options of commands that read an ONNX model: --input-shape, --fill-weights."""
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                   help="fix an input's symbolic dims, e.g. input=1,3,224,224 (repeatable)")
+    p.add_argument("--fill-weights", choices=("random",), default=None,
+                   help="give placeholder or stripped weights seeded random values")
+
+
+def load_model(args):
+    """The model of `args.model` with `add_model_options`' options applied."""
+    import einsat
+    if not args.model.is_file():
+        raise EinsatError(f"{args.model}: no such file")
+    return einsat.load_onnx(args.model, fill_weights=args.fill_weights,
+                            input_shapes=parse_input_shapes(args.input_shape) or None)
 
 
 def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -50,11 +64,9 @@ def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    import einsat
     from einsat.ir.summary import summarize
 
-    g = einsat.load_onnx(args.model, fill_weights=args.fill_weights,
-                         input_shapes=parse_input_shapes(args.input_shape) or None)
+    g = load_model(args)
     print(summarize(g, title=f"{args.model} (graph {g.name!r})"))
     return 0
 

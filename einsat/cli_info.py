@@ -28,9 +28,11 @@ def add_parsers(sub) -> None:
                                    "einsat keeps opaque.")
     p.add_argument("model", type=Path, help="the ONNX file")
     add_model_options(p)
-    sub.add_parser("demo", help="load the bundled model, run it, optimize it and print the report",
-                   description="Import the bundled ResNet-18 (weights seeded random), print its "
-                               "summary, run it on a random image and time the run.")
+    d = sub.add_parser("demo", help="load the bundled model, run it, optimize it and print the report",
+                       description="Import the bundled ResNet-18 (weights seeded random), print its "
+                                   "summary, run it on a random image and time the run, optimize it.")
+    d.add_argument("--report", type=Path, default=None, metavar="FILE.html",
+                   help="also write the optimizer's report as one self-contained HTML page")
 
 
 def add_model_options(p) -> None:
@@ -101,6 +103,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\noptimizing for the H100 cost model ...", flush=True)
     result = einsat.optimize(g, cost="h100")
     print(result.report)
+    if args.report is not None:
+        from einsat.cli_optimize import write_report
+        write_report(result, args.report)
+        print(f"wrote the report to {args.report}")
     start = time.perf_counter()
     optimized = einsat.run(result.graph, feeds)
     seconds = time.perf_counter() - start

@@ -58,7 +58,8 @@ class StopReason(enum.Enum):
 
 STOP_REASONS = {  # in words, with the limit: what `SaturationReport.stop_text` says
     StopReason.SATURATED: "saturated: no rule adds anything new",
-    StopReason.NODE_LIMIT: "node limit: the next rewrite step would pass {nodes:,} e-nodes",
+    StopReason.NODE_LIMIT: "node limit: {used:,} of {nodes:,} e-nodes (attribute lists and tuples counted), "
+                           "the next rewrite step would not fit",
     StopReason.TIME_LIMIT: "time limit: the next rewrite step would pass {time_s:g} s",
     StopReason.ITERATION_LIMIT: "iteration limit: {iterations} rewrite steps done",
     StopReason.INTERRUPTED: "interrupted: stopped early, the e-graph so far is kept",
@@ -107,7 +108,7 @@ class SaturationReport:
     def stop_text(self, limits: Limits) -> str:
         """Why the run stopped, in words, with the limit that stopped it."""
         return STOP_REASONS[self.stop_reason].format(nodes=limits.nodes, time_s=limits.time_s,
-                                                     iterations=limits.iterations)
+                                                     iterations=limits.iterations, used=self.nodes)
 
     def summary(self) -> str:
         top = sorted(self.rules.items(), key=lambda kv: -kv[1].matches)[:8]

@@ -32,7 +32,7 @@ import numpy as np
 from einsat import budget as budgets
 from einsat.errors import EinsatError, VerificationError
 from einsat.ir.graph import Graph
-from einsat.optimize_report import ExtractionSummary, Report, SaturationSummary, Verification
+from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
 
 EXTRACTION_TIME_LIMIT = 5.0  # seconds of ILP by default
@@ -128,7 +128,7 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
     report = Report(name=graph.name, model=model.name, unit=model.unit, cost_before=before,
                     cost_after=extraction.cost, ops_before=graph.op_counts(),
                     ops_after=extraction.graph.op_counts(), saturation=saturation,
-                    extraction=ExtractionSummary.of(extraction), verification=verification, times=times,
+                    extraction=extraction.summary(), verification=verification, times=times,
                     cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(extraction.graph),
                     interrupted=run.cancelled)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {extraction.cost:,.1f} {model.unit}"))

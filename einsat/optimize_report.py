@@ -18,7 +18,10 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the extractor (and HiGHS behind it) loads only when optimize runs
+    from einsat.extract.extraction import ExtractionSummary
 
 
 @dataclass
@@ -74,27 +77,6 @@ class SaturationSummary:
         if self.iterations is not None:
             text += f" after {self.iterations} rewrite step(s)"
         return text + f"; stopped: {self.stop_text or self.stop_reason}"
-
-
-@dataclass
-class ExtractionSummary:
-    """How the program was chosen (the figures of `einsat.extract.Extraction`, without the graph)."""
-
-    method: str
-    status: str
-    cost: float
-    gap: float | None = None
-    bound: float | None = None
-    seconds: float = 0.0
-    starts: dict[str, float] = field(default_factory=dict)
-    candidates: int = 0
-    classes: int = 0
-    ilp_size: tuple[int, int] | None = None
-
-    @staticmethod
-    def of(extraction) -> ExtractionSummary:
-        return ExtractionSummary(**{f.name: getattr(extraction, f.name)
-                                    for f in dataclasses.fields(ExtractionSummary)})
 
 
 @dataclass

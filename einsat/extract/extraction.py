@@ -10,7 +10,7 @@ than its input (for "greedy-tree" too).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from einsat.budget import Budget
 from einsat.egraph.data import EGraphData
@@ -28,18 +28,17 @@ METHODS = ("ilp", "greedy", "greedy-tree")
 
 
 @dataclass
-class Extraction:
-    """The extracted program and how it was found.
+class ExtractionSummary:
+    """How a program was chosen: the figures of an `Extraction`, without the program (what the
+    optimize report keeps).
 
-    `cost` is the modeled cost of `graph` (µs for the roofline models), identity nodes that name
-    outputs included, and so are the `starts` (the programs each start would rebuild, with
-    weight-only subprograms computed once at compile time); `status` says how the
-    method ended ("optimal", "time limit", "heuristic", ...); `gap` is the ILP's relative gap to
-    its lower bound (0 when optimal, None for heuristics); `starts` gives the cost of each
-    starting point considered ("greedy-tree", "greedy", "input", "local")."""
+    `cost` is the modeled cost of the program (µs for the roofline models), identity nodes that
+    name outputs included, and so are the `starts` (the programs each start would rebuild, with
+    weight-only subprograms computed once at compile time); `status` says how the method ended
+    ("optimal", "time limit", "stopped improving", "interrupted", "heuristic", ...); `gap` is the
+    ILP's relative gap to its lower bound (0 when optimal, None for heuristics); `starts` gives
+    the cost of each starting point considered ("greedy-tree", "greedy", "input", "local")."""
 
-    graph: Graph
-    selection: Selection
     cost: float
     method: str
     status: str
@@ -50,6 +49,17 @@ class Extraction:
     candidates: int = 0
     classes: int = 0
     ilp_size: tuple[int, int] | None = None  # (columns, rows)
+
+    def summary(self) -> ExtractionSummary:
+        return ExtractionSummary(**{f.name: getattr(self, f.name) for f in fields(ExtractionSummary)})
+
+
+@dataclass
+class Extraction(ExtractionSummary):
+    """The extracted program (`graph`, from the e-graph's `selection`) and how it was found."""
+
+    graph: Graph = field(kw_only=True)
+    selection: Selection = field(kw_only=True)
 
 
 def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp",

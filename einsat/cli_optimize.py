@@ -69,11 +69,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise EinsatError(f"--time-limit must be positive, got {args.time_limit}")
     if args.nodes is not None and args.nodes < 1:
         raise EinsatError(f"--nodes must be positive, got {args.nodes}")
+    from einsat.budget import Budget
+    budget = Budget(args.time_limit)  # the whole run's, loading included
     graph = load_model(args)
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     try:
         result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes),
-                                 budget=args.time_limit, progress=display)
+                                 budget=budget, progress=display)
     finally:
         if display is not None:
             display.close()

@@ -74,8 +74,9 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
     time_limit: seconds for the ILP (default 5).
     budget: seconds for the whole run (or a `Budget`, which the caller may also cancel):
-        saturation gets at most half, the ILP what is left after keeping a fifth for the rebuild
-        and verification. The run may pass it by one saturation phase and the verification.
+        saturation gets at most half of what is left when it starts, the ILP what is left after
+        keeping a fifth for the rebuild and verification. The run may pass it by the e-graph's
+        set-up and one saturation phase (egglog cannot be interrupted) and by the verification.
     verify: check the result numerically against the input on random inputs (default: yes;
         a mismatch raises `VerificationError`). Turning it off is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
@@ -171,7 +172,7 @@ def _within(limits, run: budgets.Budget):
     limits = limits or Limits()
     if run.seconds is None:
         return limits
-    return dataclasses.replace(limits, time_s=min(limits.time_s, SATURATION_SHARE * run.seconds))
+    return dataclasses.replace(limits, time_s=max(0.01, min(limits.time_s, SATURATION_SHARE * run.remaining())))
 
 
 def _saturate(graph: Graph, rules, limits, notify, run: budgets.Budget | None = None):

@@ -12,9 +12,14 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test test-gpu-static bench bench-gpu torch-venv lint clean
+.PHONY: demo test test-gpu-static notebooks bench bench-gpu torch-venv lint clean
 demo: $(STAMP)
-	$(PY) -m einsat.cli demo
+	@mkdir -p build
+	$(PY) -m einsat.cli demo --report build/demo-report.html
+
+# The notebooks executed in a Jupyter kernel, outputs and pictures included: build/notebooks/*.ipynb
+notebooks: $(STAMP)
+	$(PY) scripts/run_notebooks.py build/notebooks
 
 test: $(STAMP) torch-venv
 	$(PY) -m pytest -n 2 -q tests

@@ -23,10 +23,19 @@ def cmd_fuzz(args) -> int:
     if args.budget < 1:
         print("einsat: error: --budget must be at least 1", file=sys.stderr)
         return 2
+    from einsat.progress import ProgressDisplay, ProgressEvent
+    display = ProgressDisplay(sys.stderr)
+
+    def show(target: str, done: int, total: int) -> None:  # cases past `total` are hypothesis shrinking
+        what = f"{target}: case {done} of {total}" if done <= total else f"{target}: shrinking a failure"
+        display(ProgressEvent("fuzz", what, step=done))
+
     try:
-        report = fuzz(args.budget, args.seed, args.target)
+        report = fuzz(args.budget, args.seed, args.target, progress=show)
     except ValueError as e:
         print(f"einsat: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        display.close()
     print(report)
     return 0 if report.ok else 1

@@ -27,13 +27,29 @@ def add_parsers(sub) -> None:
                                    "table of op counts with FLOPs and bytes moved, and the ONNX ops "
                                    "einsat keeps opaque.")
     p.add_argument("model", type=Path, help="the ONNX file")
+    add_model_options(p)
+    d = sub.add_parser("demo", help="load the bundled model, run it, optimize it and print the report",
+                       description="Import the bundled ResNet-18 (weights seeded random), print its "
+                                   "summary, run it on a random image and time the run, optimize it.")
+    d.add_argument("--report", type=Path, default=None, metavar="FILE.html",
+                   help="also write the optimizer's report as one self-contained HTML page")
+
+
+def add_model_options(p) -> None:
+    """The options of commands that read an ONNX model: --input-shape, --fill-weights."""
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                   help="fix an input's symbolic dims (repeatable)")
+                   help="fix an input's symbolic dims, e.g. input=1,3,224,224 (repeatable)")
     p.add_argument("--fill-weights", choices=("random",), default=None,
                    help="give placeholder or stripped weights seeded random values")
-    sub.add_parser("demo", help="load the bundled model, run it, optimize it and print the report",
-                   description="Import the bundled ResNet-18 (weights seeded random), print its "
-                               "summary, run it on a random image and time the run.")
+
+
+def load_model(args):
+    """The model of `args.model` with `add_model_options`' options applied."""
+    import einsat
+    if not args.model.is_file():
+        raise EinsatError(f"{args.model}: no such file")
+    return einsat.load_onnx(args.model, fill_weights=args.fill_weights,
+                            input_shapes=parse_input_shapes(args.input_shape) or None)
 
 
 def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -50,11 +66,9 @@ def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    import einsat
     from einsat.ir.summary import summarize
 
-    g = einsat.load_onnx(args.model, fill_weights=args.fill_weights,
-                         input_shapes=parse_input_shapes(args.input_shape) or None)
+    g = load_model(args)
     print(summarize(g, title=f"{args.model} (graph {g.name!r})"))
     return 0
 
@@ -89,6 +103,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\noptimizing for the H100 cost model ...", flush=True)
     result = einsat.optimize(g, cost="h100")
     print(result.report)
+    if args.report is not None:
+        from einsat.cli_optimize import write_report
+        write_report(result, args.report)
+        print(f"wrote the report to {args.report}")
     start = time.perf_counter()
     optimized = einsat.run(result.graph, feeds)
     seconds = time.perf_counter() - start

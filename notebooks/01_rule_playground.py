@@ -126,6 +126,27 @@ assert report.rules["exp-mul"].matches > 0
 assert report.stop_reason is StopReason.SATURATED  # small enough to run to a fixed point
 
 # %% [markdown]
+# The e-graph itself: each dashed box is an e-class (a set of equal values), holding its
+# e-nodes; an edge goes from an e-node to each e-class it takes as input. The root (yellow)
+# now holds both `exp(x) * (exp(y) * z)` and the forms the rules found.
+
+# %%
+assert s.export().num_nodes() > len(program.nodes)
+s  # a Session draws its e-graph (`einsat.viz.egraph`)
+
+# %% [markdown]
+# How it grew, phase by phase (the report keeps every phase: its rule set, e-nodes after it):
+
+# %%
+from IPython.display import SVG  # noqa: E402  (the notebook's imports, where they are first needed)
+
+from einsat.viz.charts import growth_svg  # noqa: E402
+
+phases = [{"phase": p.phase, "nodes": p.nodes} for p in report.phases]
+assert phases[-1]["nodes"] >= phases[0]["nodes"]
+SVG(growth_svg(phases))
+
+# %% [markdown]
 # The goal form `exp(x + y) * z` is now in the root's e-class, and every e-node of the e-graph
 # still computes its e-class's value (the invariant "one e-class, one value", checked on NumPy):
 
@@ -162,6 +183,16 @@ assert best.graph.op_counts().get("exp", 0) == 1
 assert equivalent(program, best.graph)
 
 # %% [markdown]
+# What extraction chose, drawn: the new nodes (orange) compute what the input did not.
+
+# %%
+from einsat.viz.graph import changed_nodes, graph_svg  # noqa: E402
+
+new = changed_nodes(program, best.graph)
+assert {n.op.value for n in best.graph.nodes if n.name in new} >= {"exp", "add"}
+SVG(graph_svg(best.graph, changed=new, title="extracted"))
+
+# %% [markdown]
 # The same rule plugs into `einsat.optimize` next to the default schedule (schedules add up);
 # `optimize` verifies its result against the input before returning.
 
@@ -172,6 +203,7 @@ print(result.report)
 assert result.report.verified
 assert result.report.cost_after < result.report.cost_before
 assert result.graph.op_counts().get("exp", 0) == 1
+result  # the report as a notebook shows it: tables, programs before and after, growth, costs
 
 # %% [markdown]
 # ## 5. A broken law is caught

@@ -119,6 +119,14 @@ assert (diffs.mask("y") == seams).all()
 assert diffs.error_bound < 1e-15 and P == 2 ** 31 - 1
 assert diffs.positions < differs.size  # a few positions per box, not every element
 
+
+# %% [markdown]
+# The regions, drawn on the output's grid (red: where the mutant is wrong):
+
+# %%
+assert not diffs.equivalent
+diffs
+
 # %% [markdown]
 # ## The corrected mutant
 #

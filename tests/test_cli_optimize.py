@@ -79,3 +79,117 @@ def test_a_failed_verification_writes_nothing(tmp_path, capsys, monkeypatch):
     assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--quiet"]) == 2
     assert "differs from" in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.iterdir()) == [tmp_path / "block.onnx"]
+
+
+def test_version(capsys):
+    import einsat
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"einsat {einsat.__version__}"
+
+
+@pytest.mark.parametrize("flag", ["-o", "--report"])
+def test_output_paths_are_checked_before_any_work(tmp_path, capsys, monkeypatch, flag):
+    import importlib
+    small_model(tmp_path / "block.onnx")
+    monkeypatch.setattr(importlib.import_module("einsat.optimize"), "_saturate",
+                        lambda *a: pytest.fail("optimized before checking the output path"))
+    out, report = tmp_path / "out.onnx", tmp_path / "r.html"
+    missing = tmp_path / "missing" / "dir" / ("out.onnx" if flag == "-o" else "r.html")
+    args = ["optimize", str(tmp_path / "block.onnx"), "-o", str(missing if flag == "-o" else out),
+            "--report", str(missing if flag == "--report" else report), "-q"]
+    assert main(args) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["block.onnx"]
+
+
+def test_report_format_is_checked(tmp_path, capsys):
+    small_model(tmp_path / "block.onnx")
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"),
+                 "--report", str(tmp_path / "r.txt")]) == 2
+    assert ".json or .html" in capsys.readouterr().err
+
+
+def test_symbolic_dims_are_fixed_with_input_shape(tmp_path, capsys):
+    """The shell user's way (onnxsim's habit), and the error tells them about it."""
+    import onnx
+    small_model(tmp_path / "block.onnx")
+    m = onnx.load(tmp_path / "block.onnx")
+    del m.graph.value_info[:]  # an exporter with a symbolic batch dim
+    for v in (m.graph.input[0], m.graph.output[0]):
+        v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(m, tmp_path / "sym.onnx")
+    assert main(["optimize", str(tmp_path / "sym.onnx"), "-o", str(tmp_path / "o.onnx"), "-q"]) == 2
+    assert "--input-shape x=D1,D2,..." in capsys.readouterr().err
+    assert main(["optimize", str(tmp_path / "sym.onnx"), "-o", str(tmp_path / "o.onnx"), "-q",
+                 "--input-shape", "x=2,8,10,10", "--nodes", "500", "--cost", "h200",
+                 "--report", str(tmp_path / "r.json")]) == 0
+    import json
+
+    import einsat
+    assert einsat.load_onnx(tmp_path / "o.onnx").types["x"].shape == (2, 8, 10, 10)
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["model"] == "h200" and data["verified"] and data["saturation"]["node_limit"] == 500
+    assert data["saturation"]["phases"] and all("nodes" in p for p in data["saturation"]["phases"])
+
+
+def test_html_report_is_one_self_contained_file(tmp_path, capsys):
+    small_model(tmp_path / "block.onnx")
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), "-q",
+                 "--device", "h100", "--report", str(tmp_path / "r.html")]) == 0
+    assert_self_contained_report(tmp_path / "r.html")
+
+
+def assert_self_contained_report(path):
+    """One HTML file, its pictures inline SVG: nothing it refers to lies outside it."""
+    import re
+    html = path.read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert html.count("<svg") >= 3  # programs, growth, cost bars, times
+    assert not re.search(r"""(src|href)=["'](?!#|data:)""", html), "the report refers to another file"
+    assert "modeled cost" in html and "verification" in html
+
+
+def test_fill_weights_on_optimize(tmp_path, capsys):
+    from einsat.cli_info import demo_model_path
+    assert main(["optimize", str(demo_model_path()), "-o", str(tmp_path / "o.onnx"), "-q", "--fill-weights",
+                 "random", "--time-limit", "4", "--extractor", "greedy", "--nodes", "3000"]) == 0
+    assert "verification: passed" in capsys.readouterr().out
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    import subprocess
+    import sys
+    small_model(tmp_path / "block.onnx")
+    code = ("import sys; from einsat.cli import main; sys.exit(main(['info', sys.argv[1]]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "block.onnx")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdout.readline()
+    proc.stdout.close()  # `| head -1`
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0 and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_ctrl_c_stops_the_search_and_writes_the_best_program(tmp_path):
+    """SIGINT during saturation: no traceback, a verified program written, the report says so."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from einsat.cli_info import demo_model_path
+    out = tmp_path / "o.onnx"
+    proc = subprocess.Popen([sys.executable, "-m", "einsat.cli", "optimize", str(demo_model_path()), "-o", str(out),
+                             "--fill-weights", "random", "--time-limit", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line, start = "", time.monotonic()
+    while "step" not in line and time.monotonic() - start < 60:  # saturation has begun
+        line = proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stdout and "verification: passed" in stdout and out.is_file()
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]

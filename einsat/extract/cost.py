@@ -49,6 +49,14 @@ class CostModel(ABC):
         """The cost of an `ir.Graph`: the sum over its nodes (each node runs once)."""
         return sum(self.node_cost(node.op, node.attrs, *graph.node_types(node)) for node in graph.nodes)
 
+    def cost_by_op(self, graph) -> dict[str, float]:
+        """The cost of an `ir.Graph` by op name (what the report's per-op bars show)."""
+        out: dict[str, float] = {}
+        for node in graph.nodes:
+            out[node.op_name] = out.get(node.op_name, 0.0) + self.node_cost(node.op, node.attrs,
+                                                                            *graph.node_types(node))
+        return out
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 

@@ -9,7 +9,8 @@
   extractable) are kept; e-nodes with an unextractable child or their own e-class as a child
   are dropped;
 - with `fold_constants`, an e-class computable from weights alone (values up to `FOLD_BYTES`,
-  each op up to `FOLD_FLOPS`) is a *constant*: it becomes a source of cost 0, and `rebuild`
+  each op up to `FOLD_FLOPS`; never through a broadcast, `OpDef.repeats_input`) is a *constant*:
+  it becomes a source of cost 0, and `rebuild`
   evaluates it once at compile time (TASO's and PET's weight preprocessing). Its derivation is
   chosen level by level, so it is acyclic.
 
@@ -274,7 +275,7 @@ def _constant_derivations(data: EGraphData, types, parents) -> dict[int, ENode]:
                 seeds[cid] = node
                 break
     def cheap(cid, node):
-        if node.leaf is not None or node.op is Op.OPAQUE or not small(cid):
+        if node.leaf is not None or node.op is Op.OPAQUE or not small(cid) or opdef(node.op).repeats_input:
             return False
         ins = [types.get(c) if c >= 0 else None for c in node.children]
         if any(t is None for t, c in zip(ins, node.children) if c >= 0):

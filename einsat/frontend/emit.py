@@ -121,4 +121,5 @@ def mutate(tr: Trace, target: str, source: str) -> None:
     if not fits:
         raise fail(f"cannot broadcast a value of shape {list(s.shape)} into {list(t.shape)}")
     source = cast(tr, source, t.dtype)
+    tr.known.pop(tr.root.get(target, target), None)
     tr.emit(MutateStmt(target, source, user_line()))

@@ -29,6 +29,7 @@ import numpy as np
 from einsat.errors import FrontendError
 from einsat.frontend import emit
 from einsat.frontend.alias import analyze
+from einsat.frontend.creation import numpy_constructors
 from einsat.frontend.dce import eliminate_dead_code
 from einsat.frontend.lower import to_graph
 from einsat.frontend.program import Program
@@ -71,7 +72,7 @@ def trace(fn, example_inputs, name: str | None = None) -> Program:
             args.append(emit.wrap(tr, pname))
         else:
             args.append(x)
-    with tr:
+    with tr, numpy_constructors():
         try:
             result = fn(*args)
         except Exception as e:

@@ -34,8 +34,27 @@ def array_function(func, args, kwargs):
                    "cannot express; use masks (np.where) instead")
     impl = FUNCTIONS.get(func)
     if impl is None:
+        known = _known_arguments(args, kwargs)
+        if known is not None:  # untraced function, arguments known at trace time: NumPy's result
+            return func(*known[0], **known[1])
         raise fail(f"np.{func.__name__} is not supported by einsat's tracer")
     return impl(*args, **kwargs)
+
+
+def _known_arguments(args, kwargs):
+    """`args` and `kwargs` with every traced array replaced by its known contents, or None when
+    one is not known at trace time (see `Trace.known`)."""
+    def value(x):
+        if not emit.is_traced(x):
+            return x
+        known = x._trace.known_value(x._name)
+        if known is None:
+            raise LookupError
+        return known
+    try:
+        return [value(a) for a in args], {k: value(v) for k, v in kwargs.items()}
+    except LookupError:
+        return None
 
 
 def _axis(a: int, ndim: int) -> int:

@@ -21,7 +21,7 @@ def _data_dependent(what: str):
     def method(self, *args, **kwargs):
         raise fail(f"{what} of traced value {self._name} depends on the data: it is needed as a Python "
                    "number here (Python control flow, a shape, or a write into a NumPy array). Keep it "
-                   "a tensor: einsat.frontend.loop / cond for control flow, np.zeros_like(x, shape=...) "
+                   "a tensor: einsat.frontend.loop / cond for control flow, np.zeros(shape) "
                    "for buffers")
     return method
 
@@ -87,7 +87,7 @@ class TracedArray:
         raise fail(f"traced value {self._name} is handed to code einsat cannot trace (it asked for "
                    "the raw NumPy array: np.asarray, a C extension, an opaque call); a read or an "
                    "in-place update there cannot be functionalized. Use NumPy functions on the "
-                   "array itself, and create buffers with np.zeros_like(x, shape=...)")
+                   "array itself, and create buffers with np.zeros(shape)")
 
     __bool__ = _data_dependent("the truth value")
     __int__ = _data_dependent("int()")

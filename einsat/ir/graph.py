@@ -150,6 +150,11 @@ class Graph:
     def bytes(self) -> int:
         return sum(node.definition.bytes(*self.node_types(node), node.attrs) for node in self.nodes)
 
+    def _repr_svg_(self) -> str:
+        """The program as a picture in a notebook (`einsat.viz.graph`)."""
+        from einsat.viz.graph import graph_svg
+        return graph_svg(self, title=self.name)
+
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for node in self.nodes:

@@ -198,6 +198,9 @@ class OpDef:
     multilinear: ClassVar[bool] = False   # linear in each input separately (PET §3)
     elementwise: ClassVar[bool] = False   # out[i] depends on in[i] only (after broadcasting)
     layout_only: ClassVar[bool] = False   # moves data, computes nothing
+    # its output repeats its input (a broadcast): folding a weight-only application into a weight
+    # would store the repetition (an 8 MB zero buffer for one zero), so it stays a computation
+    repeats_input: ClassVar[bool] = False
     onnx_type: ClassVar[str | None] = None  # the ONNX op it exports to / imports from
     doc: ClassVar[str] = ""
 

@@ -76,6 +76,11 @@ class Differences:
     def mask(self, output: str) -> np.ndarray:
         return mask_of(self.regions[output], self.shapes[output])
 
+    def _repr_svg_(self) -> str:
+        """The regions drawn on each output's grid (`einsat.viz.regions`)."""
+        from einsat.viz.regions import differences_svg
+        return differences_svg(self)
+
     def __str__(self) -> str:
         head = (f"{'equivalent' if self.equivalent else 'not equivalent'}: {self.positions} positions "
                 f"in {sum(self.boxes.values())} boxes, {self.tests} tests, degree {self.degree}, "

@@ -174,8 +174,9 @@ def _code(target: str, case, graph: Graph) -> str:
     return code + f"\n# check: einsat.verify.fuzz.TARGETS[{target!r}].check(graph)\n"
 
 
-def fuzz(budget: int = 200, seed: int = 0, targets: list[str] | None = None) -> FuzzReport:
-    """Spend `budget` cases over `targets` (default `available_targets()`); shrink any failure."""
+def fuzz(budget: int = 200, seed: int = 0, targets: list[str] | None = None, progress=None) -> FuzzReport:
+    """Spend `budget` cases over `targets` (default `available_targets()`); shrink any failure.
+    `progress(target, cases run, cases allotted)` hears of each case (the CLI shows it)."""
     default = available_targets()  # registers `optimize` when einsat has it
     names = targets or default
     unknown = [n for n in names if n not in TARGETS]
@@ -189,8 +190,10 @@ def fuzz(budget: int = 200, seed: int = 0, targets: list[str] | None = None) -> 
         target = TARGETS[name]
         calls = [0]
 
-        def failing(case, target=target, calls=calls):
+        def failing(case, target=target, calls=calls, name=name, n=n):
             calls[0] += 1
+            if progress is not None:
+                progress(name, calls[0], n)
             return target.check(case) is not None
 
         conf = settings(max_examples=n, database=None, deadline=None, derandomize=False,

@@ -31,7 +31,7 @@ def test_definition_is_complete(op):
     assert d.op is op
     for method in ("infer", "numpy", "flops"):
         assert overrides(d, method), f"{op.value} does not define {method}"
-    for flag in ("multilinear", "elementwise", "layout_only"):
+    for flag in ("multilinear", "elementwise", "layout_only", "repeats_input"):
         assert isinstance(getattr(d, flag), bool), f"{op.value}.{flag} must be a bool"
     lo, hi = d.arity
     assert 0 <= lo and (hi is None or hi >= lo)

@@ -239,6 +239,7 @@ class Expand(OpDef):
 
     op = Op.EXPAND
     layout_only = True
+    repeats_input = True
     multilinear = True
     onnx_type = "Expand"
     attrs = {"shape": Attr("ints")}
@@ -266,4 +267,9 @@ class Expand(OpDef):
         return [onode.input[0]], {"shape": const_ints(ctx, onode, 1, "shape")}
 
     def to_onnx(self, ctx, node):
+        one = ctx.graph.weights.get(node.inputs[0])
+        if one is not None and one.size == 1:  # a filled buffer: ONNX's ConstantOfShape
+            ctx.node("ConstantOfShape", [int64s(ctx, node.attrs["shape"], "shape")], node.outputs,
+                     value=np.asarray(one).reshape(1))
+            return
         ctx.node("Expand", [node.inputs[0], int64s(ctx, node.attrs["shape"], "shape")], node.outputs)

@@ -36,7 +36,7 @@ def weight_only(data: EGraphData) -> dict[int, ENode]:
                 if n.leaf[0] == "weight":
                     ready.append((cid, n))
                 continue
-            if n.op in NOT_FOLDED:
+            if n.op in NOT_FOLDED or opdef(n.op).repeats_input:  # a broadcast stays one
                 continue
             kids = {c for c in n.children if c != ABSENT}
             missing[id(n)] = len(kids)

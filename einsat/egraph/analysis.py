@@ -50,9 +50,6 @@ TABLES = """
 ANALYSIS_FUNCTIONS = ("shape", "dtype", "bcast", "bcast-want", "permute", "permute-want", "cat-shape",
                       "cat-want", "ew2", "same-shape", "const", "const-list", "const-multi", "ord", "varying",
                       "varying-list", "varying-multi")
-# never weight-only, even over weights: black boxes and control flow are not folded
-NOT_CONST = (Op.OPAQUE, Op.LOOP, Op.IF)
-
 # shape(out) = shape(first input), dtype too
 SAME_AS_FIRST = (Op.SOFTMAX, Op.LAYERNORM, Op.BATCHNORM, Op.IDENTITY)
 # dtype(out) = dtype(first input) for these (comparisons and casts are seeded, not derived)
@@ -150,10 +147,11 @@ def varying_rules(sigs: Mapping[Op, Signature]) -> str:
 
 
 def const_rules(sigs: Mapping[Op, Signature]) -> str:
-    """`const(t)` for every op applied to weight-only inputs (the weight-only analysis)."""
+    """`const(t)` for every foldable op applied to weight-only inputs (the weight-only analysis,
+    as `egraph.weights.weight_only` computes it outside egglog)."""
     out = [CONST_HELPERS]
     for op, sig in sorted(sigs.items(), key=lambda kv: kv[1].name):
-        if op in NOT_CONST:
+        if not opdef(op).foldable:
             continue
         if sig.variadic:
             facts, named = "(const-list l)", {"inputs": "l"}

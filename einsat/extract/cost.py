@@ -25,14 +25,6 @@ from einsat.extract.devices import DEVICES, Device
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
-# ops that run on tensor cores (cuBLAS/cuDNN GEMMs)
-TENSOR_CORE_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.CONV, Op.CONV_TRANSPOSE,
-                             Op.FUSED_CONV, Op.FUSED_MATMUL})
-# layout ops a backend can run as a view of their input, with no kernel
-VIEW_OPS = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY, Op.EXPAND,
-                      Op.SPLIT, Op.SLICE})
-SOURCE_OPS = frozenset({Op.CONSTANT})
-
 
 class CostModel(ABC):
     """The modeled cost of e-nodes and programs (see the module docstring for the contract)."""
@@ -72,8 +64,9 @@ class RooflineCost(CostModel):
 
     Matmul/conv-like ops use the tensor-core peak of their dtype (TF32 for fp32 only with
     `tf32=True`; einsat's GPU backend runs strict fp32 by default), everything else the CUDA-core
-    peak. Views cost the device's `view_us`; sources cost 0. FLOPs and bytes come from the op
-    registry, which counts more of both for larger tensors: the model is monotone.
+    peak. Views cost the device's `view_us`; sources cost 0 (the registry's `tensor_core`, `view`
+    and `source` facts). FLOPs and bytes come from the op registry, which counts more of both for
+    larger tensors: the model is monotone.
     """
 
     def __init__(self, device: Device | str = "h100", tf32: bool = False):
@@ -86,13 +79,14 @@ class RooflineCost(CostModel):
         self.name = device.name + ("-tf32" if tf32 else "")
 
     def node_cost(self, op, attrs, ins, outs) -> float:
-        if op in SOURCE_OPS:
+        d = opdef(op)
+        if d.source:
             return 0.0
-        if op in VIEW_OPS:
+        if d.view:
             return self.device.view_us
         flops, moved = flops_and_bytes(op, attrs, ins, outs)
         ref = next((t for t in outs if t is not None), None) or next(t for t in ins if t is not None)
-        peak = self.device.peak_flops(ref.dtype, op in TENSOR_CORE_OPS, self.tf32)
+        peak = self.device.peak_flops(ref.dtype, d.tensor_core is not None, self.tf32)
         seconds = max(flops / peak, moved / self.device.bandwidth)
         return self.device.launch_us + seconds * 1e6
 
@@ -112,7 +106,7 @@ class ProfiledCost(CostModel):
         self.name = name or f"profiled-{fallback.name}"
 
     def node_cost(self, op, attrs, ins, outs) -> float:
-        if op in SOURCE_OPS:
+        if opdef(op).source:
             return 0.0
         measured = self.db.lookup(op, attrs, ins, outs)
         if measured is None:

@@ -28,26 +28,20 @@ from einsat.errors import EinsatError
 from einsat.extract import cost
 from einsat.extract.devices import DEVICES
 from einsat.extract.profile_db import ProfileDB, committed_profile
-from einsat.ir.registry import Op
+from einsat.ir.registry import Op, opdef
 from einsat.ir.signature import Signature, signature_of, write_signatures
 from einsat.ir.types import TensorType
 
-GEMM_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.FUSED_MATMUL})
-CONV_OPS = frozenset({Op.CONV, Op.CONV_TRANSPOSE, Op.FUSED_CONV})
-# layout ops einsat's GPU backend runs as strided views (no kernel)
-GPU_VIEW_OPS = frozenset({Op.TRANSPOSE, Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY,
-                          Op.EXPAND, Op.SPLIT, Op.SLICE, Op.ACCESS})
 FAMILIES = ("gemm", "conv", "kernel")
 
 
 def family(op: Op) -> str:
-    if op in GEMM_OPS:
-        return "gemm"
-    if op in CONV_OPS:
-        return "conv"
-    if op in GPU_VIEW_OPS:
-        return "view"
-    return "kernel"
+    """The roofline an op is fitted to: its tensor-core family ("gemm", "conv"), "view" for ops
+    that issue no kernel, "kernel" for the others (the registry's `tensor_core` and `view`)."""
+    d = opdef(op)
+    if d.tensor_core is not None:
+        return d.tensor_core
+    return "view" if d.view else "kernel"
 
 
 @dataclass(frozen=True)
@@ -142,7 +136,7 @@ class CalibratedRoofline(cost.CostModel):
         return CalibratedRoofline(fits, view_us, kind)
 
     def node_cost(self, op, attrs, ins, outs) -> float:
-        if op in cost.SOURCE_OPS:
+        if opdef(op).source:
             return 0.0
         fam = family(op)
         if fam == "view":

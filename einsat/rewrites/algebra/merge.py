@@ -18,9 +18,9 @@ from __future__ import annotations
 from einsat.egraph.data import ABSENT, EGraphData
 from einsat.egraph.rules import Generator, Rule, Ruleset, rule
 from einsat.egraph.terms import Term
+from einsat.egraph.weights import weight_only
 from einsat.ir.registry import Op
 from einsat.rewrites.guards import rank, shape
-from einsat.rewrites.post.fold import weight_only
 
 CONV = "(Conv st pd dl g x {w} {b})"
 ORDERED = "(= o1 (ord t1)) (= o2 (ord t2)) (< o1 o2)"

@@ -9,8 +9,8 @@ limits) -> export -> extraction (ILP or greedy, started from the input's own pro
 modeled cost never goes up) -> numeric verification against the input, which always runs: a
 mismatch raises `VerificationError`, never returns a wrong program.
 
-This module imports the extractor (HiGHS) and the e-graph (egglog) only when `optimize` runs:
-`import einsat` stays light (the GPU machine has neither).
+This module imports HiGHS and egglog only when `optimize` runs: `import einsat` stays light
+(the GPU machine has neither); the cost models' names (`einsat.extract.models`) need neither.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.errors import EinsatError, VerificationError
+from einsat.extract.extraction import METHODS
+from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
 from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
@@ -40,7 +42,7 @@ class Result:
         return iter((self.graph, self.report))
 
 
-def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=None, extractor: str = "ilp",
+def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
              time_limit: float | None = None, verify: bool = True, progress=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
@@ -50,7 +52,7 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
         random ones. Index-valued inputs need them: random integers may fall out of range, so
         a program with integer inputs and example inputs is verified on the examples only.
 
-    cost: a cost model or its name ("h100", "h200", ...; see `einsat.extract.cost_model`).
+    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", ...).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
@@ -59,8 +61,6 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
         a mismatch raises `VerificationError`). Turning it off is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
     """
-    from einsat.extract import METHODS, cost_model
-
     method = extractor
     if method not in METHODS:
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")

@@ -14,12 +14,15 @@
 
 A program whose nodes read values back to the host (loops, ifs, host fallbacks) can take a
 different path on other data, so it gets neither a graph nor a static plan: it is run node by
-node each time (`mode` says which: "graph", "planned" (no CUDA streams: the host emulation) or
-"eager"). The planning functions are pure and run without a GPU.
+node each time (`mode` says which: "graph", "planned" (no CUDA streams, or a capture that
+failed: `graph_fallback` says why) or "eager"). Inputs and weights are put on the device on the
+program's own stream, which never waits for the legacy one. The planning functions are pure and
+run without a GPU.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -184,6 +187,23 @@ def lifetimes(graph: Graph, tr: Trace) -> None:
             tr.allocs[tr.value_owner[o]].last = end
 
 
+def _end_capture(stream, failing: bool):
+    """End stream capture. When the captured run itself failed, the capture is invalid and
+    ending it raises too: that error is dropped, so the run's own error is the one reported."""
+    try:
+        return stream.end_capture()
+    except Exception:
+        if failing:
+            return None
+        raise
+
+
+def _new_stream(device):
+    """The program's own stream, or None on a device without streams (it runs "planned")."""
+    make = getattr(device, "new_stream", None)
+    return make() if make is not None else None
+
+
 class CompiledProgram:
     """A graph lowered once, with a static memory plan, replayed as a CUDA graph.
 
@@ -198,12 +218,12 @@ class CompiledProgram:
             device = CupyDevice()
         self.graph, self.dev = graph, device
         xp = device.xp
-        self.inputs = {n: xp.zeros(graph.types[n].shape, dtype=graph.types[n].dtype) for n in graph.inputs}
-        self.weights = {n: device.constant(a) for n, a in graph.weights.items()}
-        self._stream = None
-        if hasattr(device, "cp"):
-            self._stream = device.cp.cuda.Stream(non_blocking=True)
+        self._stream = _new_stream(device)
+        self.graph_fallback: str | None = None  # why capture failed, when it did
         with self._on_stream():
+            # staged on the program's stream: a non-blocking stream does not wait for the legacy one
+            self.inputs = {n: device.zeros(graph.types[n].shape, graph.types[n].dtype) for n in graph.inputs}
+            self.weights = {n: device.constant(a) for n, a in graph.weights.items()}
             launches = getattr(device, "launches", None)
             self._trace = trace(device, graph, {**self.inputs, **self.weights})
             empty = launches is not None and device.launches == launches  # views only: nothing to capture
@@ -216,8 +236,22 @@ class CompiledProgram:
                 self.mode = "graph"
             else:
                 self.mode = "planned"
-            self.outputs = self._run_planned(capture=self.mode == "graph") if self.mode != "eager" else {}
+            self.outputs = {"graph": self._capture, "planned": self._run_planned}.get(self.mode, dict)()
             self._sync()
+
+    def _capture(self) -> dict:
+        """The first run, captured as a CUDA graph. Should capture fail (cuDNN's legacy API under
+        capture is not documented to work), the program runs planned instead and
+        `graph_fallback` says why; an error of the program itself shows again in that run."""
+        try:
+            outputs = self._run_planned(capture=True)
+            # the graph points into the device's workspace: keep that buffer as long as the graph
+            self._workspace = getattr(self.dev, "workspace_buffer", lambda: None)()
+            return outputs
+        except Exception as e:  # noqa: BLE001 - any capture failure: the planned run reports real errors
+            self.mode, self._cuda_graph = "planned", None
+            self.graph_fallback = f"{type(e).__name__}: {e}"
+            return self._run_planned()
 
     def _on_stream(self):
         import contextlib
@@ -231,7 +265,7 @@ class CompiledProgram:
     def graph_mode(self) -> bool:
         return self.mode == "graph"
 
-    def _run_planned(self, capture: bool, planned: bool = True) -> dict:
+    def _run_planned(self, capture: bool = False, planned: bool = True) -> dict:
         dev = self.dev
         saved = dev.allocator
         if planned:
@@ -253,7 +287,7 @@ class CompiledProgram:
                     env.update(zip(node.outputs, outs))
             finally:
                 if capture:
-                    self._cuda_graph = self._stream.end_capture()
+                    self._cuda_graph = _end_capture(self._stream, failing=sys.exc_info()[0] is not None)
         finally:
             dev.allocator = saved
         return {o: env[o] for o in self.graph.outputs}
@@ -271,11 +305,7 @@ class CompiledProgram:
         check_inputs(self.graph, inputs)
         with self._on_stream():
             for n, buf in self.inputs.items():
-                src = inputs[n]
-                if isinstance(src, np.ndarray) and hasattr(buf, "set"):
-                    buf.set(np.ascontiguousarray(src), stream=self._stream)
-                else:
-                    buf[...] = src
+                self.dev.copy_in(buf, inputs[n])
         self.replay()
         self._sync()
         return {o: self.dev.download(v) for o, v in self.outputs.items()}

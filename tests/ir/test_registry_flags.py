@@ -34,11 +34,11 @@ NOT_FLAGS = {"op", "attrs", "arity", "onnx_type", "doc"}
 FLAGS = ("multilinear", "elementwise", "layout_only", "view", "foldable", "tensor_core", "bodies")
 NO_CASES = {Op.OPAQUE}  # a black box: it promises nothing
 EXAMPLES = 12
+CASE_OPS = sorted((op for op in REGISTRY if op not in NO_CASES), key=lambda op: op.value)
 
 
 def ops_with(flag: str) -> list[Op]:
-    return sorted((op for op, d in REGISTRY.items() if op not in NO_CASES and getattr(d, flag)),
-                  key=lambda op: op.value)
+    return [op for op in CASE_OPS if getattr(REGISTRY[op], flag)]
 
 
 def cases(op: Op) -> list:
@@ -191,10 +191,7 @@ def test_foldable_ops_are_deterministic_and_pure(op):
             assert a is None or np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"), f"{case}: an argument changed"
 
 
-TENSOR_CORE_OPS = sorted((op for op in REGISTRY if op not in NO_CASES), key=lambda op: op.value)
-
-
-@pytest.mark.parametrize("op", TENSOR_CORE_OPS, ids=lambda o: o.value)
+@pytest.mark.parametrize("op", CASE_OPS, ids=lambda o: o.value)
 def test_tensor_core_ops_and_only_they_call_cublas_or_cudnn(op):
     family = REGISTRY[op].tensor_core
     assert family in (None, "gemm", "conv")
@@ -210,8 +207,7 @@ def test_tensor_core_ops_and_only_they_call_cublas_or_cudnn(op):
     assert checked or family is None, f"no float {op.value} case"
 
 
-@pytest.mark.parametrize("op", sorted((op for op in REGISTRY if op not in NO_CASES), key=lambda op: op.value),
-                         ids=lambda o: o.value)
+@pytest.mark.parametrize("op", CASE_OPS, ids=lambda o: o.value)
 def test_bodies_are_the_attributes_that_hold_graphs(op):
     for case in cases(op)[:3]:
         node = case.graph.nodes[-1]

@@ -15,8 +15,8 @@ search ends saturation after its current phase and the ILP at its next check, an
 program found so far is extracted, verified and returned (`report.interrupted`). A second
 Ctrl-C raises `KeyboardInterrupt`. Phases are logged on the `einsat.optimize` logger.
 
-This module imports the extractor (HiGHS) and the e-graph (egglog) only when `optimize` runs:
-`import einsat` stays light (the GPU machine has neither).
+This module imports HiGHS and egglog only when `optimize` runs: `import einsat` stays light
+(the GPU machine has neither); the cost models' names (`einsat.extract.models`) need neither.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ import numpy as np
 
 from einsat import budget as budgets
 from einsat.errors import EinsatError, VerificationError
+from einsat.extract.extraction import METHODS
+from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
 from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
@@ -58,7 +60,7 @@ class Result:
         return report_html(self.report, before=self.input, after=self.graph, standalone=False)
 
 
-def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=None, extractor: str = "ilp",
+def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
              time_limit: float | None = None, budget=None, verify: bool = True, progress=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
@@ -68,7 +70,7 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
         random ones. Index-valued inputs need them: random integers may fall out of range, so
         a program with integer inputs and example inputs is verified on the examples only.
 
-    cost: a cost model or its name ("h100", "h200", ...; see `einsat.extract.cost_model`).
+    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", ...).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
@@ -81,8 +83,6 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
         a mismatch raises `VerificationError`). Turning it off is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
     """
-    from einsat.extract import METHODS, cost_model
-
     method = extractor
     if method not in METHODS:
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 import einsat
 from einsat import GraphBuilder
-from einsat.egraph import Limits, Rule, Ruleset, Schedule, Session, StopReason
+from einsat.egraph import Limits, Rule, Ruleset, Schedule, Session, StopReason, pat
 from einsat.egraph.rules import rewrite
 from einsat.extract import cost_model, extract
 from einsat.rewrites.algebra.elementwise import ac_rules
@@ -51,7 +51,9 @@ from einsat.verify import equivalent
 #
 # Constructors are the ops' names in CamelCase (`Exp`, `Mul`, `Add`, ...); lowercase atoms are
 # pattern variables. `rewrite(lhs, rhs, *guards)` is one direction, `birewrite` both. Broadcasting
-# commutes with `exp`, so the law needs no shape guard.
+# commutes with `exp`, so the law needs no shape guard. An op with attributes is written with the
+# pattern builder, which binds them by name: `pat.transpose("x", perm="p")` is `(Transpose p x)`,
+# `pat.conv("x", "w", groups=1)` leaves stride, padding and dilation wild.
 
 # %%
 EXP_MUL = Rule("exp-mul", "exp(a) * exp(b) = exp(a + b)", rewrite("(Mul (Exp a) (Exp b))", "(Exp (Add a b))"))
@@ -60,6 +62,7 @@ playground = Ruleset("playground", (EXP_MUL,))
 assert EXP_MUL.name not in {r.name for r in default_rules()}, "the law is new to einsat"
 print(EXP_MUL.law)
 print(*EXP_MUL.commands(playground.name), sep="\n")
+print(pat.conv("x", "w", groups=1))
 
 # %% [markdown]
 # ## 2. Soundness on random inputs

@@ -2,7 +2,8 @@
 
 A `Rule` is one law: its name, the law in one line, and the egglog command(s) stating it.
 Rule text may use list sugar for the inputs of variadic ops: `(Concat ax [a b])` is
-`(Concat ax (TCons a (TCons b (TNil))))`.
+`(Concat ax (TCons a (TCons b (TNil))))`. An op with attributes is written with the pattern
+builder (`einsat.egraph.patterns.pat`), which binds them by name, never by position.
 
     Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)"))
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass, field, fields
 from einsat.budget import Budget
 from einsat.egraph.data import EGraphData
 from einsat.errors import ExtractionError
-from einsat.extract.cost import CostModel, cost_model
+from einsat.extract.cost import CostModel
 from einsat.extract.from_graph import selection_of_graph
 from einsat.extract.greedy import greedy_dag, greedy_tree
 from einsat.extract.ilp import solve_ilp
 from einsat.extract.local import improve
+from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.extract.problem import Problem, Selection
 from einsat.extract.rebuild import rebuild
 from einsat.ir.graph import Graph
@@ -62,7 +63,7 @@ class Extraction(ExtractionSummary):
     selection: Selection = field(kw_only=True)
 
 
-def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp",
+def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str = "ilp",
             time_limit: float = 10.0, start: Graph | None = None, fold_constants: bool = True,
             name: str = "optimized", local_evals: int = 20000, budget: Budget | None = None,
             progress=None) -> Extraction:

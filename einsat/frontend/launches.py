@@ -30,10 +30,10 @@ import numpy as np
 from einsat.frontend.evaluate import run_program
 from einsat.frontend.program import Block, IfStmt, LoopStmt, MutateStmt, OpStmt, Program, ViewStmt
 from einsat.ir.graph import Graph
-from einsat.ir.registry import Op, opdef
+from einsat.ir.registry import REGISTRY, Op, opdef
 
 FREE = {Op.CONSTANT, Op.IDENTITY}  # in a pure graph an identity only names a value
-CONTROL = {Op.LOOP, Op.IF}
+CONTROL = {op for op, d in REGISTRY.items() if d.bodies}
 
 
 def fusible(op: Op) -> bool:

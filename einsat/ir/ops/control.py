@@ -61,6 +61,8 @@ def _check_signature(body: Graph, want_in: list[TensorType], what: str) -> None:
 @register
 class Loop(OpDef):
     op = Op.LOOP
+    foldable = False
+    bodies = ("body",)
     arity = (1, None)
     attrs = {
         "body": Attr("any", check=_is_graph, doc="body(i, *carried, *captured) -> *carried"),
@@ -121,6 +123,8 @@ class Loop(OpDef):
 @register
 class If(OpDef):
     op = Op.IF
+    foldable = False
+    bodies = ("then_branch", "else_branch")
     arity = (1, None)
     attrs = {
         "then_branch": Attr("any", check=_is_graph, doc="then_branch(*captured) -> outs"),

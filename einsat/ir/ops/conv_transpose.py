@@ -72,6 +72,7 @@ def conv_transpose_numpy(x, w, b, stride, dilation, padding, output_padding, gro
 @register
 class ConvTranspose(OpDef):
     op = Op.CONV_TRANSPOSE
+    tensor_core = "conv"
     arity = (2, 3)
     multilinear = True  # in the input and in the weight (bias aside)
     onnx_type = "ConvTranspose"

@@ -35,6 +35,7 @@ class _View(OpDef):
 
     layout_only = True
     multilinear = True
+    view = True
 
     def numpy(self, args, attrs):
         return [args[0].reshape(self.infer([TensorType.of(args[0])], attrs)[0].shape)]
@@ -53,6 +54,7 @@ class Transpose(OpDef):
     op = Op.TRANSPOSE
     layout_only = True
     multilinear = True
+    view = True
     onnx_type = "Transpose"
     attrs = {"perm": Attr("ints", None, doc="default: reversed dims")}
 
@@ -241,6 +243,7 @@ class Expand(OpDef):
     layout_only = True
     repeats_input = True
     multilinear = True
+    view = True
     onnx_type = "Expand"
     attrs = {"shape": Attr("ints")}
 

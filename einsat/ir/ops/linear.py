@@ -27,6 +27,7 @@ def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 @register
 class MatMul(OpDef):
     op = Op.MATMUL
+    tensor_core = "gemm"
     arity = (2, 2)
     multilinear = True
     onnx_type = "MatMul"
@@ -52,6 +53,7 @@ class BatchMatMul(OpDef):
     """
 
     op = Op.BATCHMATMUL
+    tensor_core = "gemm"
     arity = (2, 2)
     multilinear = True
 
@@ -98,6 +100,7 @@ class Gemm(OpDef):
     """
 
     op = Op.GEMM
+    tensor_core = "gemm"
     arity = (2, 3)
     multilinear = True
     onnx_type = "Gemm"

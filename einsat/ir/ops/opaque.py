@@ -107,6 +107,7 @@ def _REFERENCE_FIXES():
 @register
 class Opaque(OpDef):
     op = Op.OPAQUE
+    foldable = False
     arity = (0, None)
     onnx_type = None  # any ONNX op einsat lacks; never looked up by type
     attrs = {

@@ -11,6 +11,7 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--target", action="append", default=None,
                    help="a target to fuzz (repeatable; default: all available, e.g. optimize, onnx, verify)")
+    p.set_defaults(handler=cmd_fuzz)
 
 
 def cmd_fuzz(args) -> int:

@@ -1,12 +1,13 @@
 """`einsat optimize in.onnx -o out.onnx`: the optimizer from the command line.
 
-Progress goes to stderr (one redrawn line on a terminal, plain lines otherwise; `-q` for none);
-the summary table goes to stdout. The output paths (`-o`, `--report`) are checked before any
-work. `--time-limit` is the budget of the whole run; a first Ctrl-C stops the search, and the
-best program found so far is verified and written (a second one aborts). The output file is
-written only after verification passed, and atomically (`einsat.save_onnx`): a failure never
-leaves a half-written file. `--report out.json|out.html` keeps the report (the HTML is one
-self-contained page with its pictures inline).
+`--cost` names the cost model as `einsat.optimize(cost=...)` does (`einsat.extract.models`;
+`--device` is its deprecated old name). Progress goes to stderr (one redrawn line on a terminal,
+plain lines otherwise; `-q` for none); the summary table goes to stdout. The output paths (`-o`,
+`--report`) are checked before any work. `--time-limit` is the budget of the whole run; a first
+Ctrl-C stops the search, and the best program found so far is verified and written (a second one
+aborts). The output file is written only after verification passed, and atomically
+(`einsat.save_onnx`): a failure never leaves a half-written file. `--report out.json|out.html`
+keeps the report (the HTML is one self-contained page with its pictures inline).
 """
 
 from __future__ import annotations
@@ -16,8 +17,22 @@ import os
 import sys
 from pathlib import Path
 
-from einsat.cli_info import add_model_options, load_model
+from einsat.cli.info import add_model_options, load_model
 from einsat.errors import EinsatError
+from einsat.extract.models import COST_MODELS, DEFAULT_COST
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores like the new one, and says so on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"einsat: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
 
 REPORT_FORMATS = (".json", ".html")
 
@@ -30,8 +45,9 @@ def add_parser(sub) -> None:
     p.add_argument("model", type=Path, help="the input ONNX file")
     p.add_argument("-o", "--output", type=Path, required=True, help="where to write the optimized ONNX file")
     add_model_options(p)
-    p.add_argument("--cost", "--device", dest="cost", default="h100",
-                   help="cost model: h100, h200, h100-tf32, h200-tf32 (default h100)")
+    p.add_argument("--cost", default=DEFAULT_COST, metavar="NAME",
+                   help=f"cost model: {', '.join(COST_MODELS)} (default {DEFAULT_COST})")
+    p.add_argument("--device", dest="cost", action=_Deprecated, new="--cost")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole run (search, extraction and verification share it)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
@@ -41,6 +57,7 @@ def add_parser(sub) -> None:
                    help="also write the report: FILE.json (data) or FILE.html (tables and pictures)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display, errors only")
+    p.set_defaults(handler=cmd_optimize)
 
 
 def check_writable(path: Path, what: str) -> None:

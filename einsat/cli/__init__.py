@@ -1,9 +1,14 @@
-"""The `einsat` command line.
+"""The `einsat` command line: `einsat [--version] COMMAND ...`, one module per command.
 
-Errors einsat raises on purpose print as one line (exit status 2); Ctrl-C outside a search
-ends quietly with status 130 (inside `optimize`'s search it stops the search instead: the best
-program found so far is verified and written); a closed pipe (`einsat info m.onnx | head`) ends
-quietly. `-v`/`-q` choose the level of the `einsat.*` loggers, which print to stderr.
+Each command module has `add_parser(sub)`, which declares the command's arguments and sets
+`handler`, the function that runs it and returns the exit status. An `EinsatError` becomes a
+one-line message and exit status 2. `python -m einsat.cli` and the `einsat` console script
+(`pyproject.toml`) both run `main`.
+
+Ctrl-C outside a search ends quietly with status 130 (inside `optimize`'s search it stops the
+search instead: the best program found so far is verified and written); a closed pipe
+(`einsat info m.onnx | head`) ends quietly. `-v`/`-q` choose the level of the `einsat.*`
+loggers, which print to stderr.
 """
 
 from __future__ import annotations
@@ -13,22 +18,27 @@ import logging
 import os
 import sys
 
-from einsat import __version__, cli_fuzz, cli_info, cli_optimize, cli_profile
+import einsat
+from einsat.cli import demo, fuzz, info, optimize, profile
 from einsat.errors import EinsatError
+
+COMMANDS = (info, demo, optimize, fuzz, profile)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="einsat", description="A tensor-program superoptimizer.")
+    p.add_argument("--version", action="version", version=f"einsat {einsat.__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="einsat", description="A tensor-program superoptimizer.")
-    parser.add_argument("--version", action="version", version=f"einsat {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    cli_info.add_parsers(sub)
-    cli_optimize.add_parser(sub)
-    cli_fuzz.add_parser(sub)
-    cli_profile.add_parser(sub)
-    args = parser.parse_args(argv)
+    args = parser().parse_args(argv)
     configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
-        return COMMANDS[args.command](args)
+        return args.handler(args)
     except EinsatError as e:
         print(f"einsat: error: {e}", file=sys.stderr)
         return 2
@@ -54,10 +64,3 @@ def configure_logging(verbose: int = 0, quiet: bool = False) -> None:
     handler.setFormatter(logging.Formatter("einsat: %(levelname)s: %(message)s"))
     handler.einsat_cli = True
     logger.addHandler(handler)
-
-
-COMMANDS = {"demo": cli_info.cmd_demo, "info": cli_info.cmd_info, "optimize": cli_optimize.cmd_optimize,
-            "fuzz": cli_fuzz.cmd_fuzz, "profile": cli_profile.cmd_profile}
-
-if __name__ == "__main__":
-    sys.exit(main())

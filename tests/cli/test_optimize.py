@@ -1,6 +1,7 @@
 import pytest
 
-from einsat.cli import main
+from einsat.cli import main, parser
+from einsat.extract.models import COST_MODELS, DEFAULT_COST
 
 
 def test_missing_input_is_a_clear_error(tmp_path, capsys):
@@ -30,6 +31,22 @@ def test_extractor_choices_are_checked(tmp_path):
         main(["optimize", "m.onnx", "-o", "o.onnx", "--extractor", "anneal"])
 
 
+def test_cost_names_the_cost_model_and_device_is_its_old_name(tmp_path, capsys):
+    args = parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx"])
+    assert args.cost == DEFAULT_COST
+    assert parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx", "--cost", "h100-tf32"]).cost == "h100-tf32"
+    assert parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx", "--device", "h200"]).cost == "h200"
+    assert "--device is deprecated; use --cost" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["optimize", "--help"])
+    assert "--cost NAME" in (shown := capsys.readouterr().out) and "--device" not in shown
+    small_model(tmp_path / "block.onnx")
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), "--cost", "a100"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown cost model 'a100'" in err and all(name in err for name in COST_MODELS)
+    assert not (tmp_path / "o.onnx").exists()
+
+
 def small_model(path):
     import einsat
     from benchmarks.workloads.layers import Net
@@ -47,7 +64,7 @@ def test_optimize_writes_a_verified_model_and_prints_a_summary(tmp_path, capsys)
     import einsat
     small_model(tmp_path / "block.onnx")
     out = tmp_path / "fast.onnx"
-    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--device", "h200",
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--cost", "h200",
                  "--time-limit", "6"]) == 0
     captured = capsys.readouterr()
     assert "modeled cost (h200, µs)" in captured.out and "verification: passed" in captured.out
@@ -76,7 +93,7 @@ def test_a_failed_verification_writes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(importlib.import_module("einsat.optimize"), "_saturate",
                         lambda *args: (broken, SaturationSummary(2, 2, "saturated")))
     out = tmp_path / "out.onnx"
-    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--quiet"]) == 2
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--cost", "h100", "--quiet"]) == 2
     assert "differs from" in capsys.readouterr().err
     assert not out.exists() and list(tmp_path.iterdir()) == [tmp_path / "block.onnx"]
 
@@ -151,7 +168,7 @@ def assert_self_contained_report(path):
 
 
 def test_fill_weights_on_optimize(tmp_path, capsys):
-    from einsat.cli_info import demo_model_path
+    from einsat.cli.demo import demo_model_path
     assert main(["optimize", str(demo_model_path()), "-o", str(tmp_path / "o.onnx"), "-q", "--fill-weights",
                  "random", "--time-limit", "4", "--extractor", "greedy", "--nodes", "3000"]) == 0
     assert "verification: passed" in capsys.readouterr().out
@@ -177,7 +194,7 @@ def test_ctrl_c_stops_the_search_and_writes_the_best_program(tmp_path):
     import sys
     import time
 
-    from einsat.cli_info import demo_model_path
+    from einsat.cli.demo import demo_model_path
     out = tmp_path / "o.onnx"
     proc = subprocess.Popen([sys.executable, "-m", "einsat.cli", "optimize", str(demo_model_path()), "-o", str(out),
                              "--fill-weights", "random", "--time-limit", "60"],

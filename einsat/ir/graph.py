@@ -74,7 +74,7 @@ class Graph:
     >>> g = Graph(nodes, inputs={"x": TensorType((1, 3))}, outputs=["y"], weights={"w": w})
     """
 
-    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "_producer")
+    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "_producer", "__weakref__")
 
     def __init__(self, nodes: Iterable[Node], inputs: Mapping[str, TensorType] | Sequence[tuple[str, TensorType]],
                  outputs: Sequence[str], weights: Mapping[str, np.ndarray] | None = None, name: str = "graph"):

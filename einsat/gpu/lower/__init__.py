@@ -4,7 +4,8 @@ An implementation is `fn(dev, node, args, out_types) -> list[array]`, registered
 op's name with `@implements("conv")`. It may return views of its inputs (layout ops), and
 allocates everything else with `dev.empty`, so that a `CompiledProgram` can trace and replay
 its memory. Ops with no implementation here run on the host (`HOST_OPS` says which are
-meant to: opaque ONNX nodes).
+meant to: opaque ONNX nodes). Loop and if nodes never come here: the interpreter loop runs
+their bodies, lowering each body node.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 
 from einsat.gpu.kernels.elementwise import Operand, copy_kernel
 from einsat.ir.types import TensorType
+from einsat.runtime.backend_numpy import BACKEND as NUMPY
 
 Impl = Callable[[Any, Any, list, Sequence[TensorType]], list]
 IMPLS: dict[str, Impl] = {}
@@ -87,8 +89,8 @@ def lower(dev, node, args, out_types) -> list:
 
 
 def run_node(dev, node, args, out_types, host_fallbacks: dict | None = None) -> list:
-    """Lower one node on `dev`, or run its NumPy reference on the host when no device lowering
-    takes it (the op has none, or raised NotImplementedError for this case)."""
+    """Lower one node on `dev`, or run it on the host on the NumPy backend when no device
+    lowering takes it (the op has none, or raised NotImplementedError for this case)."""
     name = node.op.value
     if name in IMPLS:
         try:
@@ -98,23 +100,12 @@ def run_node(dev, node, args, out_types, host_fallbacks: dict | None = None) -> 
     if host_fallbacks is not None:
         host_fallbacks[name] = host_fallbacks.get(name, 0) + 1
     host_args = [dev.download(a) if a is not None else None for a in args]
-    outs = node.definition.numpy(host_args, node.attrs)
+    outs = NUMPY.run_node(node, host_args, None)
     return [dev.upload(np.asarray(o, dtype=t.dtype)) for o, t in zip(outs, out_types)]
-
-
-def run_graph(dev, graph, args: list, host_fallbacks: dict | None = None) -> list:
-    """Run a whole graph on `dev` (loop bodies, if branches): inputs in order, outputs in order."""
-    env = dict(zip(graph.inputs, args))
-    env.update({n: dev.constant(a) for n, a in graph.weights.items()})
-    for node in graph.nodes:
-        outs = run_node(dev, node, [env[i] if i else None for i in node.inputs],
-                        [graph.types[o] for o in node.outputs], host_fallbacks)
-        env.update(zip(node.outputs, outs))
-    return [env[o] for o in graph.outputs]
 
 
 def implemented() -> frozenset[str]:
     return frozenset(IMPLS)
 
 
-from einsat.gpu.lower import banded, control, conv, elementwise, fused, layout, linear, reduce, views  # noqa: E402,F401,I001
+from einsat.gpu.lower import banded, conv, elementwise, fused, layout, linear, reduce, views  # noqa: E402,F401,I001

@@ -20,12 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.errors import ExecutionError
+from einsat.ir.graph import Graph
 from einsat.ir.onnx_export import to_onnx
+from einsat.ir.registry import Op
 
 MAX_SESSIONS = 8  # sessions kept by model digest (each holds its model's weights)
 
 
-def new_session(model: bytes, threads: int = 0):
+def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, ...] = ()):
     """An onnxruntime CPU session for a serialized model (`threads` 0: onnxruntime's default)."""
     try:
         import onnxruntime as ort
@@ -34,7 +36,18 @@ def new_session(model: bytes, threads: int = 0):
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: the warnings are about onnxruntime's own fusions
     options.intra_op_num_threads = threads
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"],
+                                disabled_optimizers=list(disabled_optimizers))
+
+
+def unsafe_optimizers(graph) -> tuple[str, ...]:
+    """The onnxruntime graph optimizers that would compute `graph` wrongly. MatmulTransposeFusion
+    (onnxruntime 1.31) folds a transpose into a MatMul whose other operand is a vector and gets
+    the product wrong (transpose([9, 4]) @ [9]): off for any graph with a vector matmul."""
+    def vector_matmul(g) -> bool:
+        return any((n.op in (Op.MATMUL, Op.FUSED_MATMUL) and any(g.types[i].rank == 1 for i in n.inputs[:2]))
+                   or any(vector_matmul(v) for v in n.attrs.values() if isinstance(v, Graph)) for n in g.nodes)
+    return ("MatmulTransposeFusion",) if vector_matmul(graph) else ()
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,7 @@ class OnnxruntimeBackend:
         self._by_model: OrderedDict[bytes, object] = OrderedDict()
 
     def from_numpy(self, array: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(array)
+        return np.asarray(array, order="C")  # ascontiguousarray would make a 0-d array 1-d
 
     def to_numpy(self, value) -> np.ndarray:
         return np.asarray(value)
@@ -85,7 +98,7 @@ class OnnxruntimeBackend:
             model = to_onnx(exported).SerializeToString()
             digest = hashlib.sha256(model).digest()
             if digest not in self._by_model:
-                self._by_model[digest] = new_session(model)
+                self._by_model[digest] = new_session(model, disabled_optimizers=unsafe_optimizers(graph))
                 while len(self._by_model) > MAX_SESSIONS:
                     self._by_model.popitem(last=False)
             self._by_model.move_to_end(digest)

@@ -35,7 +35,7 @@ def run_opaque(node, args) -> list[np.ndarray]:
     if found is None:
         return node.definition.numpy(args, node.attrs)
     session, names, outs = found
-    feed = {name: np.ascontiguousarray(x) for name, x in zip(names, (x for x in args if x is not None))}
+    feed = {name: np.asarray(x, order="C") for name, x in zip(names, (x for x in args if x is not None))}
     return check_results(session.run(outs, feed), node.attrs, "onnxruntime")
 
 

@@ -60,6 +60,7 @@ class Constant(OpDef):
 class Identity(OpDef):
     op = Op.IDENTITY
     layout_only = True
+    multilinear = True
     onnx_type = "Identity"
 
     def infer(self, types, attrs):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from einsat.frontend import emit
-from einsat.frontend.functions import FUNCTIONS, implements
+from einsat.frontend.dispatch import FUNCTIONS, implements
 from einsat.frontend.tracer import fail
 from einsat.ir.registry import Op
 

@@ -162,10 +162,6 @@ class Graph:
         fields.update(changes)
         return Graph(**fields)
 
-    def to_onnx(self, **kwargs):
-        from einsat.ir.onnx_io import to_onnx
-        return to_onnx(self, **kwargs)
-
     def __len__(self) -> int:
         return len(self.nodes)
 

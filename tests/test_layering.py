@@ -17,7 +17,10 @@ public API, `optimize`, the command line) anything. `errors` is below everything
 import ast
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 ROOT = Path(__file__).resolve().parent.parent / "einsat"
 TOP = "<top>"  # einsat/__init__.py, optimize, its report, progress, the command line
@@ -118,37 +121,15 @@ def test_known_exceptions_still_exist():
 
 
 def cycles(pkg: str) -> list[list[str]]:
-    """The import cycles among the modules of `pkg` (its strongly connected components)."""
-    nodes = [m for m in MODULES if package(m) == pkg]
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-
-    def visit(v):  # Tarjan's algorithm
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        on_stack.add(v)
-        for w in sorted(GRAPH[v]):
-            if package(w) != pkg:
-                continue
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on_stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                on_stack.discard(w)
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in nodes:
-        if v not in index:
-            visit(v)
-    return found
+    """The import cycles among the modules of `pkg`: its strongly connected components."""
+    nodes = sorted(m for m in MODULES if package(m) == pkg)
+    at = {m: k for k, m in enumerate(nodes)}
+    edges = [(at[m], at[d]) for m in nodes for d in GRAPH[m] if d in at]
+    rows, cols = zip(*edges) if edges else ((), ())
+    graph = coo_matrix((np.ones(len(edges)), (rows, cols)), shape=(len(nodes), len(nodes)))
+    _, label = connected_components(graph, directed=True, connection="strong")
+    groups = [[m for m in nodes if label[at[m]] == k] for k in set(label)]
+    return sorted(g for g in groups if len(g) > 1)
 
 
 @pytest.mark.parametrize("pkg", PACKAGES)

@@ -21,7 +21,6 @@ import numpy as np
 
 from einsat.errors import ExecutionError
 from einsat.ir.graph import Graph
-from einsat.ir.onnx_export import to_onnx
 from einsat.ir.registry import Op
 
 MAX_SESSIONS = 8  # sessions kept by model digest (each holds its model's weights)
@@ -92,6 +91,8 @@ class OnnxruntimeBackend:
 
     def session(self, graph, outputs: tuple[str, ...]):
         """The session running `graph` to `outputs` (built on first use, then cached)."""
+        from einsat.ir.onnx_export import to_onnx  # here, not at import: `import einsat` does not load onnx
+
         per_graph = self._by_graph.setdefault(graph, {})
         if outputs not in per_graph:
             exported = graph if outputs == graph.outputs else graph.replace(outputs=outputs)

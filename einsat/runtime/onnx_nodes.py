@@ -15,7 +15,6 @@ from functools import lru_cache
 
 import numpy as np
 
-from einsat.ir.onnx_export import EXPORT_OPSET, IR_VERSION
 from einsat.ir.ops.opaque import check_results, positional_node
 from einsat.runtime.backend_onnxruntime import new_session
 
@@ -43,8 +42,10 @@ def run_opaque(node, args) -> list[np.ndarray]:
 def _session(key: tuple):
     """(session, input names, output names) for one node signature, or None where onnxruntime
     cannot run it."""
-    import onnx
+    import onnx  # here, not at import: `import einsat` does not load onnx
     from onnx import helper
+
+    from einsat.ir.onnx_export import EXPORT_OPSET, IR_VERSION
 
     proto, domain, opset, in_dtypes, out_dtypes = key
     one = onnx.NodeProto()

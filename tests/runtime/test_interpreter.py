@@ -3,6 +3,8 @@ hooks, and loop/if bodies run through the same loop on the caller's backend."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -121,3 +123,13 @@ def test_graph_runs_counts_a_branch_only_when_taken():
     hooks = GraphRuns()
     run(g, {"p": np.array(False), "a": np.ones(2, F)}, hooks=hooks)
     assert hooks.counts == {g: 1, g_else: 1}
+
+
+def test_running_on_numpy_loads_neither_onnx_nor_onnxruntime():
+    code = ("import sys, numpy as np, einsat\n"
+            "b = einsat.GraphBuilder('g'); x = b.input('x', (2,)); g = b.build(b.relu(x))\n"
+            "einsat.run(g, {'x': np.ones(2, np.float32)})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('onnx', 'onnxruntime')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

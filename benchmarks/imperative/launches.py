@@ -81,7 +81,7 @@ def measure(name: str, seed: int = 0) -> dict:
     for k, (a, b) in enumerate(zip([r[o] for o in optimized.outputs], expect)):
         if not np.allclose(a, b, rtol=1e-4, atol=1e-5):
             raise AssertionError(f"{name}: output {k} of the optimized graph differs from NumPy")
-    row["optimized"] = count_graph(optimized, feeds, fused=True)
+    row["optimized"] = count_graph(graph_runs(optimized, feeds), fused=True)
     return row
 
 

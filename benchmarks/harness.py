@@ -25,19 +25,13 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 from benchmarks.workloads import CPU_SIZES, WORKLOADS
 from einsat.extract.models import DEFAULT_COST
+from einsat.runtime import random_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 PACKAGES = ("numpy", "scipy", "onnx", "onnxruntime", "egglog", "highspy", "cupy-cuda13x", "torch", "matplotlib")
-
-
-def random_inputs(graph, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(graph.types[n].shape).astype(graph.types[n].dtype) for n in graph.inputs}
 
 
 def numpy_ms(graph, feeds: dict, reps: int = 3, budget_s: float = 20.0) -> tuple[float, dict]:

@@ -140,7 +140,7 @@ def _load(program, example_inputs) -> Graph:
     if isinstance(program, Graph):
         return program
     if isinstance(program, (str, os.PathLike, bytes)) or hasattr(program, "graph"):
-        from einsat import load_onnx
+        from einsat.ir.onnx_io import load_onnx
         return load_onnx(program)
     if callable(program):
         if example_inputs is None or isinstance(example_inputs, dict):

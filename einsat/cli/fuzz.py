@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import einsat
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("fuzz", help="fuzz optimize, the ONNX round trip and the verifier with random programs")
@@ -17,7 +19,7 @@ def add_parser(sub) -> None:
 def cmd_fuzz(args) -> int:
     """Exit status 0 when every target passed, 1 when one failed (its minimal case is printed)."""
     try:
-        from einsat.verify.fuzz import fuzz
+        from einsat.testing.fuzz import fuzz
     except ImportError as e:  # hypothesis is a test extra
         print(f"einsat: error: einsat fuzz needs hypothesis (pip install 'einsat[test]'): {e}", file=sys.stderr)
         return 2
@@ -32,7 +34,7 @@ def cmd_fuzz(args) -> int:
         display(ProgressEvent("fuzz", what, step=done))
 
     try:
-        report = fuzz(args.budget, args.seed, args.target, progress=show)
+        report = fuzz(args.budget, args.seed, args.target, optimize=einsat.optimize, progress=show)
     except ValueError as e:
         print(f"einsat: error: {e}", file=sys.stderr)
         return 2

@@ -41,7 +41,7 @@ from einsat.egraph.data import EGraphData
 from einsat.egraph.encoding import CONSTRUCTORS_EXTRA, AttrRefs, declarations, signatures
 from einsat.egraph.export import serialize_json, to_data
 from einsat.egraph.handles import Handles
-from einsat.egraph.rules import Generator, Ruleset, Schedule, fanout
+from einsat.egraph.rules import Generator, Ruleset, Schedule, fanout, split_commands
 from einsat.egraph.terms import Encoder, Ref, Term, graph_commands, union, var
 from einsat.errors import EinsatError, GraphError
 from einsat.ir.graph import Graph
@@ -425,5 +425,4 @@ def _due(phase, step: int) -> bool:
 
 
 def _in_ruleset(text: str, ruleset: str) -> str:
-    from einsat.egraph.rules import split_commands
     return "\n".join(f"{c[:-1]} :ruleset {ruleset})" for c in split_commands(text))

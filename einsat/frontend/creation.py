@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from einsat.frontend import emit
-from einsat.frontend.functions import FUNCTIONS, implements
+from einsat.frontend.dispatch import FUNCTIONS, implements
 from einsat.frontend.tracer import LIBRARY_DIRS, current_trace, fail
 from einsat.ir.registry import Op
 

@@ -57,11 +57,24 @@ def fail(message: str) -> FrontendError:
     return error
 
 
-class Trace:
-    """The program being recorded. Values are names; `new_value` creates fresh storage."""
+class Traced:
+    """A value of a trace as the traced function holds it: a name in a trace. `Trace.array_type`
+    (`tensor.TracedArray`) adds NumPy's interface; recording code only needs this."""
 
-    def __init__(self, name: str):
+    __slots__ = ("_name", "_trace")
+
+    def __init__(self, trace, name: str):
+        self._trace = trace
+        self._name = name
+
+
+class Trace:
+    """The program being recorded. Values are names; `new_value` creates fresh storage, and
+    `array_type(trace, name)` is what the function gets to hold (a `Traced` subclass)."""
+
+    def __init__(self, name: str, array_type: type[Traced]):
         self.name = name
+        self.array_type = array_type
         self.types: dict[str, TensorType] = {}
         self.constants: dict[str, np.ndarray] = {}
         self.root: dict[str, str] = {}          # value -> the storage it lives in

@@ -33,26 +33,8 @@ from einsat.extract.profile_db import ProfileDB, device_kind
 from einsat.gpu.program import CompiledProgram
 from einsat.gpu.timing import event_times
 from einsat.ir.graph import Graph, Node
-from einsat.ir.registry import Op
 from einsat.ir.signature import Signature
-
-
-def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Inputs the graph's ops accept: normal floats, valid gather indices, small integers."""
-    bounds: dict[str, int] = {}
-    for node in graph.nodes:
-        if node.op is Op.GATHER and len(node.inputs) > 1:
-            bounds[node.inputs[1]] = graph.types[node.inputs[0]].shape[node.attrs.get("axis", 0)]
-    out = {}
-    for name in graph.inputs:
-        t = graph.types[name]
-        if t.dtype.kind == "f":
-            out[name] = rng.standard_normal(t.shape).astype(t.dtype)
-        elif t.dtype.kind == "b":
-            out[name] = rng.random(t.shape) < 0.5
-        else:
-            out[name] = rng.integers(0, max(bounds.get(name, 4), 1), t.shape).astype(t.dtype)
-    return out
+from einsat.runtime import random_inputs
 
 
 def replicated(graph: Graph, copies: int) -> Graph:

@@ -74,7 +74,7 @@ class Graph:
     >>> g = Graph(nodes, inputs={"x": TensorType((1, 3))}, outputs=["y"], weights={"w": w})
     """
 
-    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "_producer")
+    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "_producer", "__weakref__")
 
     def __init__(self, nodes: Iterable[Node], inputs: Mapping[str, TensorType] | Sequence[tuple[str, TensorType]],
                  outputs: Sequence[str], weights: Mapping[str, np.ndarray] | None = None, name: str = "graph"):
@@ -166,10 +166,6 @@ class Graph:
                       weights=self.weights, name=self.name)
         fields.update(changes)
         return Graph(**fields)
-
-    def to_onnx(self, **kwargs):
-        from einsat.ir.onnx_io import to_onnx
-        return to_onnx(self, **kwargs)
 
     def __len__(self) -> int:
         return len(self.nodes)

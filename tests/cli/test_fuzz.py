@@ -6,7 +6,7 @@ import time
 
 from einsat.cli import main
 from einsat.ir import Node, Op
-from einsat.verify import fuzz as fuzz_module
+from einsat.testing import fuzz as fuzz_module
 
 
 def test_fuzz_budget_200_passes(capsys):

@@ -61,6 +61,7 @@ class Identity(OpDef):
     op = Op.IDENTITY
     layout_only = True
     view = True
+    multilinear = True
     onnx_type = "Identity"
 
     def infer(self, types, attrs):

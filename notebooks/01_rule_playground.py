@@ -65,6 +65,22 @@ print(*EXP_MUL.commands(playground.name), sep="\n")
 print(pat.conv("x", "w", groups=1))
 
 # %% [markdown]
+# The same law written with typed Python patterns instead of text: `pat.<op>` exists for every
+# op of the registry, checks the op's arity and attribute names, and renders the egglog text.
+# Both spellings are one rule.
+
+# %%
+EXP_MUL_TYPED = Rule("exp-mul", "exp(a) * exp(b) = exp(a + b)",
+                     rewrite(pat.mul(pat.exp("a"), pat.exp("b")), pat.exp(pat.add("a", "b"))))
+assert EXP_MUL_TYPED == EXP_MUL
+print(EXP_MUL_TYPED.egglog)
+try:
+    pat.transpose("x", perms="p")  # a misspelt attribute is an error, not a silently wrong rule
+except Exception as e:  # noqa: BLE001 - shown, then checked
+    print(type(e).__name__, e)
+    assert "perms" in str(e)
+
+# %% [markdown]
 # ## 2. Soundness on random inputs
 #
 # A `Case` states the rule by example: a strategy of *leaves* (input shapes, a seed) and the two
@@ -138,11 +154,29 @@ assert s.export().num_nodes() > len(program.nodes)
 s  # a Session draws its e-graph (`einsat.viz.egraph`)
 
 # %% [markdown]
+# Step by step: the same program and rules, one step at a time (each step runs every rule set of
+# the schedule once), drawing the e-graph after each step. The first step re-associates the
+# product and fires `exp-mul` on the new grouping; in the second, e-classes proved equal merge
+# (the count of e-nodes can go down: two equal e-nodes become one); the third changes nothing:
+# saturated.
+
+# %%
+from IPython.display import SVG, display  # noqa: E402  (the notebook's imports, where they are first needed)
+
+stepper = Session(Limits(nodes=2_000, iterations=1, time_s=5))
+stepper.add_graph(program)
+sizes = [stepper.export().num_nodes()]
+for step in range(1, 4):
+    stop = stepper.run(Schedule((ac_rules(), playground))).stop_reason
+    sizes.append(stepper.export().num_nodes())
+    print(f"after step {step}: {sizes[-1]} e-nodes ({stop.value})")
+    display(stepper)
+assert sizes[1] > sizes[0] and stop is StopReason.SATURATED
+
+# %% [markdown]
 # How it grew, phase by phase (the report keeps every phase: its rule set, e-nodes after it):
 
 # %%
-from IPython.display import SVG  # noqa: E402  (the notebook's imports, where they are first needed)
-
 from einsat.viz.charts import growth_svg  # noqa: E402
 
 phases = [{"phase": p.phase, "nodes": p.nodes} for p in report.phases]

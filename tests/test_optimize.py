@@ -156,10 +156,15 @@ def check_optimize(graph, depth: int) -> None:
 
 
 def test_same_input_gives_the_same_program_twice():
+    """Determinism of the search itself: time limits generous enough that saturation ends by its
+    own stop reason on a loaded machine too (a binding time limit may cut a run anywhere)."""
     from benchmarks.workloads.transformer import bert_tensat
+    from einsat.egraph import Limits
     graph = bert_tensat(seq=16, hidden=64, heads=4, layers=2)
-    one = einsat.optimize(graph).graph
-    two = einsat.optimize(graph).graph
+    one = einsat.optimize(graph, limits=Limits(time_s=300), time_limit=60)
+    two = einsat.optimize(graph, limits=Limits(time_s=300), time_limit=60)
+    assert one.report.saturation.stop_reason == two.report.saturation.stop_reason != "time limit"
+    one, two = one.graph, two.graph
     assert str(one) == str(two)
     assert one.weights.keys() == two.weights.keys()
     for k in one.weights:

@@ -70,19 +70,32 @@ class Emitter:
         return self.prefix + name
 
     def _part(self, name: str, region: Region) -> str:
+        from einsat.verify.restrict_rules import RESTRICT, Pieces
         node = self.g.producer(name)
         plan = None
         if node is not None:
-            from einsat.verify.restrict_rules import RESTRICT
             rule = RESTRICT.get(node.op)
             plan = rule(node, node.outputs.index(name), region, self.g) if rule else None
         if plan is None:
             whole = self.value(name)
             return self.emit(Op.SLICE, [whole], {"starts": region.starts, "ends": region.ends}, name)
+        if isinstance(plan, Pieces):
+            return self._pieces(node.inputs[0], plan, name)
         op, inputs, attrs = plan
         if op is None:  # an alias: the value is a region of an input
             return self.value(*inputs[0])
         return self.emit(op, [self.value(i, r) for i, r in inputs], attrs, name)
+
+
+    def _pieces(self, source: str, plan, name: str) -> str:
+        """A reshape's region from its `Pieces`: boxes of `source` reshaped, then concatenated."""
+        if plan.axis is None:
+            piece = self.value(source, plan.source)
+            if plan.source.shape != plan.shape:
+                piece = self.emit(Op.RESHAPE, [piece], {"shape": plan.shape}, name)
+            return piece
+        parts = [self._pieces(source, p, name) for p in plan.parts]
+        return self.emit(Op.CONCAT, parts, {"axis": plan.axis}, name)
 
 
 def restrict(graph: Graph, value: str, region: Region, name: str | None = None) -> Graph:

@@ -2,14 +2,24 @@
 (with adjusted attributes) that computes just that region from them.
 
 A rule takes (node, output index, region, graph) and returns (op, [(input, region)], attrs), or
-(None, [(input, region)], None) when the region is simply a region of an input, or None when it
-has no restriction (the op is then computed whole and sliced).
+(None, [(input, region)], None) when the region is simply a region of an input, or `Pieces` when
+the region is assembled from regions of the input (a reshape: each piece is a box of the input
+reshaped, the pieces are concatenated), or None when it has no restriction (the op is then
+computed whole and sliced).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
 from einsat.ir.registry import REGISTRY, Op
+from einsat.verify.boxes import reshape_groups
 from einsat.verify.regions import Region
+
+MAX_PIECES = 64  # a region needing more pieces to pass a reshape is computed whole
 
 
 def _shape(g, name):
@@ -179,13 +189,66 @@ def batchnorm(node, k, region, g):
     return node.op, [(node.inputs[0], region)] + [(i, c) for i in node.inputs[1:]], dict(node.attrs)
 
 
+@dataclass(frozen=True)
+class Pieces:
+    """A region of a reshape's output as pieces: a leaf (`axis` None) is the box `source` of the
+    input reshaped to `shape`; otherwise `parts` are concatenated along `axis`."""
+
+    axis: int | None
+    parts: tuple["Pieces", ...] = ()
+    source: Region | None = None
+    shape: tuple[int, ...] = ()
+
+
+def reshape(node, k, region, g):
+    """A row-major reshape: the region cut into the fewest boxes (splitting the outermost
+    offending dimension into single positions, recursively) that are each a box of the input."""
+    xs, ys = _shape(g, node.inputs[0]), _shape(g, node.outputs[0])
+    groups = reshape_groups(xs, ys)
+    count = [0]
+
+    def cut(r: Region) -> Pieces | None:
+        source, bad = _source_box(xs, ys, groups, r)
+        if source is not None:
+            count[0] += 1
+            return Pieces(None, source=source, shape=r.shape) if count[0] <= MAX_PIECES else None
+        d = next(d for d in bad if r.ends[d] - r.starts[d] > 1)
+        parts = []
+        for i in range(r.starts[d], r.ends[d]):
+            piece = cut(Region(r.starts[:d] + (i,) + r.starts[d + 1:], r.ends[:d] + (i + 1,) + r.ends[d + 1:]))
+            if piece is None:
+                return None
+            parts.append(piece)
+        return Pieces(d, tuple(parts))
+
+    return cut(region)
+
+
+def _source_box(xs, ys, groups, r: Region) -> tuple[Region | None, list[int]]:
+    """The input box holding exactly the elements of output box `r`, or None and the output dims
+    of the groups where it is no box."""
+    st, en, bad = [0] * len(xs), [1] * len(xs), []
+    for gi, gj in groups:
+        axes = [np.arange(r.starts[d], r.ends[d]) for d in gj]
+        flat = np.ravel_multi_index(np.meshgrid(*axes, indexing="ij"), [ys[d] for d in gj]).reshape(-1)
+        coords = np.unravel_index(flat, [xs[d] for d in gi])
+        lo, hi = [int(c.min()) for c in coords], [int(c.max()) + 1 for c in coords]
+        if prod(b - a for a, b in zip(lo, hi)) != len(flat):
+            bad += gj
+            continue
+        for d, a, b in zip(gi, lo, hi):
+            st[d], en[d] = a, b
+    return (Region(st, en), []) if not bad else (None, bad)
+
+
 def identity(node, k, region, g):
     return None, [(node.inputs[0], region)], None
 
 
 RESTRICT = {Op.TRANSPOSE: transpose, Op.CONV: conv, Op.AVGPOOL: avgpool, Op.MATMUL: matmul,
             Op.BATCHMATMUL: matmul, Op.GEMM: gemm, Op.CONCAT: concat, Op.SPLIT: split,
-            Op.SLICE: slice_, Op.PAD: pad, Op.BATCHNORM: batchnorm, Op.IDENTITY: identity}
+            Op.SLICE: slice_, Op.PAD: pad, Op.BATCHNORM: batchnorm, Op.IDENTITY: identity,
+            Op.RESHAPE: reshape, Op.FLATTEN: reshape, Op.SQUEEZE: reshape, Op.UNSQUEEZE: reshape}
 for _op, _d in REGISTRY.items():  # element-wise ops read the same region (broadcast)
     if _d.elementwise:
         RESTRICT.setdefault(_op, elementwise)

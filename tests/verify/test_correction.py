@@ -75,3 +75,32 @@ def test_correct_keeps_the_mutant_interface_and_shares_its_weights():
     assert set(fixed.weights) == {"w"}             # the fix reuses the mutant's copy of w
     assert [n.op for n in fixed.nodes].count(Op.CORRECT) == 1
     assert equivalent(original, fixed)
+
+
+def test_a_region_behind_a_reshape_is_assembled_from_pieces_of_the_input():
+    """PET Figure 1's output layout: the seam columns of image pairs placed side by side. The
+    region is no box of the conv's output, so it is cut into boxes that are (one image, one
+    column each), never the whole conv sliced."""
+    n, c, h, w, f = 6, 3, 5, 6, 4
+    b = GraphBuilder("pairs")
+    x = b.input("x", (n, c, h, w))
+    y = b.conv(x, b.weight("w", (f, c, 3, 3)), padding=1)
+    wide = b.reshape(b.transpose(b.reshape(y, shape=(n // 2, 2, f, h, w)), perm=(0, 2, 3, 1, 4)),
+                     shape=(n // 2, f, h, 2 * w), name="wide")
+    g = b.build(wide)
+    region = Region((0, 0, 0, w - 1), (n // 2, f, h, w + 1))
+    r = restrict(g, "wide", region)
+    convs = [node for node in r.nodes if node.op is Op.CONV]
+    assert len(convs) == n and all(r.types[node.outputs[0]].shape == (1, f, h, 1) for node in convs)
+    assert r.flops() <= g.flops() * 2 / w
+    assert equivalent(sliced(g, "wide", region), r)
+    assert find_differences(sliced(g, "wide", region), r).equivalent
+
+
+def test_a_reshape_region_that_needs_too_many_pieces_is_computed_whole():
+    b = GraphBuilder("flat")
+    x = b.input("x", (80, 2))
+    g = b.build(b.reshape(b.relu(x), shape=(2, 80), name="y"))
+    r = restrict(g, "y", Region((0, 1), (2, 79)))  # rows of 78 elements: 2 x 78 column pieces
+    assert [n.op for n in r.nodes].count(Op.RELU) == 1 and r.types[r.nodes[0].outputs[0]].shape == (80, 2)
+    assert equivalent(sliced(g, "y", Region((0, 1), (2, 79))), r)

@@ -54,7 +54,7 @@ ANALYSIS_FUNCTIONS = ("shape", "dtype", "bcast", "bcast-want", "permute", "permu
 NOT_CONST = (Op.OPAQUE, Op.LOOP, Op.IF)
 
 # shape(out) = shape(first input), dtype too
-SAME_AS_FIRST = (Op.SOFTMAX, Op.LAYERNORM, Op.BATCHNORM, Op.IDENTITY)
+SAME_AS_FIRST = (Op.SOFTMAX, Op.LAYERNORM, Op.BATCHNORM, Op.IDENTITY, Op.CORRECT)
 # dtype(out) = dtype(first input) for these (comparisons and casts are seeded, not derived)
 DTYPE_NOT_FIRST = (Op.GREATER, Op.LESS, Op.GREATER_EQUAL, Op.LESS_EQUAL, Op.EQUAL, Op.CAST,
                    Op.ARGMAX, Op.WHERE, Op.OPAQUE, Op.LOOP, Op.IF, Op.CONSTANT, Op.GATHER)

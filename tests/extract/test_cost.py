@@ -98,3 +98,20 @@ def test_cost_models_by_name():
         cost_model("a100")
     with pytest.raises(EinsatError, match="unknown device"):
         RooflineCost("tpu")
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_an_unfused_correct_costs_one_copy_of_its_region(model):
+    """PET's correction writes the fix over the mutant in place: its cost follows the region,
+    not the mutant (the fix's own ops are costed as nodes of their own)."""
+    def cost(mutant_shape, fix_shape):
+        starts = (0,) * len(fix_shape)
+        region = {"region": starts + tuple(fix_shape)}
+        return model.node_cost(Op.CORRECT, region, [TensorType(mutant_shape), TensorType(fix_shape)],
+                               [TensorType(mutant_shape)])
+
+    small = cost((64, 512, 56), (64, 512, 2))
+    assert small == cost((64, 512, 112), (64, 512, 2))           # a larger mutant costs nothing more
+    assert small < cost((64, 512, 112), (64, 512, 8))             # a larger region does
+    copy = model.node_cost(Op.TRANSPOSE, {"perm": (0, 2, 1)}, [TensorType((64, 512, 2))], [TensorType((64, 2, 512))])
+    assert small == pytest.approx(copy)                           # one read and one write of the region

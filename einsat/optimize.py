@@ -80,7 +80,7 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
     examples = _examples(graph, example_inputs)
     t = phase("load", t)
     notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
-    data, saturation = _saturate(graph, rules, limits, notify)
+    data, saturation = _saturate(graph, rules, limits, model, notify)
     t = phase("saturate", t)
     notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
                          classes=len(data.classes)))
@@ -130,11 +130,13 @@ def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
     return dict(zip(graph.inputs, arrays))
 
 
-def _saturate(graph: Graph, rules, limits, notify):
-    """Grow the e-graph of `graph` with `rules` under `limits`; the export and a summary."""
+def _saturate(graph: Graph, rules, limits, model, notify):
+    """Grow the e-graph of `graph` with `rules` under `limits`; the export and a summary.
+    Generators see the cost model and the greedy program of the e-graph (`Session.best`)."""
     from einsat.egraph.session import Session
+    from einsat.extract.greedy import greedy_program
 
-    session = Session(limits)
+    session = Session(limits, cost=model, best=lambda data: greedy_program(data, model))
     session.add_graph(graph)
     if rules is None:
         from einsat.rewrites.schedule import default_schedule

@@ -36,6 +36,7 @@ class SaturationSummary:
     node_limit: int | None = None
     egglog_nodes: int | None = None   # egglog's rows (list cells and Get included), what the limit bounds
     rule_matches: dict[str, int] = field(default_factory=dict)
+    rounds: list[dict] = field(default_factory=list)  # generator rounds: step, generator, counts, seconds
 
     @staticmethod
     def of(report, data) -> SaturationSummary:
@@ -44,7 +45,15 @@ class SaturationSummary:
                                  stop_reason=report.stop_reason.value, iterations=report.iterations,
                                  seconds=report.time_s, node_limit=report.node_limit,
                                  egglog_nodes=report.nodes,
-                                 rule_matches={k: v.matches for k, v in report.rules.items()})
+                                 rule_matches={k: v.matches for k, v in report.rules.items()},
+                                 rounds=[{"step": r.step, "generator": r.generator, "counts": dict(r.counts),
+                                          "seconds": r.time_s} for r in report.rounds])
+
+    def round_lines(self) -> list[str]:
+        """One line per generator round that reported counts."""
+        return [f"{r['generator']} step {r['step'] + 1}: "
+                + ", ".join(f"{v} {k}" for k, v in r["counts"].items()) + f" ({r['seconds']:.2f} s)"
+                for r in self.rounds]
 
     def __str__(self) -> str:
         text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes, stopped: {self.stop_reason}"
@@ -109,6 +118,7 @@ class Report:
             top = sorted(self.saturation.rule_matches.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
             if top:
                 lines.append("  busiest rules: " + ", ".join(f"{k} ({v:,})" for k, v in top))
+            lines += [f"  {line}" for line in self.saturation.round_lines()]
         x = self.extraction
         gap = "" if x.gap is None else f", gap {x.gap:.1%}"
         starts = ", ".join(f"{k} {v:,.2f}" for k, v in x.starts.items())

@@ -161,4 +161,5 @@ def greedy_program(data: EGraphData, model) -> dict[int, ENode]:
     """The DAG-aware greedy program of an e-graph, as {e-class: e-node} (weights as leaves): what
     a generator working on the current best program reads (`Session.best`)."""
     problem = Problem(data, model, fold_constants=False)
-    return {c: problem.candidates[i].node for c, i in greedy_dag(problem).items()}
+    selection = greedy_dag(problem)
+    return {c: problem.candidates[selection[c]].node for c in problem.order(selection)}

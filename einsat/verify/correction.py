@@ -45,7 +45,7 @@ class Emitter:
         if not name:
             return ""
         shape = self.g.types[name].shape
-        if region is not None and region.starts == (0,) * len(shape) and region.ends == shape:
+        if region is not None and region.unit and region.starts == (0,) * len(shape) and region.ends == shape:
             region = None
         key = (name, region)
         if key not in self.memo:
@@ -70,12 +70,16 @@ class Emitter:
         return self.prefix + name
 
     def _part(self, name: str, region: Region) -> str:
-        from einsat.verify.restrict_rules import RESTRICT, Pieces
+        from einsat.verify.restrict_rules import RESTRICT, STRIDED, Pieces
         node = self.g.producer(name)
         plan = None
-        if node is not None:
+        if node is not None and (region.unit or node.op in STRIDED):
             rule = RESTRICT.get(node.op)
             plan = rule(node, node.outputs.index(name), region, self.g) if rule else None
+        if plan is None and not region.unit:  # the plain box around it, then every step-th
+            box = self.value(name, region.bounds())
+            return self.emit(Op.SLICE, [box], {"starts": (0,) * len(region.starts), "ends": region.bounds().shape,
+                                               "steps": region.steps}, name)
         if plan is None:
             whole = self.value(name)
             return self.emit(Op.SLICE, [whole], {"starts": region.starts, "ends": region.ends}, name)

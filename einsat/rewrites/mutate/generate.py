@@ -15,10 +15,10 @@ One round:
 
 What a subprogram admits depends on its structure, shapes and constants only (weights are
 variables to the corrector), so results are memoised by `Subprogram.key`: one verification
-serves every layer of one shape. The round stops at the session's deadline; a subprogram cut
-short is neither memoised nor done. Enumeration is sorted and the corrector's tests are seeded:
-the same input gives the same e-graph. Without a cost model (`Session.cost` None) the generator
-does nothing: it could not tell a cheaper mutant from a costlier one.
+serves every layer of one shape. The round stops at the session's deadline; what a subprogram
+cut short admitted so far enters, but it is neither memoised nor done. Enumeration is sorted
+and the corrector's tests are seeded: the same input gives the same e-graph. Without a cost
+model (`Session.cost` None) the generator does nothing: it could not tell a cheaper mutant.
 
 The round reports `COUNTS` (`Round.counts`): subprograms taken, mutants generated, verified
 (past the pre-filter), corrected (admitted with corrections), admitted, memo hits.
@@ -77,29 +77,31 @@ def mutate(session, data) -> Round:
         if time.perf_counter() > session.deadline:
             break
         counts["subprograms"] += 1
-        admitted = state.memo.get(sub.key)
+        admitted, complete = state.memo.get(sub.key), True
         if admitted is None:
-            admitted = _explore(session, sub, lim.mutants, counts)
-            if admitted is None:  # out of time
-                break
-            state.memo[sub.key] = admitted
+            admitted, complete = _explore(session, sub, lim.mutants, counts)
+            if complete:
+                state.memo[sub.key] = admitted
         else:
             counts["memo hits"] += 1
-        state.done.add(mark)
+        if complete:
+            state.done.add(mark)
         for a in admitted:
             graph, inputs = _entering(sub, a)
             session.add_subgraph(graph, inputs, outputs=sub.outputs)
             unions += len(sub.outputs)
             counts["admitted"] += 1
+        if not complete:
+            break
     return Round(unions, counts)
 
 
-def _explore(session, sub: Subprogram, limit: int, counts: dict[str, int]) -> list[_Admitted] | None:
-    """The admitted mutants of `sub`, or None when the deadline passed first."""
+def _explore(session, sub: Subprogram, limit: int, counts: dict[str, int]) -> tuple[list[_Admitted], bool]:
+    """The admitted mutants of `sub`, and whether all were tried before the deadline."""
     out = []
     for m in mutants(sub.graph)[:limit]:
         if time.perf_counter() > session.deadline:
-            return None
+            return out, False
         counts["mutants"] += 1
         if not cheaper(session.cost, sub.graph, m.graph):
             continue
@@ -108,7 +110,7 @@ def _explore(session, sub: Subprogram, limit: int, counts: dict[str, int]) -> li
         if verdict.graph is not None:
             counts["corrected"] += verdict.corrected
             out.append(_Admitted(verdict.graph, _binding(sub.graph, verdict.graph)))
-    return out
+    return out, True
 
 
 def _binding(original: Graph, fixed: Graph) -> dict[str, str]:

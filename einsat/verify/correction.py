@@ -88,8 +88,9 @@ class Emitter:
         op, inputs, attrs = plan
         if op is None:  # an alias: the value is a region of an input
             return self.value(*inputs[0])
+        if op is Op.TRANSPOSE and _keeps_order(attrs["perm"], inputs[0][1].shape):
+            op, attrs = Op.RESHAPE, {"shape": region.shape}  # it moves only dims of size 1
         return self.emit(op, [self.value(i, r) for i, r in inputs], attrs, name)
-
 
     def _pieces(self, source: str, plan, name: str) -> str:
         """A reshape's region from its `Pieces`: boxes of `source` reshaped, then concatenated."""
@@ -100,6 +101,12 @@ class Emitter:
             return piece
         parts = [self._pieces(source, p, name) for p in plan.parts]
         return self.emit(Op.CONCAT, parts, {"axis": plan.axis}, name)
+
+
+def _keeps_order(perm, shape) -> bool:
+    """Whether transposing `shape` by `perm` keeps its elements in order (a reshape)."""
+    moved = [p for p in perm if shape[p] != 1]
+    return moved == sorted(moved)
 
 
 def restrict(graph: Graph, value: str, region: Region, name: str | None = None) -> Graph:

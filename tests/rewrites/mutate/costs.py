@@ -6,7 +6,8 @@ tiles 51 µs (FFT); the dilated conv [1, 512, 14, 14] * [256, 512, 3, 3] takes 1
 GEMM: no Winograd for dilation), the regular conv of those shapes 79 µs (Winograd).
 
 `StubProfile(times)` is a profile database (`lookup`) holding such measured times by conv
-signature (input shape, weight shape, dilation, groups). A conv it does not list runs at the
+signature (input shape, weight shape, dilation, groups), or for other ops by (op, input
+shapes...). A conv it does not list runs at the
 rate (µs per FLOP, plus a launch) of the slowest listed conv of its kind (kernel shape, dilated
 or not): corrections are small convs of the original's kind, and a mutant is cheaper only
 where the table says so. `paper_cost(times)` prices convs so and every other op with the H100
@@ -25,16 +26,22 @@ TABLE_4 = {
 }
 
 
-def _kind(weight_shape, dilation) -> tuple:
-    return tuple(weight_shape[2:]), any(d > 1 for d in dilation)
+def _kind(op, ins, attrs) -> tuple:
+    if op is Op.CONV:
+        return tuple(ins[1].shape[2:]), any(d > 1 for d in attrs["dilation"])
+    return (op,)
 
 
-def _flops(key) -> float:
-    """A listed conv's FLOPs (stride 1, 'same' padding: the output has the input's spatial size)."""
-    x, w, dilation, groups = key
-    ins = [TensorType(x), TensorType(w)]
-    out = TensorType((x[0], w[0]) + tuple(x[2:]))
-    return opdef(Op.CONV).flops(ins, [out], {"groups": groups, "dilation": dilation})
+def _listed(key) -> tuple:
+    """(op, input types, attrs, FLOPs) of a listed signature (a conv: stride 1, 'same' padding)."""
+    if isinstance(key[0], Op):
+        op, ins, attrs = key[0], [TensorType(s) for s in key[1:]], {}
+        outs = opdef(op).infer(ins, attrs)
+    else:
+        (x, w, dilation, groups), op = key, Op.CONV
+        ins, attrs = [TensorType(x), TensorType(w)], {"groups": groups, "dilation": dilation}
+        outs = [TensorType((x[0], w[0]) + tuple(x[2:]))]
+    return op, ins, attrs, opdef(op).flops(ins, outs, attrs)
 
 
 class StubProfile:
@@ -44,18 +51,19 @@ class StubProfile:
         self.times = times
         self.rates: dict[tuple, float] = {}
         for key, us in times.items():
-            kind = _kind(key[1], key[2])
-            self.rates[kind] = max(self.rates.get(kind, 0.0), us / _flops(key))
-        self.slowest = max(self.rates.values())
+            op, ins, attrs, flops = _listed(key)
+            kind = _kind(op, ins, attrs)
+            self.rates[kind] = max(self.rates.get(kind, 0.0), us / flops)
 
     def lookup(self, op, attrs, ins, outs):
-        if op is not Op.CONV:
-            return None
-        key = (ins[0].shape, ins[1].shape, tuple(attrs["dilation"]), attrs["groups"])
+        if op is Op.CONV:
+            key = (ins[0].shape, ins[1].shape, tuple(attrs["dilation"]), attrs["groups"])
+        else:
+            key = (op,) + tuple(t.shape for t in ins if t is not None)
         if key in self.times:
             return self.times[key]
-        rate = self.rates.get(_kind(ins[1].shape, attrs["dilation"]), self.slowest)
-        return H100.launch_us + rate * opdef(op).flops(ins, outs, attrs)
+        rate = self.rates.get(_kind(op, ins, attrs))
+        return None if rate is None else H100.launch_us + rate * opdef(op).flops(ins, outs, attrs)
 
 
 def paper_cost(times: dict[tuple, float] = TABLE_4) -> ProfiledCost:

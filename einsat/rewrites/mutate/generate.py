@@ -8,7 +8,8 @@ One round:
 3. each one's mutants (`grammar.py`), `Limits.mutants` at most, the pre-filter dropping those
    whose core is not cheaper under the session's cost model (`admit.cheaper`);
 4. admission (`admit.py`): corrections placed, the corrected program proved equal to the
-   subprogram;
+   subprogram; its fix convs fused with the mutant's (`fusion.py`, a fully equivalent law) as a
+   second form;
 5. each admitted program enters over the subprogram's e-classes (`Session.add_subgraph`, the
    subprogram's weights bound to their own e-classes) and its outputs are unioned with the
    subprogram's: a `Correct` term, never the mutant alone.
@@ -21,7 +22,8 @@ and the corrector's tests are seeded: the same input gives the same e-graph. Wit
 model (`Session.cost` None) the generator does nothing: it could not tell a cheaper mutant.
 
 The round reports `COUNTS` (`Round.counts`): subprograms taken, mutants generated, verified
-(past the pre-filter), corrected (admitted with corrections), admitted, memo hits.
+(past the pre-filter), corrected (admitted with corrections), fused (with a fused form too),
+admitted (programs entered), memo hits.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ from einsat.egraph.rules import Generator, Round
 from einsat.ir.graph import Graph
 from einsat.ir.types import TensorType
 from einsat.rewrites.mutate.admit import admit, cheaper
+from einsat.rewrites.mutate.fusion import fuse
 from einsat.rewrites.mutate.grammar import mutants
 from einsat.rewrites.mutate.subprograms import Mark, Subprogram, source_program, subprograms
 from einsat.verify.corrector import content_key
 
-COUNTS = ("subprograms", "mutants", "verified", "corrected", "admitted", "memo hits")
+COUNTS = ("subprograms", "mutants", "verified", "corrected", "fused", "admitted", "memo hits")
 
 
 @dataclass
@@ -110,6 +113,10 @@ def _explore(session, sub: Subprogram, limit: int, counts: dict[str, int]) -> tu
         if verdict.graph is not None:
             counts["corrected"] += verdict.corrected
             out.append(_Admitted(verdict.graph, _binding(sub.graph, verdict.graph)))
+            fused = fuse(verdict.graph)
+            if fused is not verdict.graph:
+                counts["fused"] += 1
+                out.append(_Admitted(fused, out[-1].binding))
     return out, True
 
 

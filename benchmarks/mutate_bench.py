@@ -81,13 +81,11 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("workloads", nargs="*", help=f"some of {', '.join(WORKLOADS)} (default: all)")
-    ap.add_argument("--cost", default="h100")
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("workloads", nargs="*", choices=[[], *WORKLOADS], default=[], metavar="WORKLOAD",
+                    help=f"some of {', '.join(WORKLOADS)} (default: all)")
+    ap.add_argument("--cost", default="h100", help="the cost model (default h100)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
     args = ap.parse_args(argv)
-    unknown = [w for w in args.workloads if w not in WORKLOADS]
-    if unknown:
-        ap.error(f"unknown workload(s) {unknown}; choose from {', '.join(WORKLOADS)}")
     rows = []
     for name in args.workloads or WORKLOADS:
         row = bench(name, args.cost)

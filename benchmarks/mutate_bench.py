@@ -71,7 +71,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         lines.append(f"| {r['workload']} | {r['nodes']} | {s['with']:.1f} / {s['without']:.1f} ({r['ratio']:.2f}x) | "
                      f"{c['before']:,.1f} / {c['with']:,.1f} / {c['without']:,.1f} | {r['deterministic']} | "
                      f"{r['within_limits']} |")
-    lines += ["", "Rounds (step: subprograms, mutants, verified, corrected, admitted, memo hits; seconds):", ""]
+    from einsat.rewrites.mutate.generate import COUNTS
+    lines += ["", f"Rounds (step: {', '.join(COUNTS)}; seconds):", ""]
     for r in rows:
         text = "; ".join(f"step {x['step'] + 1}: " + ", ".join(str(v) for v in x["counts"].values())
                          + f" ({x['seconds']:.2f} s)" for x in r["rounds"])

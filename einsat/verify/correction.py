@@ -3,10 +3,13 @@
 `restrict(graph, value, region)` emits nodes computing `value[region]` from as little of the
 inputs as it can: each op maps its output region to the input regions it reads (`restrict_rules`)
 — a conv reads the window rows of its output rows with the padding adjusted at the borders, a
-matmul the rows and columns, a concat only the pieces that overlap — and an op without a rule is
-computed whole and sliced (weights too: folding slices of weights is a later pass's job, and
-the verifier recognizes the original weight only whole). `correct(original, mutant)` is the mutant with every region the
-corrector reported overwritten by the restricted original:
+matmul the rows and columns, a concat only the pieces that overlap, a reshape the boxes of its
+input that the region is cut into (then concatenated) — and an op without a rule is computed
+whole and sliced (weights too: folding slices of weights is a later pass's job, and the verifier
+recognizes the original weight only whole). Regions may be strided (every other row behind a
+parity reordering); a transpose that moves only dims of size 1 is emitted as a reshape.
+`correct(original, mutant)` is the mutant with every region the corrector reported overwritten
+by the restricted original:
 
     out = correct(... correct(mutant_out, fix_1, region_1) ..., fix_k, region_k)
 """

@@ -5,16 +5,15 @@ the conv [1, 48, 38, 38] * [64, 48, 5, 5] takes 90 µs (implicit GEMM), as [16, 
 tiles 51 µs (FFT); the dilated conv [1, 512, 14, 14] * [256, 512, 3, 3] takes 153 µs (implicit
 GEMM: no Winograd for dilation), the regular conv of those shapes 79 µs (Winograd).
 
-`StubProfile(times)` is a profile database (`lookup`) holding such measured times by conv
-signature (input shape, weight shape, dilation, groups), or for other ops by (op, input
-shapes...). A conv it does not list runs at the
-rate (µs per FLOP, plus a launch) of the slowest listed conv of its kind (kernel shape, dilated
-or not): corrections are small convs of the original's kind, and a mutant is cheaper only
-where the table says so. `paper_cost(times)` prices convs so and every other op with the H100
-roofline.
+`StubProfile(times)` is a cost model holding such measured times by conv signature (input
+shape, weight shape, dilation, groups), or for other ops (without attributes) by (op, input
+shapes...). An op it does not list runs at the rate (µs per FLOP, plus a launch) of the slowest
+listed op of its kind (a conv's kernel shape and whether it is dilated; another op's name):
+corrections are small convs of the original's kind, and a mutant is cheaper only where the
+table says so. Ops of kinds it does not list are priced by the H100 roofline.
 """
 
-from einsat.extract.cost import ProfiledCost, RooflineCost
+from einsat.extract.cost import RooflineCost
 from einsat.extract.devices import H100
 from einsat.ir import Op, TensorType, opdef
 
@@ -44,16 +43,22 @@ def _listed(key) -> tuple:
     return op, ins, attrs, opdef(op).flops(ins, outs, attrs)
 
 
-class StubProfile:
-    """`lookup` for `ProfiledCost` (see the module doc)."""
+class StubProfile(RooflineCost):
+    """Listed times, rates of their kinds, the roofline for the rest (see the module doc)."""
 
     def __init__(self, times: dict[tuple, float]):
+        super().__init__("h100")
+        self.name = "stub-profile"
         self.times = times
         self.rates: dict[tuple, float] = {}
         for key, us in times.items():
             op, ins, attrs, flops = _listed(key)
             kind = _kind(op, ins, attrs)
             self.rates[kind] = max(self.rates.get(kind, 0.0), us / flops)
+
+    def node_cost(self, op, attrs, ins, outs):
+        measured = self.lookup(op, attrs, ins, outs)
+        return super().node_cost(op, attrs, ins, outs) if measured is None else measured
 
     def lookup(self, op, attrs, ins, outs):
         if op is Op.CONV:
@@ -66,5 +71,5 @@ class StubProfile:
         return None if rate is None else H100.launch_us + rate * opdef(op).flops(ins, outs, attrs)
 
 
-def paper_cost(times: dict[tuple, float] = TABLE_4) -> ProfiledCost:
-    return ProfiledCost(StubProfile(times), RooflineCost("h100"), name="stub-profile")
+def paper_cost(times: dict[tuple, float] = TABLE_4) -> StubProfile:
+    return StubProfile(times)

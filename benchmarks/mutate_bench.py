@@ -72,7 +72,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
                      f"{c['before']:,.1f} / {c['with']:,.1f} / {c['without']:,.1f} | {r['deterministic']} | "
                      f"{r['within_limits']} |")
     from einsat.rewrites.mutate.generate import COUNTS
-    lines += ["", f"Rounds (step: {', '.join(COUNTS)}; seconds):", ""]
+    lines += ["", f"Rounds (step: {', '.join(COUNTS)}; seconds). A mutant is verified only when its core "
+              "is cheaper than the subprogram under the cost model (the pre-filter):", ""]
     for r in rows:
         text = "; ".join(f"step {x['step'] + 1}: " + ", ".join(str(v) for v in x["counts"].values())
                          + f" ({x['seconds']:.2f} s)" for x in r["rounds"])

@@ -109,7 +109,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         examples = _examples(graph, example_inputs)
         t = phase("load", t)
         notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
-        data, saturation = _saturate(graph, rules, _within(limits, run), notify, run)
+        data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
         t = phase("saturate", t)
         notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
                              classes=len(data.classes)))
@@ -175,11 +175,13 @@ def _within(limits, run: budgets.Budget):
     return dataclasses.replace(limits, time_s=max(0.01, min(limits.time_s, SATURATION_SHARE * run.remaining())))
 
 
-def _saturate(graph: Graph, rules, limits, notify, run: budgets.Budget | None = None):
-    """Grow the e-graph of `graph` with `rules` under `limits`; the export and a summary."""
+def _saturate(graph: Graph, rules, limits, model, notify, run: budgets.Budget | None = None):
+    """Grow the e-graph of `graph` with `rules` under `limits`; the export and a summary.
+    Generators see the cost model and the greedy program of the e-graph (`Session.best`)."""
     from einsat.egraph.session import Session
+    from einsat.extract.greedy import greedy_program
 
-    session = Session(limits)
+    session = Session(limits, cost=model, best=lambda data: greedy_program(data, model))
     session.add_graph(graph)
     if rules is None:
         from einsat.rewrites.schedule import default_schedule

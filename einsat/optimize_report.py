@@ -54,6 +54,7 @@ class SaturationSummary:
     stop_text: str = ""               # the stop reason in words, with the limit that stopped it
     phases: list[dict[str, Any]] = field(default_factory=list)       # one per phase run, in order
     rules: dict[str, dict[str, Any]] = field(default_factory=dict)   # per rule: matches, time_s, ...
+    rounds: list[dict] = field(default_factory=list)  # generator rounds: step, generator, counts, seconds
 
     @staticmethod
     def of(report, data, limits) -> SaturationSummary:
@@ -65,12 +66,20 @@ class SaturationSummary:
                                  rule_matches={k: v.matches for k, v in report.rules.items()},
                                  stop_text=report.stop_text(limits),
                                  phases=[dataclasses.asdict(p) for p in report.phases],
-                                 rules={k: dataclasses.asdict(v) for k, v in report.rules.items()})
+                                 rules={k: dataclasses.asdict(v) for k, v in report.rules.items()},
+                                 rounds=[{"step": r.step, "generator": r.generator, "counts": dict(r.counts),
+                                          "seconds": r.time_s} for r in report.rounds])
 
     def busiest(self, n: int = 5) -> list[tuple[str, int]]:
         """The `n` rules with the most matches; rules that never matched are left out."""
         matched = [(k, v) for k, v in self.rule_matches.items() if v > 0]
         return sorted(matched, key=lambda kv: (-kv[1], kv[0]))[:n]
+
+    def round_lines(self) -> list[str]:
+        """One line per generator round that reported counts."""
+        return [f"{r['generator']} step {r['step'] + 1}: "
+                + ", ".join(f"{v} {k}" for k, v in r["counts"].items()) + f" ({r['seconds']:.2f} s)"
+                for r in self.rounds]
 
     def __str__(self) -> str:
         text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes"
@@ -155,6 +164,7 @@ class Report:
             top = self.saturation.busiest()
             lines.append("  busiest rules: " + (", ".join(f"{k} ({v:,})" for k, v in top) if top
                                                 else "none matched"))
+            lines += [f"  {line}" for line in self.saturation.round_lines()]
         lines.append(f"  extraction: {self.extraction_text()}")
         if self.verification is None:
             lines.append("  verification: NOT RUN (verify=False): the result is unchecked")

@@ -32,7 +32,13 @@ import numpy as np
 
 import einsat
 from einsat import GraphBuilder
+from einsat.egraph import Limits, Schedule, Session
+from einsat.extract import RooflineCost
+from einsat.rewrites.mutate.admit import admit
+from einsat.rewrites.mutate.generate import mutate_generator
+from einsat.rewrites.mutate.grammar import mutants
 from einsat.verify import P, Region, boxes, correct, equivalent, find_differences
+from einsat.verify.placement import correct_placed
 from einsat.verify.splits import count_cells, none
 
 N, C, H, W, F = 4, 3, 5, 6, 2  # a batch of 4 images, 3 channels, 5 x 6 pixels, 2 filters
@@ -149,3 +155,69 @@ print(numeric)
 assert numeric.equivalent
 assert find_differences(original, fixed).equivalent
 np.testing.assert_allclose(einsat.run(fixed, {"x": xs})["y"], y_orig, rtol=1e-5, atol=1e-5)
+
+# %% [markdown]
+# ## The generator finds the mutant by itself
+#
+# Nobody wrote the mutant above into einsat: PET's mutation generator (`einsat.rewrites.mutate`)
+# enumerates mutants of each subprogram from a typed grammar (here: layouts that move a factor
+# of one dimension into another), keeps those whose core is cheaper under the session's cost
+# model, and admits a mutant only corrected and proved equal. Equal FLOPs hide Figure 1's gain
+# from the roofline model, so this stand-in for a GPU profile says what PET measured: a conv
+# over wider images runs faster (here a conv takes 20 µs, over the wider images 5 µs).
+
+# %%
+class WiderIsFaster(RooflineCost):
+    def node_cost(self, op, attrs, ins, outs):
+        if op is einsat.Op.CONV and outs[0].size == N * F * H * W:  # the original and the mutant, not a fix
+            return 5.0 if ins[0].shape[3] > W else 20.0
+        return super().node_cost(op, attrs, ins, outs)
+
+
+found = [m for m in mutants(original) if m.family == "layout"]
+for m in found:
+    print(f"{m.what:45} conv input {[n for n in m.graph.nodes if n.op is einsat.Op.CONV][0].inputs[0]}")
+side_by_side_mutant = next(m for m in found if m.what == "dim 0 inner x2 -> dim 3 outer")
+assert find_differences(mutant, side_by_side_mutant.graph).equivalent  # the same program as Figure 1(b)
+
+# %% [markdown]
+# ### Its regions, placed
+#
+# At the mutant's output the seams are one region per image; on the wide conv's output, before
+# the layout is undone, they are one region: the two columns around the middle of every pair.
+# The correction goes there (`correct_placed`), and the fix restricts the original conv to
+# those columns through the reshapes and transposes: every other image, one column each.
+
+# %%
+placed = correct_placed(original, side_by_side_mutant.graph)
+print(placed.differences)
+(regions,) = placed.differences.regions.values()
+assert len(regions) == 1 and (regions[0].starts[3], regions[0].ends[3]) == (W - 1, W + 1)
+fix_convs = [n for n in placed.graph.nodes if n.op is einsat.Op.CONV and n.name.startswith("fix/conv")]
+for n in fix_convs:
+    print(n.name, placed.graph.types[n.inputs[0]], "->", placed.graph.types[n.outputs[0]])
+assert len(fix_convs) == 2 and all(placed.graph.types[n.outputs[0]].shape == (N // 2, F, H, 1) for n in fix_convs)
+
+# %% [markdown]
+# ### Admitted into the e-graph
+#
+# The generator runs as one phase of saturation: the corrected program enters over the original
+# conv's e-classes and is unioned with its output. The e-class of `y` now holds the conv and the
+# corrected mutant; extraction picks whichever the cost model prefers.
+
+# %%
+session = Session(Limits(generator_s=60.0), cost=WiderIsFaster("h100"))
+session.add_graph(original)
+report = session.run(Schedule((mutate_generator(),)))
+print(report.rounds[0].counts)
+assert report.rounds[0].counts["admitted"] >= 1
+data = session.export()
+x_class = next(c for c, cls in data.classes.items() if any(n.leaf == ("input", "x") for n in cls.nodes))
+y_class = next(c for c, cls in data.classes.items()  # the original conv's e-class
+               if any(n.op is einsat.Op.CONV and n.children[0] == x_class for n in cls.nodes))
+print([n.op.value for n in data.classes[y_class].nodes])
+assert len(data.classes[y_class].nodes) > 1  # the conv, and the corrected mutants (a layout undone, or a Correct)
+assert admit(original, side_by_side_mutant.graph).graph is not None
+result = einsat.optimize(original, cost=WiderIsFaster("h100"), limits=Limits(generator_s=60.0))
+print(result.report)
+assert any(n.op is einsat.Op.CORRECT for n in result.graph.nodes) and result.report.verified

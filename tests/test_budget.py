@@ -60,12 +60,12 @@ def test_an_interrupted_optimize_returns_the_best_program_verified(monkeypatch):
     budget = Budget()
     real = optimize_module._saturate
 
-    def saturate(graph, rules, limits, notify, run):
+    def saturate(graph, rules, limits, model, notify, run):
         def cancel_after_first(event):
             if event.step is not None:
                 budget.cancel()
             notify(event)
-        return real(graph, rules, limits, cancel_after_first, run)
+        return real(graph, rules, limits, model, cancel_after_first, run)
 
     monkeypatch.setattr(optimize_module, "_saturate", saturate)
     g = block()

@@ -35,7 +35,7 @@ BELOW_TOP = PIPELINE + ["runtime", "gpu", "verify", "frontend"]
 ALLOWED = {
     "ir": set(),
     "egraph": {"ir"},
-    "rewrites": {"ir", "egraph"},
+    "rewrites": {"ir", "egraph", "verify"},  # PET's generator calls the corrector (ir alone)
     "extract": {"ir", "egraph", "rewrites"},
     "runtime": {"ir", "gpu"},
     "gpu": {"ir", "runtime"},
@@ -112,6 +112,13 @@ def test_packages_import_only_what_the_data_flow_allows(pkg):
     bad = sorted(f"{m} -> {d}" for m in MODULES if package(m) == pkg for d in GRAPH[m]
                  if package(d) not in allowed and (m, d) not in KNOWN)
     assert not bad, f"{pkg} may import only {sorted(allowed)}:\n" + "\n".join(bad)
+
+
+def test_rewrites_use_only_the_pet_part_of_verify():
+    """A rewrite generator may call PET's corrector, which stands on ir alone, never the numeric
+    check on the runtime (DESIGN.md: the GPU machine and the e-graph need no runtime there)."""
+    bad = sorted(f"{m} -> {d}" for m in MODULES if package(m) == "rewrites" for d in GRAPH[m] if d in VERIFY_ON_RUNTIME)
+    assert not bad, "\n".join(bad)
 
 
 def test_the_pet_part_of_verify_stands_on_ir_alone():

@@ -198,3 +198,12 @@ def test_conv_batchnorm_relu_and_the_residual_fuse_on_a_resnet_block():
     assert result.graph.op_counts() == {"fused_conv": 2}
     assert all(n.attrs["activation"] == "relu" for n in result.graph.nodes)
     assert "x" in result.graph.nodes[-1].inputs[3:]  # the residual input, fused into the last conv
+
+
+def test_the_report_shows_each_round_of_pets_generator():
+    b = GraphBuilder("conv")
+    g = b.build(b.conv(b.input("x", (2, 3, 5, 5)), b.weight("w", (4, 3, 3, 3)), padding=1))
+    result = einsat.optimize(g, limits=SMALL)
+    (first, *_) = [r for r in result.report.saturation.rounds if r["generator"] == "pet-mutate"]
+    assert first["step"] == 0 and first["counts"]["subprograms"] == 1 and first["counts"]["mutants"] > 0
+    assert "pet-mutate step 1: 1 subprograms" in str(result.report)

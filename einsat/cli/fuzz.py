@@ -12,7 +12,8 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=int, default=200, help="random cases in all (default 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--target", action="append", default=None,
-                   help="a target to fuzz (repeatable; default: all available, e.g. optimize, onnx, verify)")
+                   help="a target to fuzz (repeatable; default: all available, e.g. optimize, onnx, verify; "
+                        "also mutate: PET's mutation generator)")
     p.set_defaults(handler=cmd_fuzz)
 
 
@@ -20,6 +21,8 @@ def cmd_fuzz(args) -> int:
     """Exit status 0 when every target passed, 1 when one failed (its minimal case is printed)."""
     try:
         from einsat.testing.fuzz import fuzz
+        if "mutate" in (args.target or ()):
+            from einsat.testing import fuzz_mutate  # noqa: F401  (registers the target)
     except ImportError as e:  # hypothesis is a test extra
         print(f"einsat: error: einsat fuzz needs hypothesis (pip install 'einsat[test]'): {e}", file=sys.stderr)
         return 2

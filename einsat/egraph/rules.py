@@ -18,7 +18,7 @@ steps until saturation or a limit.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 from einsat.egraph.data import EGraphData
@@ -70,11 +70,19 @@ class Ruleset:
     varying: bool = False  # rewrites only of terms that depend on a program input (`varying`)
 
 
+@dataclass
+class Round:
+    """What one generator round did: its unions, and counts by name for the report."""
+
+    unions: int
+    counts: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class Generator:
-    """`fn(session, data) -> number of unions`: reads the export `data`, unions new terms in
-    with `session.union(class_id, term)`. Runs in steps `every - 1`, `2 * every - 1`, ... (and
-    only before step `first_steps`, if given)."""
+    """`fn(session, data) -> number of unions` (or a `Round`): reads the export `data`, unions
+    new terms in with `session.union(class_id, term)`. Runs in steps `every - 1`,
+    `2 * every - 1`, ... (and only before step `first_steps`, if given)."""
 
     name: str
     law: str

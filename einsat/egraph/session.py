@@ -19,7 +19,16 @@ saturated) or one generator round, and the limits are checked between phases:
   fit the budget. When not even one match fits, the run stops with `NODE_LIMIT`;
 - time limit: a phase does not start when its previous duration would cross `Limits.time_s`;
   the run may end late by one phase's time at most (plus the export that counts e-classes);
-- iteration limit: at most `Limits.iterations` steps (a step runs every phase once).
+- iteration limit: at most `Limits.iterations` steps (a step runs every phase once);
+- generators: each round has a deadline (`Session.deadline`: `Limits.generator_s` from its start,
+  and never past the time limit) that the generator checks itself; PET's mutation generator
+  also takes at most `Limits.subprograms` subprograms a round and `Limits.mutants` mutants of each.
+
+Generators that must tell a cheaper program from a costlier one read `Session.cost` (a cost
+model: `node_cost(op, attrs, ins, outs)`), and those that work on the current best program read
+`Session.best(data)` ({e-class: e-node}, e.g. a greedy extraction); `einsat.optimize` sets both
+from its cost model. A generator round may report counts of its own (`Round`): they are kept
+per round in the report (`SaturationReport.rounds`).
 
 E-nodes are counted as egglog's constructor rows (tensor ops, leaves, list cells, `Get`),
 analysis tables excluded. The same input, schedule and limits give the same e-graph and the
@@ -41,7 +50,7 @@ from einsat.egraph.data import EGraphData
 from einsat.egraph.encoding import CONSTRUCTORS_EXTRA, AttrRefs, declarations, signatures
 from einsat.egraph.export import serialize_json, to_data
 from einsat.egraph.handles import Handles
-from einsat.egraph.rules import Generator, Ruleset, Schedule, fanout, split_commands
+from einsat.egraph.rules import Generator, Round, Ruleset, Schedule, fanout, split_commands
 from einsat.egraph.terms import Encoder, Ref, Term, graph_commands, union, var
 from einsat.errors import EinsatError, GraphError
 from einsat.ir.graph import Graph
@@ -75,6 +84,9 @@ class Limits:
     iterations: int = 10
     time_s: float = 8.0
     acyclic: bool = True  # export: drop e-nodes that close a cycle (Tensat's cycle filtering)
+    generator_s: float = 3.0  # the deadline of one generator round
+    subprograms: int = 32     # PET: subprograms mutated per round
+    mutants: int = 64         # PET: mutants tried per subprogram
 
 
 @dataclass
@@ -94,6 +106,14 @@ class PhaseStats:
     starved: bool = False  # rules went unapplied only because the node budget could not hold them
 
 
+@dataclass(frozen=True)
+class GeneratorRound:
+    step: int
+    generator: str
+    counts: dict[str, int]  # what the round did, by the generator's own names
+    time_s: float
+
+
 @dataclass
 class SaturationReport:
     stop_reason: StopReason
@@ -104,6 +124,7 @@ class SaturationReport:
     node_limit: int
     rules: dict[str, RuleStats] = field(default_factory=dict)
     phases: list[PhaseStats] = field(default_factory=list)
+    rounds: list[GeneratorRound] = field(default_factory=list)
 
     def stop_text(self, limits: Limits) -> str:
         """Why the run stopped, in words, with the limit that stopped it."""
@@ -121,8 +142,13 @@ Progress = Callable[[int, int, float], None]
 
 
 class Session:
-    def __init__(self, limits: Limits | None = None):
+    def __init__(self, limits: Limits | None = None, cost=None,
+                 best: Callable[[EGraphData], Mapping[int, object]] | None = None):
         self.limits = limits or Limits()
+        self.cost = cost    # a cost model for generators (see the module doc), or None
+        self.best = best    # export -> the current best program ({e-class: e-node}), or None
+        self.deadline = float("inf")  # the end of the running generator round
+        self.sources: list[Graph] = []  # the programs added as roots
         self.egraph = bindings.EGraph()
         self.sigs = signatures()
         self._by_name = {s.name: s for s in self.sigs.values()}
@@ -166,6 +192,7 @@ class Session:
         if root:
             self.roots += [r.name for r in refs]
             self.output_names += list(graph.outputs)
+            self.sources.append(graph)
         self._changed()
         return refs
 
@@ -267,6 +294,10 @@ class Session:
                     stop = StopReason.TIME_LIMIT
                 if stop:
                     break
+                deadline = min(lim.generator_s, max(lim.time_s - elapsed, 0.0))
+                if budget is not None:
+                    deadline = min(deadline, budget.remaining())
+                self.deadline = time.perf_counter() + deadline
                 stats = self._run_phase(phase, step, nodes, room, report)
                 last[phase.name] = stats
                 report.phases.append(stats)
@@ -291,7 +322,10 @@ class Session:
         t = time.perf_counter()
         starved = False
         if isinstance(phase, Generator):
-            unions = phase.fn(self, self.export())
+            out = phase.fn(self, self.export())
+            unions = out.unions if isinstance(out, Round) else out
+            if isinstance(out, Round):
+                report.rounds.append(GeneratorRound(step, phase.name, dict(out.counts), time.perf_counter() - t))
             self._fit_queue(budget)
             changed = unions > 0
             stats = report.rules.setdefault(phase.name, RuleStats())

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 
+from einsat.egraph.data import EGraphData, ENode
 from einsat.extract.problem import Problem, Selection
 
 
@@ -154,3 +155,11 @@ def find_cycle(problem: Problem, selection: Selection) -> list[int]:
                 path.append(child)
                 stack.append((child, iter(problem.candidates[selection[child]].children)))
     return []
+
+
+def greedy_program(data: EGraphData, model) -> dict[int, ENode]:
+    """The DAG-aware greedy program of an e-graph, as {e-class: e-node} (weights as leaves): what
+    a generator working on the current best program reads (`Session.best`)."""
+    problem = Problem(data, model, fold_constants=False)
+    selection = greedy_dag(problem)
+    return {c: problem.candidates[selection[c]].node for c in problem.order(selection)}

@@ -1,9 +1,9 @@
 """The default rules and schedule, assembled in exactly one place.
 
 One step of the default schedule runs, in order: the n-ary sibling merge (first step only),
-associativity and commutativity (back-off), the other algebra theories, the multi-pattern
-merges (first two steps only), the post rules, and every fourth step the weight folding
-generator. `Session.run` repeats steps until
+PET's mutation generator (first four steps; it needs the session's cost model), associativity
+and commutativity (back-off), the other algebra theories, the multi-pattern merges (first two
+steps only), the post rules, and every fourth step the weight folding generator. `Session.run` repeats steps until
 saturation or a limit.
 """
 
@@ -16,6 +16,7 @@ from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
 from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
+from einsat.rewrites.mutate.generate import mutate_generator
 from einsat.rewrites.post.fold import fold_generator
 from einsat.rewrites.post.fusion import fusion_rules
 from einsat.rewrites.post.layout import layout_post_rules
@@ -32,4 +33,4 @@ def default_rules() -> list[Rule]:
 
 
 def default_schedule() -> Schedule:
-    return Schedule((merge_generator(),) + tuple(default_rulesets()) + (fold_generator(),))
+    return Schedule((merge_generator(), mutate_generator()) + tuple(default_rulesets()) + (fold_generator(),))

@@ -3,10 +3,13 @@
 `restrict(graph, value, region)` emits nodes computing `value[region]` from as little of the
 inputs as it can: each op maps its output region to the input regions it reads (`restrict_rules`)
 — a conv reads the window rows of its output rows with the padding adjusted at the borders, a
-matmul the rows and columns, a concat only the pieces that overlap — and an op without a rule is
-computed whole and sliced (weights too: folding slices of weights is a later pass's job, and
-the verifier recognizes the original weight only whole). `correct(original, mutant)` is the mutant with every region the
-corrector reported overwritten by the restricted original:
+matmul the rows and columns, a concat only the pieces that overlap, a reshape the boxes of its
+input that the region is cut into (then concatenated) — and an op without a rule is computed
+whole and sliced (weights too: folding slices of weights is a later pass's job, and the verifier
+recognizes the original weight only whole). Regions may be strided (every other row behind a
+parity reordering); a transpose that moves only dims of size 1 is emitted as a reshape.
+`correct(original, mutant)` is the mutant with every region the corrector reported overwritten
+by the restricted original:
 
     out = correct(... correct(mutant_out, fix_1, region_1) ..., fix_k, region_k)
 """
@@ -45,7 +48,7 @@ class Emitter:
         if not name:
             return ""
         shape = self.g.types[name].shape
-        if region is not None and region.starts == (0,) * len(shape) and region.ends == shape:
+        if region is not None and region.unit and region.starts == (0,) * len(shape) and region.ends == shape:
             region = None
         key = (name, region)
         if key not in self.memo:
@@ -70,19 +73,43 @@ class Emitter:
         return self.prefix + name
 
     def _part(self, name: str, region: Region) -> str:
+        from einsat.verify.restrict_rules import RESTRICT, STRIDED, Pieces
         node = self.g.producer(name)
         plan = None
-        if node is not None:
-            from einsat.verify.restrict_rules import RESTRICT
+        if node is not None and (region.unit or node.op in STRIDED):
             rule = RESTRICT.get(node.op)
             plan = rule(node, node.outputs.index(name), region, self.g) if rule else None
+        if plan is None and not region.unit:  # the plain box around it, then every step-th
+            box = self.value(name, region.bounds())
+            return self.emit(Op.SLICE, [box], {"starts": (0,) * len(region.starts), "ends": region.bounds().shape,
+                                               "steps": region.steps}, name)
         if plan is None:
             whole = self.value(name)
             return self.emit(Op.SLICE, [whole], {"starts": region.starts, "ends": region.ends}, name)
+        if isinstance(plan, Pieces):
+            return self._pieces(node.inputs[0], plan, name)
         op, inputs, attrs = plan
         if op is None:  # an alias: the value is a region of an input
             return self.value(*inputs[0])
+        if op is Op.TRANSPOSE and _keeps_order(attrs["perm"], inputs[0][1].shape):
+            op, attrs = Op.RESHAPE, {"shape": region.shape}  # it moves only dims of size 1
         return self.emit(op, [self.value(i, r) for i, r in inputs], attrs, name)
+
+    def _pieces(self, source: str, plan, name: str) -> str:
+        """A reshape's region from its `Pieces`: boxes of `source` reshaped, then concatenated."""
+        if plan.axis is None:
+            piece = self.value(source, plan.source)
+            if plan.source.shape != plan.shape:
+                piece = self.emit(Op.RESHAPE, [piece], {"shape": plan.shape}, name)
+            return piece
+        parts = [self._pieces(source, p, name) for p in plan.parts]
+        return self.emit(Op.CONCAT, parts, {"axis": plan.axis}, name)
+
+
+def _keeps_order(perm, shape) -> bool:
+    """Whether transposing `shape` by `perm` keeps its elements in order (a reshape)."""
+    moved = [p for p in perm if shape[p] != 1]
+    return moved == sorted(moved)
 
 
 def restrict(graph: Graph, value: str, region: Region, name: str | None = None) -> Graph:

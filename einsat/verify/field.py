@@ -48,6 +48,37 @@ def embed(values) -> np.ndarray:
     return np.mod(np.mod(m, P) * np.left_shift(np.int64(1), shift), P)
 
 
+EXACT_DENOMINATOR = 4096  # constants are read as fractions p/q with q up to this
+EXACT_VALUES = 64         # ... when a constant tensor holds at most this many distinct values
+
+
+def embed_constant(values) -> np.ndarray:
+    """An exact constant (a uniform weight, a fill, a `Constant`) -> residues: each float is read
+    as the fraction p/q with the smallest q <= `EXACT_DENOMINATOR` that rounds to it in its own
+    dtype (float32(1/9) is 1/9, 0.5 is 1/2), else as its dyadic value (`embed`).
+
+    A mutant may bring constants of its own, computed in floating point: an average pool as a
+    depthwise conv of weight float32(1/9) must meet the pool's exact division by 9 (`inverse`).
+    Both programs of a pair embed their constants alike, and a fraction with a small q is the
+    real value the rounded float stands for. Tensors with many distinct values (and integers,
+    and magnitudes beyond 2^20) are embedded as they are."""
+    a = np.asarray(values)
+    if not np.issubdtype(a.dtype, np.floating):
+        return embed(a)
+    distinct, where = np.unique(a, return_inverse=True)
+    if len(distinct) > EXACT_VALUES or not np.all(np.isfinite(distinct)) or np.any(np.abs(distinct) > 2.0**20):
+        return embed(a)
+    q = np.arange(1, EXACT_DENOMINATOR + 1, dtype=np.float64)
+    out = embed(distinct)
+    for k, v in enumerate(distinct):
+        p = np.rint(float(v) * q)
+        hit = np.flatnonzero((p / q).astype(a.dtype) == v)
+        if len(hit):
+            j = hit[0]
+            out[k] = int(p[j]) % P * int(inverse(np.int64(j + 1))) % P
+    return out[where].reshape(a.shape)
+
+
 def unique(a: np.ndarray) -> np.ndarray:
     """Sorted unique values of an int array (a sort: NumPy's hash-based unique is slower here;
     an array already strictly increasing comes back as it is)."""

@@ -20,7 +20,7 @@ from math import prod
 import numpy as np
 
 from einsat.ir.graph import Graph
-from einsat.verify.field import NotMultilinearError, Source, embed, unique
+from einsat.verify.field import NotMultilinearError, Source, embed_constant, unique
 from einsat.verify.fieldtable import rule_for
 
 
@@ -29,7 +29,7 @@ class FieldEnv:
     """Where the field values of a graph's inputs and weights come from, for `tests` random tests.
 
     `sources` maps value names to `Source`s; a weight missing there is an exact constant (its
-    float values embedded). Batchnorm is the affine map y = x·A[c] + B[c]: with `batchnorm_key`
+    float values embedded by `embed_constant`). Batchnorm is the affine map y = x·A[c] + B[c]: with `batchnorm_key`
     None, A and B are the exact embeddings of their float64 values; otherwise each channel's A
     and B are random, keyed by that channel's parameter values (equal parameters, equal A and B).
     """
@@ -43,7 +43,7 @@ class FieldEnv:
         if name in self.sources:
             return self.sources[name]
         if name in graph.weights:
-            return Source(const=embed(graph.weights[name]))
+            return Source(const=embed_constant(graph.weights[name]))
         raise NotMultilinearError(f"graph {graph.name!r}: input {name!r} has no field values in the env")
 
     def values(self, graph: Graph, name: str, flat: np.ndarray) -> np.ndarray:

@@ -93,7 +93,7 @@ class Slice(Move):
 
 class Pad(Move):
     def fill(self, node):
-        return int(F.embed(node.attrs["value"]))
+        return int(F.embed_constant(node.attrs["value"]))
 
     def source(self, node, ctx, k, flat):
         (xs,), (ys,) = node_shapes(node, ctx)
@@ -172,7 +172,7 @@ class Constant(Move):
         return []
 
     def compute(self, node, ctx, out_flat, ins):
-        value = F.embed(node.attrs["value"]).reshape(-1)
+        value = F.embed_constant(node.attrs["value"]).reshape(-1)
         return [np.broadcast_to(value[out_flat[0]], (ctx.env.tests, len(out_flat[0])))]
 
     def degree(self, node, degs, env):

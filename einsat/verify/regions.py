@@ -9,22 +9,38 @@ import numpy as np
 
 @dataclass(frozen=True, order=True)
 class Region:
-    """A box of a tensor: starts (inclusive) and ends (exclusive) per dimension."""
+    """A box of a tensor: starts (inclusive) and ends (exclusive) per dimension, and optionally
+    steps (a strided box: s, s + step, ... below e; ends are kept at the last position + 1).
+    The corrector reports plain boxes; restrictions pass strided ones on (the even rows of a
+    parity reordering are one strided box of the original)."""
 
     starts: tuple[int, ...]
     ends: tuple[int, ...]
+    steps: tuple[int, ...] | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "starts", tuple(int(s) for s in self.starts))
-        object.__setattr__(self, "ends", tuple(int(e) for e in self.ends))
+        starts, ends = tuple(int(s) for s in self.starts), tuple(int(e) for e in self.ends)
+        steps = (1,) * len(starts) if self.steps is None else tuple(int(k) for k in self.steps)
+        ends = tuple(s + (max(e - s, 0) - 1) // k * k + 1 if e > s else e for s, e, k in zip(starts, ends, steps))
+        object.__setattr__(self, "starts", starts)
+        object.__setattr__(self, "ends", ends)
+        object.__setattr__(self, "steps", steps)
+
+    @property
+    def unit(self) -> bool:
+        return all(k == 1 for k in self.steps)
+
+    def bounds(self) -> "Region":
+        """The plain box around this one."""
+        return Region(self.starts, self.ends)
 
     @property
     def slices(self) -> tuple[slice, ...]:
-        return tuple(slice(s, e) for s, e in zip(self.starts, self.ends))
+        return tuple(slice(s, e, k) for s, e, k in zip(self.starts, self.ends, self.steps))
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(e - s for s, e in zip(self.starts, self.ends))
+        return tuple(-(-(e - s) // k) for s, e, k in zip(self.starts, self.ends, self.steps))
 
     @property
     def size(self) -> int:
@@ -32,11 +48,13 @@ class Region:
 
     @property
     def attr(self) -> tuple[int, ...]:
-        """The `region` attribute of a correct node: starts, then ends."""
+        """The `region` attribute of a correct node: starts, then ends (a plain box)."""
+        assert self.unit, f"a correct node's region is a plain box, not {self}"
         return self.starts + self.ends
 
     def __str__(self) -> str:
-        return "[" + ", ".join(f"{s}:{e}" for s, e in zip(self.starts, self.ends)) + "]"
+        return "[" + ", ".join(f"{s}:{e}" + (f":{k}" if k != 1 else "")
+                               for s, e, k in zip(self.starts, self.ends, self.steps)) + "]"
 
 
 def mask_of(regions, shape) -> np.ndarray:

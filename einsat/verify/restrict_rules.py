@@ -2,14 +2,28 @@
 (with adjusted attributes) that computes just that region from them.
 
 A rule takes (node, output index, region, graph) and returns (op, [(input, region)], attrs), or
-(None, [(input, region)], None) when the region is simply a region of an input, or None when it
-has no restriction (the op is then computed whole and sliced).
+(None, [(input, region)], None) when the region is simply a region of an input, or `Pieces` when
+the region is assembled from regions of the input (a reshape: each piece is a box of the input
+reshaped, the pieces are concatenated), or None when it has no restriction (the op is then
+computed whole and sliced).
+
+Regions may be strided (`Region.steps`): the ops in `STRIDED` restrict to them directly (a conv
+to every other output row is a conv of twice the stride); for the others the emitter restricts
+to the plain box around the region and slices with the steps.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
 from einsat.ir.registry import REGISTRY, Op
+from einsat.verify.splits import reshape_groups
 from einsat.verify.regions import Region
+
+MAX_PIECES = 64  # a region needing more pieces to pass a reshape is computed whole
 
 
 def _shape(g, name):
@@ -21,7 +35,8 @@ def _broadcast(region: Region, in_shape) -> Region:
     off = len(region.starts) - len(in_shape)
     st = [0 if n == 1 else region.starts[off + d] for d, n in enumerate(in_shape)]
     en = [1 if n == 1 else region.ends[off + d] for d, n in enumerate(in_shape)]
-    return Region(st, en)
+    ks = [1 if n == 1 else region.steps[off + d] for d, n in enumerate(in_shape)]
+    return Region(st, en, ks)
 
 
 def elementwise(node, k, region, g):
@@ -31,10 +46,10 @@ def elementwise(node, k, region, g):
 
 def transpose(node, k, region, g):
     perm = node.attrs["perm"]
-    st, en = [0] * len(perm), [0] * len(perm)
+    st, en, ks = [0] * len(perm), [0] * len(perm), [1] * len(perm)
     for i, p in enumerate(perm):
-        st[p], en[p] = region.starts[i], region.ends[i]
-    return node.op, [(node.inputs[0], Region(st, en))], dict(node.attrs)
+        st[p], en[p], ks[p] = region.starts[i], region.ends[i], region.steps[i]
+    return node.op, [(node.inputs[0], Region(st, en, ks))], dict(node.attrs)
 
 
 def _window(lo_out, hi_out, stride, pad, span, n):
@@ -46,33 +61,47 @@ def _window(lo_out, hi_out, stride, pad, span, n):
 
 
 def conv(node, k, region, g):
+    """Output rows a, a + s, ... of a conv of stride t are the rows of a conv of stride s·t over
+    the input window from row a·t − padding on; strided images and filters read strided inputs."""
     x, w = node.inputs[0], node.inputs[1]
     xs, ws = _shape(g, x), _shape(g, w)
     a = node.attrs
     groups, f = a["groups"], ws[0]
     fg, cg = f // groups, xs[1] // groups
-    f0, f1 = region.starts[1], region.ends[1]
-    if groups > 1 and (f0 % fg or f1 % fg):
+    (n0, f0, *_), (n1, f1, *_), (nk, fk, *ks) = region.starts, region.ends, region.steps
+    if groups > 1 and (f0 % fg or f1 % fg or fk != 1):
         return None
     g0, g1 = f0 // fg, -(-f1 // fg)
-    nsp = len(xs) - 2
-    xst, xen, pb, pe = [region.starts[0], g0 * cg], [region.ends[0], g1 * cg], [], []
-    for i in range(nsp):
-        span = a["dilation"][i] * (ws[2 + i] - 1) + 1
-        lo, hi, b, e = _window(region.starts[2 + i], region.ends[2 + i], a["stride"][i], a["padding"][i],
-                               span, xs[2 + i])
-        if hi <= lo:
+    xst, xen, xks, pb, pe, stride, dilation = [n0, g0 * cg], [n1, g1 * cg], [nk, 1], [], [], [], []
+    for i, (lo_out, count) in enumerate(zip(region.starts[2:], region.shape[2:])):
+        axis = _axis(lo_out, count, ks[i], a["stride"][i], a["padding"][i], a["dilation"][i], ws[2 + i], xs[2 + i])
+        if axis is None:
             return None
-        xst.append(lo)
-        xen.append(hi)
-        pb.append(b)
-        pe.append(e)
-    wreg = Region((f0,) + (0,) * (len(ws) - 1), (f1,) + tuple(ws[1:]))
-    ins = [(x, Region(xst, xen)), (w, wreg)]
+        for out, v in zip((xst, xen, xks, pb, pe, stride, dilation), axis):
+            out.append(v)
+    wreg = Region((f0,) + (0,) * (len(ws) - 1), (f1,) + tuple(ws[1:]), (fk,) + (1,) * (len(ws) - 1))
+    ins = [(x, Region(xst, xen, xks)), (w, wreg)]
     if len(node.inputs) > 2 and node.inputs[2]:
-        ins.append((node.inputs[2], Region((f0,), (f1,))))
-    attrs = dict(a, padding=tuple(pb + pe), groups=g1 - g0)
+        ins.append((node.inputs[2], Region((f0,), (f1,), (fk,))))
+    attrs = dict(a, padding=tuple(pb + pe), groups=g1 - g0, stride=tuple(stride), dilation=tuple(dilation))
     return node.op, ins, attrs
+
+
+def _axis(lo_out, count, step, stride, pad, dil, kernel, n):
+    """One spatial axis of a restricted conv: (input start, end, step, pad begin, pad end, stride,
+    dilation). Outputs lo_out + step·j read rows base + (step·stride)·j + dil·t (base = lo_out·stride
+    − pad): a conv of stride step·stride over the window from `base`; when that stride (or, for
+    one output, any) is a multiple of the dilation, every tap reads rows ≡ base (mod dil): a
+    regular conv (dilation 1) over those rows only."""
+    outer = step * stride
+    if dil > 1 and (count == 1 or outer % dil == 0):
+        base = lo_out * stride - pad
+        phase = base % dil
+        size = -(-(n - phase) // dil)
+        lo, hi, b, e = _window(0, count, max(outer // dil, 1), (phase - base) // dil, kernel, size)
+        return (phase + dil * lo, phase + dil * (hi - 1) + 1, dil, b, e, max(outer // dil, 1), 1) if hi > lo else None
+    lo, hi, b, e = _window(0, count, outer, pad - lo_out * stride, dil * (kernel - 1) + 1, n)
+    return (lo, hi, 1, b, e, outer, dil) if hi > lo else None
 
 
 def avgpool(node, k, region, g):
@@ -97,11 +126,12 @@ def matmul(node, k, region, g):
     xa, xb = _shape(g, a), _shape(g, b)
     if len(xa) < 2 or len(xb) < 2:
         return None
-    batch = Region(region.starts[:-2], region.ends[:-2])
+    batch = Region(region.starts[:-2], region.ends[:-2], region.steps[:-2])
     ra = _broadcast(batch, xa[:-2]) if len(xa) > 2 else Region((), ())
     rb = _broadcast(batch, xb[:-2]) if len(xb) > 2 else Region((), ())
-    ra = Region(ra.starts + (region.starts[-2], 0), ra.ends + (region.ends[-2], xa[-1]))
-    rb = Region(rb.starts + (0, region.starts[-1]), rb.ends + (xb[-2], region.ends[-1]))
+    (i0, j0), (i1, j1), (ik, jk) = region.starts[-2:], region.ends[-2:], region.steps[-2:]
+    ra = Region(ra.starts + (i0, 0), ra.ends + (i1, xa[-1]), ra.steps + (ik, 1))
+    rb = Region(rb.starts + (0, j0), rb.ends + (xb[-2], j1), rb.steps + (1, jk))
     return node.op, [(a, ra), (b, rb)], dict(node.attrs)
 
 
@@ -175,8 +205,62 @@ def pad(node, k, region, g):
 
 
 def batchnorm(node, k, region, g):
-    c = Region((region.starts[1],), (region.ends[1],))
+    c = Region((region.starts[1],), (region.ends[1],), (region.steps[1],))
     return node.op, [(node.inputs[0], region)] + [(i, c) for i in node.inputs[1:]], dict(node.attrs)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """A region of a reshape's output as pieces: a leaf (`axis` None) is the box `source` of the
+    input reshaped to `shape`; otherwise `parts` are concatenated along `axis`."""
+
+    axis: int | None
+    parts: tuple["Pieces", ...] = ()
+    source: Region | None = None
+    shape: tuple[int, ...] = ()
+
+
+def reshape(node, k, region, g):
+    """A row-major reshape: the region cut into the fewest boxes (splitting the outermost
+    offending dimension into single positions, recursively) that are each a box of the input."""
+    xs, ys = _shape(g, node.inputs[0]), _shape(g, node.outputs[0])
+    groups = reshape_groups(xs, ys)
+    count = [0]
+
+    def cut(r: Region) -> Pieces | None:
+        source, bad = _source_box(xs, ys, groups, r)
+        if source is not None:
+            count[0] += 1
+            return Pieces(None, source=source, shape=r.shape) if count[0] <= MAX_PIECES else None
+        d = next(d for d in bad if r.shape[d] > 1)
+        parts = []
+        for i in range(r.starts[d], r.ends[d], r.steps[d]):
+            piece = cut(Region(r.starts[:d] + (i,) + r.starts[d + 1:], r.ends[:d] + (i + 1,) + r.ends[d + 1:],
+                               r.steps))
+            if piece is None:
+                return None
+            parts.append(piece)
+        return Pieces(d, tuple(parts))
+
+    return cut(region)
+
+
+def _source_box(xs, ys, groups, r: Region) -> tuple[Region | None, list[int]]:
+    """The input box (strided, maybe) holding exactly the elements of output box `r`, or None
+    and the output dims of the groups where it is none."""
+    st, en, ks, bad = [0] * len(xs), [1] * len(xs), [1] * len(xs), []
+    for gi, gj in groups:
+        axes = [np.arange(r.starts[d], r.ends[d], r.steps[d]) for d in gj]
+        flat = np.ravel_multi_index(np.meshgrid(*axes, indexing="ij"), [ys[d] for d in gj]).reshape(-1)
+        coords = [np.unique(c) for c in np.unravel_index(flat, [xs[d] for d in gi])]
+        steps = [int(c[1] - c[0]) if len(c) > 1 else 1 for c in coords]
+        even = all(len(c) < 2 or bool(np.all(np.diff(c) == k)) for c, k in zip(coords, steps))
+        if not even or prod(len(c) for c in coords) != len(flat):
+            bad += gj
+            continue
+        for d, c, k in zip(gi, coords, steps):
+            st[d], en[d], ks[d] = int(c[0]), int(c[-1]) + 1, k
+    return (Region(st, en, ks), []) if not bad else (None, bad)
 
 
 def identity(node, k, region, g):
@@ -185,7 +269,11 @@ def identity(node, k, region, g):
 
 RESTRICT = {Op.TRANSPOSE: transpose, Op.CONV: conv, Op.AVGPOOL: avgpool, Op.MATMUL: matmul,
             Op.BATCHMATMUL: matmul, Op.GEMM: gemm, Op.CONCAT: concat, Op.SPLIT: split,
-            Op.SLICE: slice_, Op.PAD: pad, Op.BATCHNORM: batchnorm, Op.IDENTITY: identity}
+            Op.SLICE: slice_, Op.PAD: pad, Op.BATCHNORM: batchnorm, Op.IDENTITY: identity,
+            Op.RESHAPE: reshape, Op.FLATTEN: reshape, Op.SQUEEZE: reshape, Op.UNSQUEEZE: reshape}
 for _op, _d in REGISTRY.items():  # element-wise ops read the same region (broadcast)
     if _d.elementwise:
         RESTRICT.setdefault(_op, elementwise)
+# the rules that take strided regions
+STRIDED = {Op.TRANSPOSE, Op.CONV, Op.MATMUL, Op.BATCHMATMUL, Op.BATCHNORM, Op.IDENTITY, Op.RESHAPE, Op.FLATTEN,
+           Op.SQUEEZE, Op.UNSQUEEZE} | {op for op, rule in RESTRICT.items() if rule is elementwise}

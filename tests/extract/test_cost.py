@@ -121,3 +121,21 @@ def test_one_default_cost_model_everywhere():
 def test_a_measured_model_of_a_custom_profile_needs_a_fallback():
     with pytest.raises(EinsatError, match="needs a fallback"):
         MeasuredCost(FakeProfile())
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: m.name)
+def test_an_unfused_correct_costs_one_copy_of_its_region(model):
+    """PET's correction writes the fix over the mutant in place: its cost follows the region,
+    not the mutant (the fix's own ops are costed as nodes of their own)."""
+    def cost(mutant_shape, fix_shape):
+        starts = (0,) * len(fix_shape)
+        region = {"region": starts + tuple(fix_shape)}
+        return model.node_cost(Op.CORRECT, region, [TensorType(mutant_shape), TensorType(fix_shape)],
+                               [TensorType(mutant_shape)])
+
+    small = cost((64, 512, 56), (64, 512, 2))
+    assert small == cost((64, 512, 112), (64, 512, 2))           # a larger mutant costs nothing more
+    assert small < cost((64, 512, 112), (64, 512, 8))             # a larger region does
+    # one read and one write of the region: what a memory-bound element-wise kernel over it costs
+    copy = model.node_cost(Op.NEG, {}, [TensorType((64, 512, 2))], [TensorType((64, 512, 2))])
+    assert small == pytest.approx(copy)

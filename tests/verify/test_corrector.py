@@ -125,6 +125,25 @@ def test_figure_4_a_conv_without_padding_padded_back_differs_on_the_eight_border
     check_corrected(original, mutant, diffs)
 
 
+@pytest.mark.parametrize("shape, kernel", [((2, 3, 6, 7), 3), ((1, 2, 5, 5), 3), ((1, 1, 9, 8), 5)])
+def test_average_pool_as_a_depthwise_conv_of_constant_weights_differs_exactly_at_the_border(shape, kernel):
+    """PET §8.3.2's avgpool -> conv: the conv's weight float32(1/k²) is read as the fraction, so
+    only the windows the padding cuts (divided by fewer positions in the pool) differ."""
+    p = kernel // 2
+    b = GraphBuilder("pool")
+    pool = b.build(b.avgpool(b.input("x", shape), kernel=(kernel, kernel), padding=(p, p, p, p)))
+    c = shape[1]
+    k = np.full((c, 1, kernel, kernel), 1 / kernel**2, W32)
+    depthwise = conv(shape, k, name="depthwise", padding=p, groups=c)
+    diffs = find_differences(pool, depthwise)
+    border = np.ones(shape, bool)
+    border[:, :, p:shape[2] - p, p:shape[3] - p] = False
+    (out,) = pool.outputs
+    np.testing.assert_array_equal(diffs.mask(out), border)
+    np.testing.assert_array_equal(truth(pool, depthwise)[out], border)
+    check_corrected(pool, depthwise, diffs)
+
+
 def test_planted_fault_one_output_element():
     wt = weights(4, 3, 3, 3)
     original = conv((2, 3, 5, 5), wt, padding=1)

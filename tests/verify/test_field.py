@@ -4,7 +4,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from einsat.errors import VerificationError
-from einsat.verify.field import P, Source, dot_mod, embed, hash_rows, inverse, matmul_mod, random_at, unique
+from einsat.verify.field import (
+    P,
+    Source,
+    dot_mod,
+    embed,
+    embed_constant,
+    hash_rows,
+    inverse,
+    matmul_mod,
+    random_at,
+    unique,
+)
 
 residues = st.integers(0, P - 1)
 
@@ -101,3 +112,21 @@ def test_unique_and_hash_rows():
     rows = np.array([[1.0, 2.0], [1.0, 2.0], [2.0, 1.0]])
     h = hash_rows(rows)
     assert h[0] == h[1] != h[2] and np.all(h >= 0)
+
+
+def test_embed_constant_reads_a_rounded_float_as_the_fraction_it_stands_for():
+    ninth = int(inverse(np.int64(9)))
+    assert embed_constant(np.float32(1 / 9)) == ninth
+    assert embed_constant(np.float64(1 / 9)) == ninth
+    assert embed(np.float32(1 / 9)) != ninth  # the dyadic value of float32(1/9) is not 1/9
+    third = embed_constant(np.full((2, 3), 2 / 3, np.float32))
+    assert third.shape == (2, 3) and np.all(third == 2 * int(inverse(np.int64(3))) % P)
+    # dyadic values keep their value, signs too; integers are embedded as they are
+    np.testing.assert_array_equal(embed_constant(np.array([0.5, -0.25, 3.0], np.float32)),
+                                  embed(np.array([0.5, -0.25, 3.0])))
+    np.testing.assert_array_equal(embed_constant(np.array([7, -2])), embed(np.array([7, -2])))
+
+
+def test_embed_constant_leaves_tensors_of_many_values_dyadic():
+    many = np.random.default_rng(0).standard_normal(200).astype(np.float32)
+    np.testing.assert_array_equal(embed_constant(many), embed(many))

@@ -116,6 +116,11 @@ class Correct(OpDef):
     def flops(self, ins, outs, attrs):
         return 0
 
+    def bytes(self, ins, outs, attrs):
+        """One copy of the region: the fix is read and written over the mutant in place (the rest
+        of the mutant does not move). Fused into a following layout copy it is not even that."""
+        return 2 * ins[1].nbytes
+
     def to_onnx(self, ctx, node):
         """Box replacement as nested Concats: along each axis the box does not span, from the
         innermost out, the piece so far is put between the mutant's slices before and after it

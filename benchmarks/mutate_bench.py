@@ -1,0 +1,106 @@
+"""PET's mutation generator on the models PET evaluates: its rounds, its bounds, its cost in time.
+
+    python -m benchmarks.mutate_bench [--cost h100] [WORKLOAD ...]
+
+Each workload (ResNet-18, Inception-v3, CSRNet, BERT; `benchmarks.workloads`) is optimized
+with the default schedule, twice, and once with the default schedule less the `pet-mutate`
+generator (what `optimize` did before it). The run records each round's counts (subprograms,
+mutants, verified, corrected, admitted, memo hits) and seconds, whether both runs with the
+generator extracted the same program (determinism), whether every round stayed within
+`Limits` (subprograms and mutants, the round's deadline), and the optimize time with and without
+the generator (the target: at most 2x). Results go to `benchmarks/results/mutate.json` and
+`.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.workloads import build
+
+RESULTS = Path(__file__).parent / "results"
+WORKLOADS = ("resnet18", "inception_v3", "csrnet", "bert")
+
+
+def without_mutation():
+    from einsat.egraph.rules import Generator, Schedule
+    from einsat.rewrites.schedule import default_schedule
+    return Schedule(tuple(p for p in default_schedule().phases
+                          if not (isinstance(p, Generator) and p.name == "pet-mutate")))
+
+
+def timed(graph, cost, rules=None):
+    import einsat
+    t0 = time.perf_counter()
+    result = einsat.optimize(graph, cost=cost, rules=rules)
+    return result, time.perf_counter() - t0
+
+
+def bench(name: str, cost: str) -> dict:
+    from einsat.egraph.session import Limits
+
+    graph = build(name)
+    first, t1 = timed(graph, cost)
+    second, t2 = timed(graph, cost)
+    base, t0 = timed(graph, cost, without_mutation())
+    lim = Limits()
+    rounds = [r for r in first.report.saturation.rounds if r["generator"] == "pet-mutate"]
+    within = all(r["counts"]["subprograms"] <= lim.subprograms and r["seconds"] <= lim.generator_s + 1.0
+                 for r in rounds)
+    return {"workload": name, "nodes": len(graph.nodes), "rounds": rounds, "within_limits": within,
+            "deterministic": str(first.graph) == str(second.graph),
+            "seconds": {"with": min(t1, t2), "without": t0}, "ratio": min(t1, t2) / t0,
+            "cost_us": {"before": first.report.cost_before, "with": first.report.cost_after,
+                        "without": base.report.cost_after},
+            "ops_after": first.report.ops_after}
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"# PET's mutation generator on PET's models ({meta['cost']})", "",
+             f"Machine: {meta['machine']}; default rules and limits; optimize time is the faster of two "
+             "runs with the generator, against one without it.", "",
+             "| workload | nodes | optimize s: with / without (ratio) | modeled µs: input / with / without | "
+             "deterministic | within limits |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        s, c = r["seconds"], r["cost_us"]
+        lines.append(f"| {r['workload']} | {r['nodes']} | {s['with']:.1f} / {s['without']:.1f} ({r['ratio']:.2f}x) | "
+                     f"{c['before']:,.1f} / {c['with']:,.1f} / {c['without']:,.1f} | {r['deterministic']} | "
+                     f"{r['within_limits']} |")
+    from einsat.rewrites.mutate.generate import COUNTS
+    lines += ["", f"Rounds (step: {', '.join(COUNTS)}; seconds). A mutant is verified only when its core "
+              "is cheaper than the subprogram under the cost model (the pre-filter):", ""]
+    for r in rows:
+        text = "; ".join(f"step {x['step'] + 1}: " + ", ".join(str(v) for v in x["counts"].values())
+                         + f" ({x['seconds']:.2f} s)" for x in r["rounds"])
+        lines.append(f"- {r['workload']}: {text or 'no round'}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workloads", nargs="*", choices=[[], *WORKLOADS], default=[], metavar="WORKLOAD",
+                    help=f"some of {', '.join(WORKLOADS)} (default: all)")
+    ap.add_argument("--cost", default="h100", help="the cost model (default h100)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
+    args = ap.parse_args(argv)
+    rows = []
+    for name in args.workloads or WORKLOADS:
+        row = bench(name, args.cost)
+        rows.append(row)
+        print(f"{name:>13}: {row['seconds']['with']:.1f} s with, {row['seconds']['without']:.1f} s without "
+              f"({row['ratio']:.2f}x), deterministic {row['deterministic']}, within limits "
+              f"{row['within_limits']}", flush=True)
+    meta = {"cost": args.cost, "machine": f"{platform.machine()}, {platform.python_version()}"}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "mutate.json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
+    (args.out / "mutate.md").write_text(markdown(rows, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Admission: a mutant enters the e-graph only as a corrected program proved equal to the original.
+
+DESIGN.md's invariant: every e-class stays fully equivalent. For a subprogram S and a mutant M:
+
+1. pre-filter (no verification yet): M's core, its ops that compute (views and copies left
+   out: post-optimization cancels most of them), must be cheaper than S under the cost model;
+2. `correct_placed(S, M)`: `find_differences` on each value of M's output view chain, the
+   corrections placed where the regions are fewest (`einsat.verify.placement`);
+3. a fix that recomputes as much as the whole of S is refused (a region the restriction could
+   not narrow: correcting it costs more than S itself);
+4. the corrected program F is checked again: `find_differences(S, F)` must find no difference.
+
+Only F enters (`generate.py`), never M alone; an M equivalent to S enters without a `Correct`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from einsat.errors import EinsatError
+from einsat.ir.graph import Graph
+from einsat.ir.registry import Op, opdef
+from einsat.verify.corrector import find_differences
+from einsat.verify.placement import correct_placed
+
+NOT_CORE = {Op.CONSTANT, Op.IDENTITY, Op.PAD, Op.SLICE, Op.CONCAT, Op.SPLIT}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    graph: Graph | None  # the corrected mutant, None when refused
+    corrected: bool      # it needed corrections (M was partially equivalent)
+    reason: str = ""     # why it was refused
+
+
+def graph_cost(cost, graph: Graph, core: bool = False) -> float:
+    """`graph`'s cost under `cost` (a cost model); with `core`, its computing ops only."""
+    total = 0.0
+    for node in graph.nodes:
+        if core and (node.op in NOT_CORE or opdef(node.op).layout_only):
+            continue
+        total += cost.node_cost(node.op, node.attrs, *graph.node_types(node))
+    return total
+
+
+def cheaper(cost, original: Graph, mutant: Graph) -> bool:
+    """The pre-filter: the mutant's core is cheaper than the whole original."""
+    return graph_cost(cost, mutant, core=True) < graph_cost(cost, original)
+
+
+def admit(original: Graph, mutant: Graph) -> Verdict:
+    """The corrected mutant, proved equal to `original` (see the module doc), or why not."""
+    try:
+        placed = correct_placed(original, mutant)
+        fixed = placed.graph
+        fix = fixed.flops() - mutant.flops()
+        if fix >= original.flops() > 0:
+            return Verdict(None, True, "the fix recomputes the whole original")
+        again = find_differences(original, fixed)
+    except EinsatError as e:  # an op without field semantics, a region the corrector cannot cover
+        return Verdict(None, False, f"{type(e).__name__}: {e}")
+    if not again.equivalent:
+        return Verdict(None, True, "the corrected mutant still differs:\n" + str(again))
+    return Verdict(fixed, not placed.differences.equivalent)

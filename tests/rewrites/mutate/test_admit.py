@@ -1,0 +1,70 @@
+"""Admission: only a corrected program proved equal to the subprogram gets in."""
+
+import numpy as np
+
+from einsat import GraphBuilder, Op
+from einsat.extract.cost import RooflineCost
+from einsat.rewrites.mutate import admit as admit_module
+from einsat.rewrites.mutate.admit import admit, cheaper
+from einsat.testing.mutants import batch_to_width
+from einsat.verify import find_differences
+from einsat.verify.numeric import equivalent
+from einsat.verify.placement import Placement
+
+W = np.random.default_rng(0).standard_normal((3, 2, 3, 3)).astype(np.float32)
+
+
+def original():
+    b = GraphBuilder("conv")
+    return b.build(b.conv(b.input("x", (4, 2, 5, 6)), b.weight("w", W), padding=1))
+
+
+def test_a_partially_equivalent_mutant_enters_corrected():
+    verdict = admit(original(), batch_to_width(4, 2, 5, 6, W, seed=0))
+    assert verdict.graph is not None and verdict.corrected
+    assert [n.op for n in verdict.graph.nodes].count(Op.CORRECT) == 1
+    assert find_differences(original(), verdict.graph).equivalent and equivalent(original(), verdict.graph)
+
+
+def test_an_equivalent_mutant_enters_without_a_correction():
+    b = GraphBuilder("same")
+    x = b.input("x", (4, 2, 5, 6))
+    twice = b.transpose(b.transpose(x, perm=(0, 1, 3, 2)), perm=(0, 1, 3, 2))
+    verdict = admit(original(), b.build(b.conv(twice, b.weight("w", W), padding=1)))
+    assert verdict.graph is not None and not verdict.corrected
+    assert Op.CORRECT not in {n.op for n in verdict.graph.nodes}
+
+
+def test_a_fix_that_recomputes_the_whole_original_is_refused():
+    b = GraphBuilder("doubled")
+    x = b.input("x", (4, 2, 5, 6))
+    twice = b.mul(b.conv(x, b.weight("w", W), padding=1), b.const(2.0))
+    verdict = admit(original(), b.build(twice))
+    assert verdict.graph is None and "whole" in verdict.reason
+
+
+def test_a_correction_that_misses_a_region_is_refused(monkeypatch):
+    real = admit_module.correct_placed
+
+    def forgetful(o, m):  # drops the last Correct: the re-check must see the difference
+        placed = real(o, m)
+        g = placed.graph
+        last = [n for n in g.nodes if n.op is Op.CORRECT][-1]
+        nodes = [n if n is not last else n.__class__(Op.IDENTITY, [n.inputs[0]], n.outputs) for n in g.nodes]
+        return Placement(g.replace(nodes=nodes), placed.at, placed.differences)
+
+    monkeypatch.setattr(admit_module, "correct_placed", forgetful)
+    verdict = admit(original(), batch_to_width(4, 2, 5, 6, W, seed=0))
+    assert verdict.graph is None and "still differs" in verdict.reason
+
+
+def test_the_pre_filter_needs_a_cheaper_core():
+    mutant = batch_to_width(4, 2, 5, 6, W, seed=0)
+    assert not cheaper(RooflineCost("h100"), original(), mutant)  # equal FLOPs: nothing to gain
+
+    class WideIsFaster(RooflineCost):
+        def node_cost(self, op, attrs, ins, outs):
+            wide = op is Op.CONV and ins[0].shape[0] == 2
+            return super().node_cost(op, attrs, ins, outs) * (0.5 if wide else 1.0)
+
+    assert cheaper(WideIsFaster("h100"), original(), mutant)  # views are not counted

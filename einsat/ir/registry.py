@@ -59,6 +59,7 @@ class Op(enum.Enum):
     # reductions
     REDUCE_SUM = "reduce_sum"
     REDUCE_MEAN = "reduce_mean"
+    CUMSUM = "cumsum"
     # layout
     TRANSPOSE = "transpose"
     RESHAPE = "reshape"
@@ -71,6 +72,8 @@ class Op(enum.Enum):
     SLICE = "slice"
     PAD = "pad"
     GATHER = "gather"
+    GATHER_ELEMENTS = "gather_elements"
+    GATHER_ND = "gather_nd"
     # element-wise math, comparisons and logic (the imperative kernels' vocabulary)
     EXP = "exp"
     LOG = "log"
@@ -78,6 +81,8 @@ class Op(enum.Enum):
     NEG = "neg"
     ABS = "abs"
     FLOOR = "floor"
+    ISNAN = "isnan"
+    CLIP = "clip"
     POW = "pow"
     MAXIMUM = "maximum"
     MINIMUM = "minimum"

@@ -71,7 +71,7 @@ def test_gemm_and_conv_go_through_the_libraries(host):
 
 
 WIDE_OPS = ["add", "gelu", "pad", "concat", "gather", "correct", "softmax", "layernorm", "reduce_sum", "maxpool",
-            "avgpool", "argmax", "g2bmm", "transpose"]
+            "avgpool", "argmax", "g2bmm", "transpose", "gather_elements", "gather_nd", "cumsum"]
 
 
 def clear_kernel_caches():

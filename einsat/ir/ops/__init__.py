@@ -11,6 +11,7 @@ from einsat.ir.ops import (  # noqa: F401
     elementwise,
     extrema,
     fused,  # conv/matmul epilogues, made by rewrites
+    indexing,
     layout,
     linear,
     math,

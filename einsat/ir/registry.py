@@ -41,6 +41,7 @@ class Op(enum.Enum):
     MATMUL = "matmul"
     BATCHMATMUL = "batchmatmul"
     GEMM = "gemm"
+    EINSUM = "einsum"
     G2BMM = "g2bmm"
     GBMM = "gbmm"
     # convolution and pooling

@@ -292,6 +292,14 @@ def cumsum(draw):
 
 
 @st.composite
+def einsum(draw):
+    x = _B("einsum", draw(rs.seeds), draw(floats))
+    eq, shapes = draw(rs.einsum_cases())
+    ts = [x.tensor(f"x{k}", x.normal(s), draw(st.booleans())) for k, s in enumerate(shapes)]
+    return x.case("einsum", x.b.einsum(*ts, equation=eq), "sum")
+
+
+@st.composite
 def gathers(draw, op: str):
     """gather_elements / gather_nd with indices in range, negative ones included."""
     x = _B(op, draw(rs.seeds), draw(floats))
@@ -461,7 +469,8 @@ def strategy(op: str):
         return binary(op)
     simple = {"logical_not": logical_not, "where": where, "cast": cast, "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
-              "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum}
+              "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
+              "einsum": einsum}
     if op in simple:
         return simple[op]()
     if op in ("matmul", "batchmatmul"):

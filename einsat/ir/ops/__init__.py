@@ -8,6 +8,7 @@ from einsat.ir.ops import (  # noqa: F401
     control,  # functionalization: loop and if
     conv,
     conv_transpose,
+    einsum,
     elementwise,
     extrema,
     fused,  # conv/matmul epilogues, made by rewrites

@@ -57,6 +57,7 @@ class Op(enum.Enum):
     BATCHNORM = "batchnorm"
     LAYERNORM = "layernorm"
     SOFTMAX = "softmax"
+    LRN = "lrn"
     # reductions
     REDUCE_SUM = "reduce_sum"
     REDUCE_MEAN = "reduce_mean"

@@ -282,6 +282,16 @@ def reduce(draw, op: str):
 
 
 @st.composite
+def lrn(draw):
+    x = _B("lrn", draw(rs.seeds), draw(floats))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 9)), *draw(rs.shapes(1, 2, 1, 4)))
+    t = x.tensor("x", x.normal(shape, 3.0), draw(st.booleans()))
+    attrs = {"size": draw(st.integers(1, 6)), "alpha": draw(st.sampled_from([1e-4, 0.1])),
+             "beta": draw(st.sampled_from([0.75, 1.0])), "bias": draw(st.sampled_from([1.0, 2.0]))}
+    return x.case("lrn", x.b.lrn(t, **attrs), "ulp")
+
+
+@st.composite
 def cumsum(draw):
     x = _B("cumsum", draw(rs.seeds), draw(floats))
     shape = draw(rs.shapes(1, 4, 1, 6)) if draw(st.booleans()) else (2, draw(st.integers(65, 300)))
@@ -470,7 +480,7 @@ def strategy(op: str):
     simple = {"logical_not": logical_not, "where": where, "cast": cast, "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
               "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
-              "einsum": einsum}
+              "einsum": einsum, "lrn": lrn}
     if op in simple:
         return simple[op]()
     if op in ("matmul", "batchmatmul"):

@@ -1,9 +1,11 @@
-"""Normalizations: batchnorm (inference form), layernorm, softmax.
+"""Normalizations: batchnorm (inference form), layernorm, softmax, lrn.
 
     batchnorm(x, scale, bias, mean, var)[n, c, ...] = (x - mean[c]) · scale[c] / sqrt(var[c] + eps) + bias[c]
     layernorm(x, scale, bias) = (x - E[x]) / sqrt(Var[x] + eps) · scale + bias,
         E and Var (biased) over the dims axis..rank-1, computed in float32 at least
     softmax(x)[..] = exp(x - max) / sum(exp(x - max)) along `axis`
+    lrn(x)[n, c, ...] = x[n, c, ...] / (bias + alpha / size · Σ_{c' ∈ window(c)} x[n, c', ...]²) ** beta,
+        window(c) = [c - ⌊(size-1)/2⌋, c + ⌈(size-1)/2⌉] ∩ channels (ONNX LRN, AlexNet's)
 """
 
 from __future__ import annotations
@@ -148,3 +150,32 @@ class Softmax(OpDef):
 
     def to_onnx(self, ctx, node):
         ctx.node("Softmax", node.inputs, node.outputs, axis=node.attrs["axis"])
+
+
+@register
+class LRN(OpDef):
+    """Local response normalization across channels (dim 1), as the ONNX spec defines it."""
+
+    op = Op.LRN
+    onnx_type = "LRN"
+    attrs = {"size": Attr("int", check=lambda v: None if v > 0 else "must be positive"),
+             "alpha": Attr("float", 1e-4), "beta": Attr("float", 0.75), "bias": Attr("float", 1.0)}
+
+    def infer(self, types, attrs):
+        x = types[0]
+        if x.rank < 3 or x.dtype.kind != "f":
+            raise ShapeError(f"lrn takes a floating-point [N, C, *spatial] input, got {x}")
+        return [x]
+
+    def numpy(self, args, attrs):
+        x, size = args[0], attrs["size"]
+        c = x.shape[1]
+        lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+        sq = np.pad(x * x, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+        total = sum(sq[:, k:k + c] for k in range(size))
+        scale = x.dtype.type(attrs["bias"]) + x.dtype.type(attrs["alpha"] / size) * total
+        return [(x / scale ** x.dtype.type(attrs["beta"])).astype(x.dtype, copy=False)]
+
+    def flops(self, ins, outs, attrs):
+        """A square and `size` adds per element, then the scale, its power and the divide."""
+        return (attrs["size"] + 5) * outs[0].size

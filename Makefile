@@ -12,16 +12,12 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test conformance bench bench-gpu torch-venv lint clean
+.PHONY: demo test bench bench-gpu torch-venv lint clean
 demo: $(STAMP)
 	$(PY) -m einsat.cli demo
 
 test: $(STAMP) torch-venv
 	$(PY) -m pytest -n 2 -q tests
-
-# every ONNX conformance node case (make test runs a deterministic quarter of them)
-conformance: $(STAMP)
-	$(PY) -m pytest -n 2 -q tests/ir/test_onnx_conformance.py --onnx-node-cases=all
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.harness

@@ -15,9 +15,3 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
-
-
-def pytest_addoption(parser):
-    parser.addoption("--onnx-node-cases", default="sample", choices=["sample", "all"],
-                     help="the ONNX conformance node cases to run (tests/ir/test_onnx_conformance.py): "
-                          "a deterministic quarter of them (default) or all")

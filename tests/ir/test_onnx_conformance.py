@@ -4,15 +4,12 @@ For each node test case of the installed onnx package (`onnx_node_cases`), einsa
 the model at `load_onnx` with an `EinsatError` (a sequence input, a string tensor, an opset it
 cannot read, ...) or imports it, runs it on the NumPy backend and computes every output with the
 reference's dtype and shape, and values within the case's own tolerance (ONNX's rtol/atol for that
-case: 1e-3/1e-7 unless the case says otherwise; integers, bools and strings exactly).
+case: 1e-3/1e-7 unless the case says otherwise; integers and bools exactly).
 
-`make test` runs a deterministic quarter of the cases (by a hash of the name); `make conformance`
-(`pytest --onnx-node-cases=all`) runs all of them.
+All 1884 cases of onnx 1.23 take about 20 s of one core (after generating them once, `onnx_node_cases`).
 """
 
 from __future__ import annotations
-
-import zlib
 
 import numpy as np
 import pytest
@@ -35,8 +32,6 @@ OPAQUE_EVALUATOR = {"test_flexattention_causal_mask", "test_flexattention_prob_m
 def pytest_generate_tests(metafunc):
     if "case" in metafunc.fixturenames:
         names = case_names()
-        if metafunc.config.getoption("onnx_node_cases") != "all":
-            names = [n for n in names if zlib.crc32(n.encode()) % 4 == 0 or n in OPAQUE_EVALUATOR]
         xfail = pytest.mark.xfail(strict=True, reason="opaque ops run in a one-node onnx.reference model "
                                   "until branch runtime lands (einsat/ir/ops/opaque.py)")
         metafunc.parametrize("case", [pytest.param(n, marks=xfail) if n in OPAQUE_EVALUATOR else n
@@ -46,12 +41,9 @@ def pytest_generate_tests(metafunc):
 def assert_equal_output(name: str, got: np.ndarray, ref: np.ndarray, rtol: float, atol: float) -> None:
     assert got.dtype == ref.dtype and got.shape == ref.shape, \
         f"{name}: einsat computed {got.dtype}{list(got.shape)}, the reference {ref.dtype}{list(ref.shape)}"
-    if ref.dtype.kind in "fc" or ref.dtype.itemsize < 2 and ref.dtype.kind == "V":
-        np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol,
-                                   err_msg=name)
-    elif ref.dtype.kind in "iub" or ref.dtype.kind == "O":
+    if ref.dtype.kind in "iub":
         assert np.array_equal(got, ref), f"{name}: differs from the reference"
-    else:  # float8, int4, bfloat16 (ml_dtypes): compared as floats
+    else:  # float16/32/64 and bfloat16 (ml_dtypes): NaNs in the same places
         np.testing.assert_allclose(got.astype(np.float64), ref.astype(np.float64), rtol=rtol, atol=atol,
                                    err_msg=name)
 

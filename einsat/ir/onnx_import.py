@@ -4,15 +4,18 @@
     g = load_onnx("light_resnet50.onnx", fill_weights="random", seed=0)   # zoo models
 
 After `onnx_read.prepare` (checker, opset 13-21, static shapes, shape inference), the nodes are
-read in topological order. A node whose inputs are all constants is evaluated (`onnx_fold`)
-and its outputs become constants; Identity and inference-mode Dropout alias their input; Sum
-becomes a chain of adds. Every other node goes to the registry op with its `onnx_type`, whose
+read in topological order. Sequence and optional ops are followed statically (`onnx_sequences`).
+A node whose inputs are all constants is evaluated (`onnx_fold`) and its outputs become
+constants; Identity and inference-mode Dropout alias their input; Sum becomes a chain of adds,
+CastLike a cast. Every other node goes to the registry op with its `onnx_type`, whose
 `from_onnx(ctx, onode)` returns the einsat inputs and attributes through the context below. An
 ONNX op einsat lacks, or one whose `from_onnx` raises `ctx.not_representable(reason)`, becomes
 an opaque node: a real model never fails to import because einsat lacks an op. An einsat bug
 met on a node ONNX accepts (a crash in `from_onnx`, a type that disagrees with ONNX shape
 inference) also keeps the node opaque, with an `OpaqueFallbackWarning`; an `EinsatError` from
 `from_onnx` (a bad attribute value, mismatched shapes) is the model's fault and is raised.
+An opaque node's output types come from ONNX shape inference; where it lost one on the way,
+the node alone is inferred again from einsat's static input types (`infer_node_types`).
 
 Constants read by an einsat node as an input are the graph's weights; those only read as
 attributes (Reshape's shape) vanish. ONNX value names are kept; node names are made unique.

@@ -4,9 +4,12 @@
 messages; every failure (missing file, truncated or corrupt protobuf) is an `OnnxError` naming
 the file. `prepare` then makes the model importable: nodes in topological order (a cycle is a
 `GraphError` naming its nodes), the ONNX checker, local functions inlined, the default opset
-brought into 13-21 with `onnx.version_converter`, static input shapes (symbolic dims must be
-fixed with `input_shapes=`) and ONNX shape inference. Below: reading ONNX values (attributes as
-Python values, static tensor types) and the nodes the graph's outputs depend on.
+brought into 13-21 with `onnx.version_converter` (refused when that changes the model's inputs
+or outputs), static input shapes (symbolic dims must be fixed with `input_shapes=`), ONNX shape
+inference, and element types einsat computes with (`DTYPES`). Inputs and outputs must be tensors;
+each refusal is an `OnnxError` naming the value and its ONNX type (`type_text`). Below: reading
+ONNX values (attributes as Python values, static tensor types), one node's types inferred alone,
+and the nodes the graph's outputs depend on.
 """
 
 from __future__ import annotations

@@ -128,14 +128,19 @@ class BertEncoder(nn.Module):
 
 # -- export and strip ------------------------------------------------------------------------
 
-def export(model: nn.Module, args: tuple, input_names, output_names) -> onnx.ModelProto:
+def export(model: nn.Module, args: tuple, input_names, output_names, dynamic_shapes=None) -> onnx.ModelProto:
+    """The model exported at `OPSET`; `dynamic_shapes` (torch.export's, one entry per argument)
+    keeps those dims symbolic."""
     model.eval()
     buf = io.BytesIO()
     with torch.no_grad():
         try:
             torch.onnx.export(model, args, buf, input_names=input_names, output_names=output_names,
-                              opset_version=OPSET, dynamo=True, external_data=False, optimize=False)
+                              opset_version=OPSET, dynamo=True, external_data=False, optimize=False,
+                              dynamic_shapes=dynamic_shapes)
         except Exception as e:  # the TorchScript exporter, when the dynamo one is unavailable
+            if dynamic_shapes is not None:
+                raise  # the TorchScript exporter would fix the dynamic dims silently
             print(f"dynamo export failed ({type(e).__name__}: {e}); using the TorchScript exporter")
             buf = io.BytesIO()
             torch.onnx.export(model, args, buf, input_names=input_names, output_names=output_names,

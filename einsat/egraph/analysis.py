@@ -55,7 +55,7 @@ ANALYSIS_FUNCTIONS = ("shape", "dtype", "bcast", "bcast-want", "permute", "permu
 SAME_AS_FIRST = (Op.SOFTMAX, Op.LAYERNORM, Op.BATCHNORM, Op.IDENTITY, Op.CORRECT)
 # dtype(out) = dtype(first input) for these (comparisons and casts are seeded, not derived)
 DTYPE_NOT_FIRST = (Op.GREATER, Op.LESS, Op.GREATER_EQUAL, Op.LESS_EQUAL, Op.EQUAL, Op.CAST,
-                   Op.ARGMAX, Op.WHERE, Op.OPAQUE, Op.LOOP, Op.IF, Op.CONSTANT, Op.GATHER)
+                   Op.ARGMAX, Op.WHERE, Op.OPAQUE, Op.LOOP, Op.IF, Op.CONSTANT, Op.GATHER, Op.ISNAN)
 
 HELPERS = """
 ; bcast(a, b): NumPy broadcasting of two shapes, from the last dim backwards

@@ -4,15 +4,18 @@
     g = load_onnx("light_resnet50.onnx", fill_weights="random", seed=0)   # zoo models
 
 After `onnx_read.prepare` (checker, opset 13-21, static shapes, shape inference), the nodes are
-read in topological order. A node whose inputs are all constants is evaluated (`onnx_fold`)
-and its outputs become constants; Identity and inference-mode Dropout alias their input; Sum
-becomes a chain of adds. Every other node goes to the registry op with its `onnx_type`, whose
+read in topological order. Sequence and optional ops are followed statically (`onnx_sequences`).
+A node whose inputs are all constants is evaluated (`onnx_fold`) and its outputs become
+constants; Identity and inference-mode Dropout alias their input; Sum becomes a chain of adds,
+CastLike a cast. Every other node goes to the registry op with its `onnx_type`, whose
 `from_onnx(ctx, onode)` returns the einsat inputs and attributes through the context below. An
 ONNX op einsat lacks, or one whose `from_onnx` raises `ctx.not_representable(reason)`, becomes
 an opaque node: a real model never fails to import because einsat lacks an op. An einsat bug
 met on a node ONNX accepts (a crash in `from_onnx`, a type that disagrees with ONNX shape
 inference) also keeps the node opaque, with an `OpaqueFallbackWarning`; an `EinsatError` from
 `from_onnx` (a bad attribute value, mismatched shapes) is the model's fault and is raised.
+An opaque node's output types come from ONNX shape inference; where it lost one on the way,
+the node alone is inferred again from einsat's static input types (`infer_node_types`).
 
 Constants read by an einsat node as an input are the graph's weights; those only read as
 attributes (Reshape's shape) vanish. ONNX value names are kept; node names are made unique.
@@ -34,12 +37,16 @@ from einsat.ir.onnx_read import (
     DEFAULT_DOMAINS,
     attr_value,
     default_opset,
+    infer_node_types,
     live_nodes,
+    outer_names,
     prepare,
     read_model,
     static_type,
+    type_text,
     value_type,
 )
+from einsat.ir.onnx_sequences import HANDLERS as SEQUENCE_OPS
 from einsat.ir.onnx_weights import detach_weights, random_weights
 from einsat.ir.registry import REGISTRY, Op, normalize_attrs, opdef
 from einsat.ir.types import TensorType
@@ -94,6 +101,9 @@ class ImportContext:
         self.inputs = {i.name: value_type(i, label) for i in g.input if i.name not in self.constants}
         self.types: dict[str, TensorType] = dict(self.inputs)
         self.onnx_types = {vi.name: t for vi in (*g.value_info, *g.output) if (t := static_type(vi))}
+        self.kinds = {vi.name: type_text(vi.type) for vi in (*g.value_info, *g.output, *g.input)}
+        self.sequences: dict[str, tuple[str, ...]] = {}  # onnx_sequences: followed at import
+        self.optionals: dict[str, tuple[str, ...]] = {}
         self.nodes: list[Node] = []
         self.alias: dict[str, str] = {}
         self.folded: set[str] = set()  # constants computed at import (not the model's initializers)
@@ -117,11 +127,18 @@ class ImportContext:
         name = self.alias.get(name, name)
         if name in self.types:
             return self.types[name]
+        if name in self.sequences or name in self.optionals:
+            raise OnnxError(f"{self.where()}: {name!r} has type {self.kind(name)}; einsat follows sequences and "
+                            f"optionals only through the ONNX sequence and optional ops")
         if name in self.constants:
             return TensorType.of(self.constants[name])
         if name in self.onnx_types:
             return self.onnx_types[name]
-        raise ShapeError(f"{self._where()}: the shape of {name!r} is unknown")
+        raise ShapeError(f"{self.where()}: the shape of {name!r} is unknown")
+
+    def kind(self, name: str) -> str:
+        """The ONNX type of a value as text ('tensor(float)', 'sequence(tensor(int64))', ...)."""
+        return self.kinds.get(self.alias.get(name, name), "value of unknown type")
 
     def not_representable(self, reason: str) -> Exception:
         return NotRepresentable(reason)
@@ -151,6 +168,7 @@ class ImportContext:
                 self.constants[o] = self.constants[target]
             elif target is not None:
                 self._add(Op.IDENTITY, [target], [o], {}, name=self._node_name(o))
+        self.nodes = _live(self.nodes, outputs)
         used = {i for n in self.nodes for i in n.inputs} | set(outputs)
         weights = {k: v for k, v in self.constants.items() if k in used}
         for name in sorted(self.folded & set(weights)):  # a zero buffer stays a broadcast of one zero
@@ -164,6 +182,10 @@ class ImportContext:
             raise type(e)(f"{self.label}: {e}") from None
 
     def _convert(self, onode: onnx.NodeProto, used: set[str]) -> None:
+        default = onode.domain in DEFAULT_DOMAINS
+        if default and onode.op_type in SEQUENCE_OPS:
+            SEQUENCE_OPS[onode.op_type](self, onode)
+            return
         if foldable(onode, self.constants, self.types):
             try:
                 values = fold(onode, self.constants, self.types, self.opset)
@@ -175,7 +197,6 @@ class ImportContext:
                         self.constants[o] = _frozen(v)
                 self.folded.update(onode.output)
                 return
-        default = onode.domain in DEFAULT_DOMAINS
         if default:
             self._check_enums(onode)
         if default and onode.op_type in _SPECIAL and _SPECIAL[onode.op_type](self, onode, used):
@@ -196,7 +217,7 @@ class ImportContext:
                     raise  # the model is wrong: a clear error naming the node
                 # einsat's mapping failed on a node ONNX accepts: keep it, correctly, as opaque
                 reason = f"einsat's {d.op.value} import failed: {type(e).__name__}: {e}"
-                warnings.warn(f"{self.label}: {self._where()}: {reason}; kept opaque",
+                warnings.warn(f"{self.label}: {self.where()}: {reason}; kept opaque",
                               OpaqueFallbackWarning, stacklevel=2)
             del self.nodes[mark:]
         self._add_opaque(onode, reason, name)
@@ -207,12 +228,12 @@ class ImportContext:
         for a in onode.attribute:
             allowed = _ENUMS.get((onode.op_type, a.name)) or _ENUMS.get((None, a.name))
             if allowed and a.type == onnx.AttributeProto.STRING and a.s.decode(errors="replace") not in allowed:
-                raise AttributeValueError(f"{self._where()}: attribute {a.name}={a.s.decode(errors='replace')!r} "
+                raise AttributeValueError(f"{self.where()}: attribute {a.name}={a.s.decode(errors='replace')!r} "
                                           f"is not one of {sorted(allowed)}")
 
     def _add(self, op: Op, inputs, outputs, attrs, name: str, used: set[str] | None = None) -> None:
         in_types = [self.type(i) for i in inputs]
-        where = f"{self._where()} as {op.value}"
+        where = f"{self.where()} as {op.value}"
         n_out = opdef(op).num_outputs(normalize_attrs(op, attrs, in_types, where=where))
         if used is not None:
             extra = [o for o in outputs[n_out:] if o in used]
@@ -229,10 +250,23 @@ class ImportContext:
         self.nodes.append(node)
 
     def _add_opaque(self, onode: onnx.NodeProto, reason: str, name: str) -> None:
+        outer = outer_names(onode)
+        if outer:
+            raise OnnxError(f"{self.where()}: kept as an opaque node ({reason}), but its subgraph reads "
+                            f"{sorted(outer)} from the enclosing graph; an opaque node runs on its own inputs only")
         outputs = [o for o in onode.output if o]
         missing = [o for o in outputs if o not in self.onnx_types]
         if missing:
-            raise ShapeError(f"{self._where()}: kept as an opaque node ({reason}), but ONNX shape inference "
+            types = {i: self.type(i) for i in onode.input if i}
+            self.onnx_types.update(infer_node_types(onode, types, self.constants, self._opsets))
+            missing = [o for o in outputs if o not in self.onnx_types]
+        others = [f"{o!r} of type {self.kinds[o]}" for o in missing
+                  if not self.kinds.get(o, "tensor").startswith("tensor")]
+        if others:
+            raise OnnxError(f"{self.where()}: makes {'; '.join(others)}; einsat computes tensors, and follows "
+                            f"sequences and optionals only through the ONNX sequence and optional ops")
+        if missing:
+            raise ShapeError(f"{self.where()}: kept as an opaque node ({reason}), but ONNX shape inference "
                              f"gives no static type for {missing}; einsat needs static shapes")
         domain = "" if onode.domain in DEFAULT_DOMAINS else onode.domain
         attrs = {"op_type": onode.op_type, "domain": domain, "node": onode.SerializeToString(),
@@ -241,7 +275,7 @@ class ImportContext:
         self._add(Op.OPAQUE, list(onode.input), outputs, attrs, name=name)
 
     # -- names ---------------------------------------------------------------------------
-    def _where(self) -> str:
+    def where(self) -> str:
         o = self._onode
         return "ONNX node ?" if o is None else f"ONNX node {o.name or o.output[0]!r} ({o.op_type})"
 
@@ -289,7 +323,14 @@ def _sum(ctx: ImportContext, onode, used) -> bool:
     return True
 
 
-_SPECIAL = {"Identity": _identity, "Dropout": _dropout, "Sum": _sum}
+def _cast_like(ctx: ImportContext, onode, used) -> bool:
+    """CastLike(x, like) = cast(x, like's dtype); its `saturate` matters only for float8, refused."""
+    dtype = ctx.type(onode.input[1]).dtype.name
+    ctx._add(Op.CAST, [onode.input[0]], [onode.output[0]], {"dtype": dtype}, name=ctx._node_name(onode.name))
+    return True
+
+
+_SPECIAL = {"Identity": _identity, "Dropout": _dropout, "Sum": _sum, "CastLike": _cast_like}
 
 # (op type or None for every op, attribute) -> the values the ONNX spec allows
 _ENUMS = {
@@ -297,6 +338,16 @@ _ENUMS = {
     ("Pad", "mode"): {"constant", "reflect", "edge", "wrap"},
     ("Gelu", "approximate"): {"none", "tanh"},
 }
+
+
+def _live(nodes: list[Node], outputs: list[str]) -> list[Node]:
+    """The nodes the outputs depend on (a SplitToSequence cuts pieces no one may read)."""
+    needed, live = set(outputs), []
+    for node in reversed(nodes):
+        if any(o in needed for o in node.outputs):
+            live.append(node)
+            needed.update(node.inputs)
+    return live[::-1]
 
 
 def _resolved(onode: onnx.NodeProto, alias: dict[str, str]) -> onnx.NodeProto:

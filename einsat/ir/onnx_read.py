@@ -4,9 +4,12 @@
 messages; every failure (missing file, truncated or corrupt protobuf) is an `OnnxError` naming
 the file. `prepare` then makes the model importable: nodes in topological order (a cycle is a
 `GraphError` naming its nodes), the ONNX checker, local functions inlined, the default opset
-brought into 13-21 with `onnx.version_converter`, static input shapes (symbolic dims must be
-fixed with `input_shapes=`) and ONNX shape inference. Below: reading ONNX values (attributes as
-Python values, static tensor types) and the nodes the graph's outputs depend on.
+brought into 13-21 with `onnx.version_converter` (refused when that changes the model's inputs
+or outputs), static input shapes (symbolic dims must be fixed with `input_shapes=`), ONNX shape
+inference, and element types einsat computes with (`DTYPES`). Inputs and outputs must be tensors;
+each refusal is an `OnnxError` naming the value and its ONNX type (`type_text`). Below: reading
+ONNX values (attributes as Python values, static tensor types), one node's types inferred alone,
+and the nodes the graph's outputs depend on.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import heapq
 import os
 from pathlib import Path
 
+import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper, shape_inference, version_converter
@@ -24,6 +28,10 @@ from einsat.ir.types import TensorType
 
 MIN_OPSET, MAX_OPSET = 13, 21
 DEFAULT_DOMAINS = ("", "ai.onnx")
+_T = onnx.TensorProto
+# the element types einsat computes with; strings, complex numbers, float8/float4 and int4/int2 are refused
+DTYPES = frozenset({_T.BOOL, _T.INT8, _T.INT16, _T.INT32, _T.INT64, _T.UINT8, _T.UINT16, _T.UINT32, _T.UINT64,
+                    _T.FLOAT16, _T.BFLOAT16, _T.FLOAT, _T.DOUBLE})
 
 
 def read_model(src) -> tuple[onnx.ModelProto, str]:
@@ -84,6 +92,7 @@ def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=()) -
     version = default_opset(m)
     if not MIN_OPSET <= version <= MAX_OPSET:
         target = MIN_OPSET if version < MIN_OPSET else MAX_OPSET
+        before = _interface(m.graph)
         try:
             m = version_converter.convert_version(m, target)
         except Exception as e:  # the converter raises bare RuntimeErrors and more
@@ -91,12 +100,45 @@ def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=()) -
             raise OnnxError(f"{label}: the model uses opset {version}; einsat reads opsets "
                             f"{MIN_OPSET}-{MAX_OPSET} and onnx.version_converter could not convert it "
                             f"to {target}: {reason}") from None
+        changed = [f"{n!r} {t} -> {_interface(m.graph).get(n)}" for n, t in before.items()
+                   if _interface(m.graph).get(n) != t]
+        if changed:
+            raise OnnxError(f"{label}: the model uses opset {version}; converted to {target} by "
+                            f"onnx.version_converter, its inputs and outputs change: {', '.join(changed)}")
     fix_input_shapes(m.graph, label, input_shapes or {}, set(weights))
+    for o in m.graph.output:
+        if not o.type.HasField("tensor_type"):
+            raise OnnxError(f"{label}: output {o.name!r} has type {type_text(o.type)}; "
+                            f"einsat computes tensor outputs only")
     try:
         m = shape_inference.infer_shapes(m, data_prop=True)
     except Exception as e:  # not raised in non-strict mode but for a broken model
         raise OnnxError(f"{label}: ONNX shape inference failed: {str(e).strip().splitlines()[0]}") from None
+    check_dtypes(m.graph, label)
     return m
+
+
+def check_dtypes(graph: onnx.GraphProto, label: str) -> None:
+    """An OnnxError naming the first value whose element type einsat does not compute with."""
+    values = [(vi.name, vi.type.tensor_type.elem_type, vi.type) for vi in (*graph.input, *graph.output,
+              *graph.value_info) if vi.type.HasField("tensor_type")]
+    values += [(t.name, t.data_type, None) for t in graph.initializer]
+    for name, elem, tp in values:
+        if elem and elem not in DTYPES:
+            shown = type_text(tp) if tp is not None else f"tensor({_T.DataType.Name(elem).lower()})"
+            raise OnnxError(f"{label}: {name!r} has type {shown}; einsat computes tensors of bools, integers "
+                            f"and 16/32/64-bit floating-point numbers only")
+
+
+def _interface(graph: onnx.GraphProto) -> dict[str, str]:
+    """The graph's inputs and outputs as text: name -> type and dims ('?' for a symbolic dim)."""
+    return {vi.name: f"{type_text(vi.type)}{[d if isinstance(d, int) else '?' for d in _dims(vi)]}"
+            for vi in (*graph.input, *graph.output)}
+
+
+def _dims(vi: onnx.ValueInfoProto) -> list:
+    tt = vi.type.tensor_type
+    return [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in tt.shape.dim]
 
 
 def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: set[str]) -> None:
@@ -109,14 +151,14 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
     for name, vi in real.items():
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
-            raise OnnxError(f"{label}: input {name!r} is not a tensor; einsat takes tensor inputs only")
+            raise OnnxError(f"{label}: input {name!r} has type {type_text(vi.type)}; einsat takes tensor inputs only")
         if name in input_shapes:
             shape = [int(d) for d in input_shapes[name]]
             tt.shape.Clear()
             for d in shape:
                 tt.shape.dim.add().dim_value = d
             continue
-        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+        dims = _dims(vi)
         if not tt.HasField("shape") or any(not isinstance(d, int) for d in dims):
             shown = "no shape" if not tt.HasField("shape") else f"shape {dims}"
             raise OnnxError(f"{label}: input {name!r} has {shown}; einsat needs static shapes: fix every "
@@ -179,6 +221,18 @@ def live_nodes(g: onnx.GraphProto) -> list[onnx.NodeProto]:
     return [nodes[k] for k in reversed(live)]
 
 
+def outer_names(node: onnx.NodeProto) -> set[str]:
+    """The names a node's subgraphs (If branches, Loop bodies, ...) read from the enclosing graph."""
+    names: set[str] = set()
+    for a in node.attribute:
+        for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+            local = {i.name for i in (*g.input, *g.initializer)} | {o for n in g.node for o in n.output}
+            for n in g.node:
+                names.update(i for i in (*n.input, *outer_names(n)) if i and i not in local)
+            names.update(o.name for o in g.output if o.name not in local)
+    return names
+
+
 def attr_value(a: onnx.AttributeProto):
     v = helper.get_attribute_value(a)
     if isinstance(v, bytes):
@@ -198,6 +252,44 @@ def static_type(vi: onnx.ValueInfoProto) -> TensorType | None:
     if not tt.HasField("shape") or not tt.elem_type or any(not d.HasField("dim_value") for d in tt.shape.dim):
         return None
     return TensorType([d.dim_value for d in tt.shape.dim], helper.tensor_dtype_to_np_dtype(tt.elem_type))
+
+
+def infer_node_types(onode: onnx.NodeProto, types: dict, constants: dict, opsets: dict) -> dict[str, TensorType]:
+    """Static output types of one node, by ONNX shape inference on a model holding just that node:
+    its inputs typed as einsat knows them (`types`), its small constant inputs given as values.
+    In the whole model ONNX may have lost a shape on the way (a dim it could not compute from
+    data); einsat, which folds the shape arithmetic, has them. Empty when inference fails."""
+    inputs, inits = [], []
+    for name in dict.fromkeys(i for i in onode.input if i):
+        value = constants.get(name)
+        if value is not None and value.size <= 4096:
+            inits.append(numpy_helper.from_array(np.asarray(value), name))
+        else:
+            t = types[name]
+            inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), t.shape))
+    outputs = [onnx.ValueInfoProto(name=o) for o in onode.output if o]
+    graph = helper.make_graph([onode], "node", inputs, outputs, initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
+    try:
+        inferred = shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # an op ONNX cannot infer alone (one reading an outer scope)
+        return {}
+    return {vi.name: t for vi in (*inferred.graph.output, *inferred.graph.value_info) if (t := static_type(vi))}
+
+
+def type_text(tp: onnx.TypeProto) -> str:
+    """An ONNX type as text: 'tensor(float)', 'sequence(tensor(int64))', 'optional(...)', ..."""
+    kind = tp.WhichOneof("value")
+    if kind in ("tensor_type", "sparse_tensor_type"):
+        elem = getattr(tp, kind).elem_type
+        name = onnx.TensorProto.DataType.Name(elem).lower() if elem else "?"
+        return f"{kind[:-5]}({name})"
+    if kind in ("sequence_type", "optional_type"):
+        return f"{kind[:-5]}({type_text(getattr(tp, kind).elem_type)})"
+    if kind == "map_type":
+        key = onnx.TensorProto.DataType.Name(tp.map_type.key_type).lower()
+        return f"map({key}, {type_text(tp.map_type.value_type)})"
+    return "value of unknown type"
 
 
 def value_type(vi: onnx.ValueInfoProto, label: str) -> TensorType:

@@ -46,6 +46,7 @@ class Op(enum.Enum):
     MATMUL = "matmul"
     BATCHMATMUL = "batchmatmul"
     GEMM = "gemm"
+    EINSUM = "einsum"
     G2BMM = "g2bmm"
     GBMM = "gbmm"
     # convolution and pooling
@@ -61,9 +62,11 @@ class Op(enum.Enum):
     BATCHNORM = "batchnorm"
     LAYERNORM = "layernorm"
     SOFTMAX = "softmax"
+    LRN = "lrn"
     # reductions
     REDUCE_SUM = "reduce_sum"
     REDUCE_MEAN = "reduce_mean"
+    CUMSUM = "cumsum"
     # layout
     TRANSPOSE = "transpose"
     RESHAPE = "reshape"
@@ -76,6 +79,8 @@ class Op(enum.Enum):
     SLICE = "slice"
     PAD = "pad"
     GATHER = "gather"
+    GATHER_ELEMENTS = "gather_elements"
+    GATHER_ND = "gather_nd"
     # element-wise math, comparisons and logic (the imperative kernels' vocabulary)
     EXP = "exp"
     LOG = "log"
@@ -83,6 +88,8 @@ class Op(enum.Enum):
     NEG = "neg"
     ABS = "abs"
     FLOOR = "floor"
+    ISNAN = "isnan"
+    CLIP = "clip"
     POW = "pow"
     MAXIMUM = "maximum"
     MINIMUM = "minimum"

@@ -143,3 +143,22 @@ def slice_cases(draw, max_rank: int = 3):
     if draw(st.booleans()) and chosen == tuple(range(len(chosen))):
         del attrs["axes"]
     return {"x": shape, "attrs": attrs}
+
+
+# batched matmul, attention scores, diagonal, trace, transposes under '...', outer product, a chain
+# of three, '...' dims that broadcast, implicit outputs
+EINSUM_EQUATIONS = ("bij,bjk->bik", "bhqd,bhkd->bhqk", "ii->i", "ii", "...ij->...ji", "i,j", "ij,jk,kl->il",
+                    "...ij,...jk->...ik", "ij,kj", "bij->b")
+
+
+@st.composite
+def einsum_cases(draw):
+    """(equation, input shapes): one of `EINSUM_EQUATIONS` with drawn label sizes and '...' dims
+    (as many in every input; those of the second input of size 1 now and then: broadcast)."""
+    eq = draw(st.sampled_from(EINSUM_EQUATIONS))
+    size = {c: draw(st.integers(1, 4)) for c in "bhqdkijl"}
+    terms = eq.split("->")[0].split(",")
+    batch = [draw(shapes(0, 2, 1, 3))] * len(terms)
+    if eq.startswith("...ij,") and draw(st.booleans()):
+        batch[1] = tuple(1 for _ in batch[0])
+    return eq, [(b if "..." in t else ()) + tuple(size[c] for c in t.replace("...", "")) for t, b in zip(terms, batch)]

@@ -20,8 +20,8 @@ from math import prod
 import numpy as np
 
 from einsat.ir.registry import REGISTRY, Op
-from einsat.verify.splits import reshape_groups
 from einsat.verify.regions import Region
+from einsat.verify.splits import reshape_groups
 
 MAX_PIECES = 64  # a region needing more pieces to pass a reshape is computed whole
 

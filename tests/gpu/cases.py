@@ -63,8 +63,9 @@ class _B:
 
 
 UNARY = {"relu": None, "sigmoid": None, "tanh": None, "erf": None, "gelu": None, "leaky_relu": None,
-         "exp": None, "log": "positive", "sqrt": "positive", "neg": None, "abs": None, "floor": None}
-EXACT_UNARY = {"relu", "neg", "abs", "floor", "leaky_relu"}
+         "exp": None, "log": "positive", "sqrt": "positive", "neg": None, "abs": None, "floor": None,
+         "isnan": "nans", "clip": None}
+EXACT_UNARY = {"relu", "neg", "abs", "floor", "leaky_relu", "isnan", "clip"}
 
 
 @st.composite
@@ -74,8 +75,13 @@ def unary(draw, op: str):
     v = x.normal(shape, 3.0)
     if UNARY[op] == "positive":
         v = np.abs(v) + F32(0.01)
+    if UNARY[op] == "nans":
+        v[x.rng.random(shape) < 0.3] = np.nan
     t = x.tensor("x", v, draw(st.booleans()))
     attrs = {}
+    if op == "clip":
+        attrs["low"] = draw(st.sampled_from([-np.inf, -1.0, 0.0]))
+        attrs["high"] = draw(st.sampled_from([np.inf, 6.0, -2.0]))
     if op == "gelu":
         attrs["approximate"] = draw(st.sampled_from(["none", "tanh"]))
     if op == "leaky_relu":
@@ -276,6 +282,53 @@ def reduce(draw, op: str):
 
 
 @st.composite
+def lrn(draw):
+    x = _B("lrn", draw(rs.seeds), draw(floats))
+    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 9)), *draw(rs.shapes(1, 2, 1, 4)))
+    t = x.tensor("x", x.normal(shape, 3.0), draw(st.booleans()))
+    attrs = {"size": draw(st.integers(1, 6)), "alpha": draw(st.sampled_from([1e-4, 0.1])),
+             "beta": draw(st.sampled_from([0.75, 1.0])), "bias": draw(st.sampled_from([1.0, 2.0]))}
+    return x.case("lrn", x.b.lrn(t, **attrs), "ulp")
+
+
+@st.composite
+def cumsum(draw):
+    x = _B("cumsum", draw(rs.seeds), draw(floats))
+    shape = draw(rs.shapes(1, 4, 1, 6)) if draw(st.booleans()) else (2, draw(st.integers(65, 300)))
+    t = x.tensor("x", x.normal(shape), draw(st.booleans()))
+    attrs = {"axis": draw(st.integers(-len(shape), len(shape) - 1)), "exclusive": draw(st.integers(0, 1)),
+             "reverse": draw(st.integers(0, 1))}
+    return x.case("cumsum", x.b.cumsum(t, **attrs), "exact")  # the kernel adds in NumPy's order
+
+
+@st.composite
+def einsum(draw):
+    x = _B("einsum", draw(rs.seeds), draw(floats))
+    eq, shapes = draw(rs.einsum_cases())
+    ts = [x.tensor(f"x{k}", x.normal(s), draw(st.booleans())) for k, s in enumerate(shapes)]
+    return x.case("einsum", x.b.einsum(*ts, equation=eq), "sum")
+
+
+@st.composite
+def gathers(draw, op: str):
+    """gather_elements / gather_nd with indices in range, negative ones included."""
+    x = _B(op, draw(rs.seeds), draw(floats))
+    shape = draw(rs.shapes(1, 4, 1, 5))
+    data = x.tensor("x", x.normal(shape), draw(st.booleans()))
+    if op == "gather_elements":
+        axis = draw(st.integers(0, len(shape) - 1))
+        ishape = tuple(draw(st.integers(1, d + 2 if k == axis else d)) for k, d in enumerate(shape))
+        idx = x.rng.integers(-shape[axis], shape[axis], ishape)
+        return x.case(op, x.b.gather_elements(data, x.tensor("i", idx, draw(st.booleans())), axis=axis), "exact")
+    b = draw(st.integers(0, len(shape) - 1))
+    m = draw(st.integers(1, len(shape) - b))
+    mid = draw(rs.shapes(0, 2, 1, 3))
+    idx = np.stack([x.rng.integers(-shape[b + j], shape[b + j], shape[:b] + mid) for j in range(m)], axis=-1)
+    itype = draw(st.sampled_from([np.int64, np.int32]))
+    return x.case(op, x.b.gather_nd(data, x.tensor("i", idx.astype(itype)), batch_dims=b), "exact")
+
+
+@st.composite
 def argmax(draw):
     x = _B("argmax", draw(rs.seeds))
     shape = draw(rs.shapes(1, 4, 1, 6))
@@ -426,7 +479,8 @@ def strategy(op: str):
         return binary(op)
     simple = {"logical_not": logical_not, "where": where, "cast": cast, "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
-              "layernorm": layernorm, "softmax": softmax, "argmax": argmax}
+              "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
+              "einsum": einsum, "lrn": lrn}
     if op in simple:
         return simple[op]()
     if op in ("matmul", "batchmatmul"):
@@ -441,6 +495,8 @@ def strategy(op: str):
         return reduce(op)
     if op in ("access", "assign"):
         return views(op)
+    if op in ("gather_elements", "gather_nd"):
+        return gathers(op)
     if op in ("loop", "if_"):
         return control(op)
     return layout(op)

@@ -74,12 +74,13 @@ def test_gemm_and_conv_go_through_the_libraries(host):
 
 
 WIDE_OPS = ["add", "gelu", "pad", "concat", "gather", "correct", "softmax", "layernorm", "reduce_sum", "maxpool",
-            "avgpool", "argmax", "g2bmm", "transpose"]
+            "avgpool", "argmax", "g2bmm", "transpose", "gather_elements", "gather_nd", "cumsum",
+            "einsum"]
 
 
 def clear_kernel_caches():
-    from einsat.gpu.kernels import banded, elementwise, layout, reduce
-    for mod in (banded, elementwise, layout, reduce):
+    from einsat.gpu.kernels import banded, einsum, elementwise, layout, reduce
+    for mod in (banded, einsum, elementwise, layout, reduce):
         for fn in vars(mod).values():
             if hasattr(fn, "cache"):
                 fn.cache.clear()

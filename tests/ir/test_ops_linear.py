@@ -85,3 +85,16 @@ def test_shape_errors_name_the_shapes():
         b.gemm(a, b.input("b2", (4, 6)), b.input("c", (4, 6)))
     with pytest.raises(AttributeValueError, match="trans_a"):
         b.gemm(a, b.input("b3", (4, 6)), trans_a=2)
+
+
+@pytest.mark.parametrize("op", [Op.MATMUL, Op.BATCHMATMUL])
+def test_matmul_computes_in_the_operands_dtype(op):
+    """NumPy multiplies bfloat16 arrays into float32; the op's value has its inferred dtype."""
+    import ml_dtypes
+    import numpy as np
+
+    a = np.arange(24).reshape(2, 3, 4).astype(ml_dtypes.bfloat16)
+    b = np.ones((2, 4, 2), ml_dtypes.bfloat16)
+    (out,) = opdef(op).numpy([a, b], {})
+    assert out.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(out.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32))

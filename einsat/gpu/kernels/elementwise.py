@@ -152,6 +152,22 @@ def _floor(a, s, t, ins):
     return f"{t.fn('floor')}({a[0]})" if t.is_float else a[0]
 
 
+@expression("isnan")
+def _isnan(a, s, t, ins):
+    return f"({a[0]} != {a[0]})"
+
+
+@expression("clip")
+def _clip(a, s, t, ins):
+    """min(max(x, low), high) in that order: NaN passes through, low > high gives high."""
+    x, low, high = a[0], s.attr("low", -np.inf), s.attr("high", np.inf)
+    if np.isfinite(low):
+        x = f"(({x} < {t.literal(low)}) ? {t.literal(low)} : {x})"
+    if np.isfinite(high):
+        x = f"(({x} > {t.literal(high)}) ? {t.literal(high)} : {x})"
+    return f"({x})"
+
+
 @expression("neg")
 def _neg(a, s, t, ins):
     return f"(-{a[0]})"

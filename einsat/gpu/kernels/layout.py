@@ -1,4 +1,4 @@
-"""Layout kernels that are not plain views: pad, concat, gather, and PET's `correct`.
+"""Layout kernels that are not plain views: pad, concat, the gathers, and PET's `correct`.
 
 (Transpose, slice, expand, split, squeeze and contiguous reshapes are strided views and cost
 no kernel; `elementwise.copy_kernel` materializes a view when a consumer needs one.)
@@ -123,6 +123,58 @@ def gather_kernel(data: Operand, indices: Operand, axis: int) -> Kernel:
     params = [Param("in0", "in", data.dtype), Param("ind", "in", indices.dtype), Param("out", "out", data.dtype)]
     span = max(extent(data.shape, data.strides), extent(indices.shape, indices.strides))
     return make_kernel("gather", params, grid_stride("\n".join(x for x in lines if x), work), work, span=span)
+
+
+def _index(var: str, load: str, dim: int) -> list[str]:
+    """C lines reading index `load` into `var`: negative counts from the end, out of range is
+    clamped (a kernel cannot raise; the registry's NumPy rejects such indices on the host)."""
+    return [f"        idx_t {var} = (idx_t){load};",
+            f"        if ({var} < 0) {var} += {dim}LL;",
+            f"        {var} = {var} < 0 ? 0 : ({var} >= {dim}LL ? {dim - 1}LL : {var});"]
+
+
+def _gather_params(data: Operand, indices: Operand) -> list[Param]:
+    if indices.dtype.kind not in "iu":
+        raise ExecutionError(f"gather indices must be integers, got {indices.dtype}")
+    return [Param("in0", "in", data.dtype), Param("ind", "in", indices.dtype), Param("out", "out", data.dtype)]
+
+
+@memoize
+def gather_elements_kernel(data: Operand, indices: Operand, axis: int) -> Kernel:
+    """out = np.take_along_axis(data, indices, axis); out has the indices' shape."""
+    params = _gather_params(data, indices)
+    if data.shape[axis] == 0:
+        raise ExecutionError(f"gather_elements from the empty axis {axis} of {list(data.shape)}")
+    ct = ctype(data.dtype)
+    c = [f"c{k}" for k in range(len(indices.shape))]
+    coords = ["j" if k == axis else ck for k, ck in enumerate(c)]
+    lines = [decompose("i", indices.shape), *_index("j", f"ind[{dot(c, indices.strides)}]", data.shape[axis]),
+             f"        out[i] = {ct.save(ct.load(f'in0[{dot(coords, data.strides)}]'))};"]
+    work = numel(indices.shape)
+    span = max(extent(data.shape, data.strides), extent(indices.shape, indices.strides))
+    return make_kernel("gather_elements", params, grid_stride("\n".join(x for x in lines if x), work), work,
+                       span=span)
+
+
+@memoize
+def gather_nd_kernel(data: Operand, indices: Operand, batch_dims: int) -> Kernel:
+    """out[b.., i.., s..] = data[b.., *indices[b.., i.., :], s..] (ONNX GatherND)."""
+    params = _gather_params(data, indices)
+    b, q, m = batch_dims, len(indices.shape), indices.shape[-1]
+    out_shape = indices.shape[:-1] + data.shape[b + m:]
+    ct = ctype(data.dtype)
+    c = [f"c{k}" for k in range(len(out_shape))]
+    lines = [decompose("i", out_shape)]
+    picked = []
+    for j in range(m):
+        at = dot(c[:q - 1], indices.strides[:q - 1], 0)
+        lines += _index(f"j{j}", f"ind[{at} + {j * indices.strides[-1]}LL]", data.shape[b + j])
+        picked.append(f"j{j}")
+    coords = c[:b] + picked + c[q - 1:]
+    lines.append(f"        out[i] = {ct.save(ct.load(f'in0[{dot(coords, data.strides)}]'))};")
+    work = numel(out_shape)
+    span = max(extent(data.shape, data.strides), extent(indices.shape, indices.strides))
+    return make_kernel("gather_nd", params, grid_stride("\n".join(x for x in lines if x), work), work, span=span)
 
 
 @memoize

@@ -1,4 +1,4 @@
-"""Reduction kernels: reduce (sum, mean, max), softmax, layer normalization, pooling.
+"""Reduction kernels: reduce (sum, mean, max), cumsum, softmax, layer normalization, LRN, pooling.
 
 A reduction maps each output element (a "row") to a set of input elements. Two shapes of
 kernel cover every size: a thread per row with a serial loop when rows are short
@@ -228,6 +228,49 @@ def pool_kernel(src: Operand, out_shape: Sequence[int], kind: str, kernel: Seque
     work = numel(out_shape)
     params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]
     return make_kernel(f"{kind}pool", params, grid_stride("\n".join(lines), work), work, span=_span(src))
+
+
+@memoize
+def lrn_kernel(src: Operand, size: int, alpha: float, beta: float, bias: float) -> Kernel:
+    """ONNX LRN, one thread per element: its channel window's squares summed in NumPy's order
+    (lowest channel first), then x / (bias + alpha / size * sum) ** beta."""
+    ct = ctype(src.dtype)
+    if not ct.is_float:
+        raise ExecutionError(f"lrn needs a float input, got {src.dtype}")
+    channels, lo, hi = src.shape[1], (size - 1) // 2, -(-(size - 1) // 2)
+    c = [f"c{k}" for k in range(len(src.shape))]
+    base = dot(["c0", *c[2:]], [src.strides[0], *src.strides[2:]])
+    x = ct.load(f"in0[{base} + q * {src.strides[1]}LL]")
+    value = f"{x} / {ct.fn('pow')}({ct.literal(bias)} + {ct.literal(alpha / size)} * s, {ct.literal(beta)})"
+    body = (f"{decompose('i', src.shape)}\n        {ct.compute} s = 0;\n"
+            f"        for (idx_t q = c1 - {lo}LL; q <= c1 + {hi}LL; ++q) {{\n"
+            f"            if (q >= 0 && q < {channels}LL) {{ const {ct.compute} v = {x}; s += v * v; }}\n        }}\n"
+            f"        {{ const idx_t q = c1; out[i] = {ct.save(value)}; }}")
+    work = numel(src.shape)
+    params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]
+    return make_kernel("lrn", params, grid_stride(body, work), work, span=max(_span(src), work))
+
+
+@memoize
+def cumsum_kernel(src: Operand, axis: int, exclusive: bool, reverse: bool) -> Kernel:
+    """Running sums along `axis` (ONNX CumSum) into a contiguous output, one thread per row,
+    in the order NumPy adds them."""
+    n = src.shape[axis]
+    ct = ctype(src.dtype)
+    ostrides = contiguous_strides(src.shape)
+    kept = [k for k in range(len(src.shape)) if k != axis]
+    kc = [f"k{j}" for j in range(len(kept))]
+    order = f"idx_t j = {n - 1}LL; j >= 0; --j" if reverse else f"idx_t j = 0; j < {n}LL; ++j"
+    x, dst = ct.load(f"in0[base + j * {src.strides[axis]}LL]"), f"out[obase + j * {ostrides[axis]}LL]"
+    step = f"{dst} = {ct.save('acc')}; acc += {x};" if exclusive else f"acc += {x}; {dst} = {ct.save('acc')};"
+    body = (f"{decompose('i', [src.shape[k] for k in kept], 'k')}\n"
+            f"        const idx_t base = {dot(kc, [src.strides[k] for k in kept])};\n"
+            f"        const idx_t obase = {dot(kc, [ostrides[k] for k in kept])};\n"
+            f"        {ct.compute} acc = {ct.literal(0)};\n"
+            f"        for ({order}) {{ {step} }}")
+    work = numel([src.shape[k] for k in kept])
+    params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]
+    return make_kernel("cumsum", params, grid_stride(body, work), work, span=max(_span(src), numel(src.shape)))
 
 
 @memoize

@@ -2,12 +2,20 @@
 
 transpose, slice, split, expand, squeeze, unsqueeze, flatten, identity and reshape cost no
 kernel (reshape copies only when the input's layout cannot be viewed with the new shape);
-pad, concat, gather and `correct` are one generated kernel each; constant uploads once.
+pad, concat, gather, gather_elements, gather_nd and `correct` are one generated kernel each;
+constant uploads once.
 """
 
 from __future__ import annotations
 
-from einsat.gpu.kernels.layout import concat_kernel, correct_kernel, gather_kernel, pad_kernel
+from einsat.gpu.kernels.layout import (
+    concat_kernel,
+    correct_kernel,
+    gather_elements_kernel,
+    gather_kernel,
+    gather_nd_kernel,
+    pad_kernel,
+)
 from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
 
 
@@ -83,6 +91,20 @@ def concat(dev, node, args, out_types):
 def gather(dev, node, args, out_types):
     data, idx = args
     k = gather_kernel(operand(data), operand(idx), node.attrs.get("axis", 0))
+    return [run_kernel(dev, k, [data, idx], out_types[0].shape, out_types[0].dtype)]
+
+
+@implements("gather_elements")
+def gather_elements(dev, node, args, out_types):
+    data, idx = args
+    k = gather_elements_kernel(operand(data), operand(idx), node.attrs["axis"])
+    return [run_kernel(dev, k, [data, idx], out_types[0].shape, out_types[0].dtype)]
+
+
+@implements("gather_nd")
+def gather_nd(dev, node, args, out_types):
+    data, idx = args
+    k = gather_nd_kernel(operand(data), operand(idx), node.attrs["batch_dims"])
     return [run_kernel(dev, k, [data, idx], out_types[0].shape, out_types[0].dtype)]
 
 

@@ -1,4 +1,5 @@
-"""Matrix products on cuBLAS: matmul (NumPy broadcasting), batchmatmul, gemm.
+"""Matrix products on cuBLAS: matmul (NumPy broadcasting), batchmatmul, gemm; einsum as one
+generated kernel.
 
 Operands enter cuBLAS as the views they are (a transposed or broadcast input costs no copy);
 only a matrix with no unit-stride axis is copied first. Dtypes cuBLAS lacks (integers) run a
@@ -8,9 +9,11 @@ generated kernel.
 from __future__ import annotations
 
 from einsat.gpu.kernels import cublas
+from einsat.gpu.kernels.einsum import einsum_kernel
 from einsat.gpu.kernels.elementwise import copy_kernel
 from einsat.gpu.kernels.reduce import matmul_kernel
 from einsat.gpu.lower.common import implements, materialize, operand, reshape, run_kernel
+from einsat.ir.ops.einsum import einsum_labels, label_sizes
 
 
 def _elems(a) -> tuple[int, ...]:
@@ -91,3 +94,11 @@ def gemm(dev, node, args, out_types):
         beta = 0.0
     batched_product(dev, a, b, out, float(at.get("alpha", 1.0)), beta)
     return [out]
+
+
+@implements("einsum")
+def einsum(dev, node, args, out_types):
+    labels, out = einsum_labels(node.attrs["equation"], [a.ndim for a in args])
+    sizes = tuple(sorted(label_sizes(labels, [a.shape for a in args]).items()))
+    k = einsum_kernel(tuple(operand(a) for a in args), tuple(labels), out, sizes)
+    return [run_kernel(dev, k, list(args), out_types[0].shape, out_types[0].dtype)]

@@ -1,11 +1,13 @@
-"""Reductions and normalizations as generated kernels: reduce_sum, reduce_mean, softmax,
-layernorm, max/average pooling and global average pooling."""
+"""Reductions and normalizations as generated kernels: reduce_sum, reduce_mean, cumsum, softmax,
+layernorm, lrn, max/average pooling and global average pooling."""
 
 from __future__ import annotations
 
 from einsat.gpu.kernels.reduce import (
     argmax_kernel,
+    cumsum_kernel,
     layernorm_kernel,
+    lrn_kernel,
     pool_kernel,
     reduce_kernel,
     softmax_kernel,
@@ -34,6 +36,20 @@ def reduce_mean(dev, node, args, out_types):
 @implements("reduce_max")
 def reduce_max(dev, node, args, out_types):
     return [_reduce(dev, args[0], node.attrs.get("axes", ()), "max", out_types[0])]
+
+
+@implements("lrn")
+def lrn(dev, node, args, out_types):
+    a = node.attrs
+    k = lrn_kernel(operand(args[0]), a["size"], a["alpha"], a["beta"], a["bias"])
+    return [run_kernel(dev, k, [args[0]], out_types[0].shape, out_types[0].dtype)]
+
+
+@implements("cumsum")
+def cumsum(dev, node, args, out_types):
+    a = node.attrs
+    k = cumsum_kernel(operand(args[0]), a["axis"], bool(a["exclusive"]), bool(a["reverse"]))
+    return [run_kernel(dev, k, [args[0]], out_types[0].shape, out_types[0].dtype)]
 
 
 @implements("global_avgpool")

@@ -8,9 +8,11 @@ from einsat.ir.ops import (  # noqa: F401
     control,  # functionalization: loop and if
     conv,
     conv_transpose,
+    einsum,
     elementwise,
     extrema,
     fused,  # conv/matmul epilogues, made by rewrites
+    indexing,
     layout,
     linear,
     math,

@@ -24,6 +24,11 @@ def matmul_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return out
 
 
+def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """np.matmul in the operands' dtype (NumPy computes bfloat16 products in float32)."""
+    return np.matmul(a, b).astype(a.dtype, copy=False)
+
+
 @register
 class MatMul(OpDef):
     op = Op.MATMUL
@@ -37,7 +42,7 @@ class MatMul(OpDef):
         return [TensorType(matmul_shape(a.shape, b.shape), same_dtype(types))]
 
     def numpy(self, args, attrs):
-        return [np.matmul(*args)]
+        return [_matmul(*args)]
 
     def flops(self, ins, outs, attrs):
         """2·K per output element (a multiply-add counts 2)."""
@@ -68,7 +73,7 @@ class BatchMatMul(OpDef):
         return [TensorType((a.shape[0], a.shape[1], b.shape[2]), same_dtype(types))]
 
     def numpy(self, args, attrs):
-        return [np.matmul(*args)]
+        return [_matmul(*args)]
 
     def flops(self, ins, outs, attrs):
         """2·B·M·N·K."""

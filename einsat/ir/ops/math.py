@@ -1,8 +1,9 @@
 """Element-wise math, comparisons, logic and casts: the vocabulary of imperative kernels.
 
 Box decoding needs exp and log, normalization sqrt, clipping maximum and minimum, score updates
-comparisons and boolean logic. All ops broadcast like NumPy/ONNX; comparisons return bool,
-logic ops take and return bool, `cast` converts to `dtype` with NumPy's `astype`.
+comparisons and boolean logic. All ops broadcast like NumPy/ONNX; comparisons and isnan return
+bool, logic ops take and return bool, `cast` converts to `dtype` with NumPy's `astype`. `clip`
+(ONNX Clip, PyTorch's relu6 and hardtanh) bounds a floating-point tensor by static bounds.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from einsat.ir.ops.elementwise import _Binary, _Unary
+from einsat.ir.ops.onnx_args import const_input
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -28,6 +30,62 @@ Sqrt = _unary("Sqrt", Op.SQRT, "Sqrt", np.sqrt, 4, "out = √x")
 Neg = _unary("Neg", Op.NEG, "Neg", np.negative, 1, "out = -x", multilinear=True)
 Abs = _unary("Abs", Op.ABS, "Abs", np.abs, 1, "out = |x|")
 Floor = _unary("Floor", Op.FLOOR, "Floor", np.floor, 1, "out = ⌊x⌋")
+
+
+@register
+class IsNaN(_Unary):
+    """out = x is NaN (bool)."""
+
+    op = Op.ISNAN
+    onnx_type = "IsNaN"
+
+    def infer(self, types, attrs):
+        return [TensorType(types[0].shape, np.bool_)]
+
+    def numpy(self, args, attrs):
+        return [np.isnan(args[0])]
+
+
+@register
+class Clip(_Unary):
+    """out = min(max(x, low), high): NaN stays NaN, and low > high gives high (ONNX Clip).
+
+    Floating-point x only; the bounds are static (ONNX's optional min/max inputs, constants at
+    import) and float32 numbers, like every float attribute.
+    """
+
+    op = Op.CLIP
+    onnx_type = "Clip"
+    attrs = {"low": Attr("float", float("-inf")), "high": Attr("float", float("inf"))}
+
+    def infer(self, types, attrs):
+        if types[0].dtype.kind != "f":
+            raise ShapeError(f"clip takes a floating-point input, got {types[0]}")
+        return [types[0]]
+
+    def numpy(self, args, attrs):
+        x = args[0]
+        return [np.minimum(np.maximum(x, x.dtype.type(attrs["low"])), x.dtype.type(attrs["high"]))]
+
+    def from_onnx(self, ctx, onode):
+        if ctx.type(onode.input[0]).dtype.kind != "f":
+            raise ctx.not_representable(f"Clip of {ctx.type(onode.input[0])} (einsat's clips floating point)")
+        bounds = {}
+        for k, name, default in ((1, "low", -np.inf), (2, "high", np.inf)):
+            value = const_input(ctx, onode, k, name)
+            value = default if value is None else float(value)
+            if value != float(np.float32(value)):
+                raise ctx.not_representable(f"Clip's {name} bound {value!r} is not a float32 number")
+            bounds[name] = value
+        return [onode.input[0]], bounds
+
+    def to_onnx(self, ctx, node):
+        dtype = ctx.type(node.inputs[0]).dtype
+        bounds = [ctx.constant(np.array(v, dtype), name) if np.isfinite(v) else ""
+                  for name, v in (("low", node.attrs["low"]), ("high", node.attrs["high"]))]
+        while bounds and not bounds[-1]:
+            bounds.pop()
+        ctx.node("Clip", [node.inputs[0], *bounds], node.outputs)
 
 
 @register

@@ -1,12 +1,16 @@
-"""Normalizations: batchnorm (inference form), layernorm, softmax.
+"""Normalizations: batchnorm (inference form), layernorm, softmax, lrn.
 
     batchnorm(x, scale, bias, mean, var)[n, c, ...] = (x - mean[c]) · scale[c] / sqrt(var[c] + eps) + bias[c]
     layernorm(x, scale, bias) = (x - E[x]) / sqrt(Var[x] + eps) · scale + bias,
         E and Var (biased) over the dims axis..rank-1, computed in float32 at least
     softmax(x)[..] = exp(x - max) / sum(exp(x - max)) along `axis`
+    lrn(x)[n, c, ...] = x[n, c, ...] / (bias + alpha / size · Σ_{c' ∈ window(c)} x[n, c', ...]²) ** beta,
+        window(c) = [c - ⌊(size-1)/2⌋, c + ⌈(size-1)/2⌉] ∩ channels (ONNX LRN, AlexNet's)
 """
 
 from __future__ import annotations
+
+from math import prod
 
 import numpy as np
 
@@ -148,3 +152,64 @@ class Softmax(OpDef):
 
     def to_onnx(self, ctx, node):
         ctx.node("Softmax", node.inputs, node.outputs, axis=node.attrs["axis"])
+
+
+@register
+class LRN(OpDef):
+    """Local response normalization across channels (dim 1), as the ONNX spec defines it."""
+
+    op = Op.LRN
+    onnx_type = "LRN"
+    attrs = {"size": Attr("int", check=lambda v: None if v > 0 else "must be positive"),
+             "alpha": Attr("float", 1e-4), "beta": Attr("float", 0.75), "bias": Attr("float", 1.0)}
+
+    def infer(self, types, attrs):
+        x = types[0]
+        if x.rank < 3 or x.dtype.kind != "f":
+            raise ShapeError(f"lrn takes a floating-point [N, C, *spatial] input, got {x}")
+        return [x]
+
+    def numpy(self, args, attrs):
+        x, size = args[0], attrs["size"]
+        c = x.shape[1]
+        lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+        sq = np.pad(x * x, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+        total = sum(sq[:, k:k + c] for k in range(size))
+        scale = x.dtype.type(attrs["bias"]) + x.dtype.type(attrs["alpha"] / size) * total
+        return [(x / scale ** x.dtype.type(attrs["beta"])).astype(x.dtype, copy=False)]
+
+    def flops(self, ins, outs, attrs):
+        """A square and `size` adds per element, then the scale, its power and the divide."""
+        return (attrs["size"] + 5) * outs[0].size
+
+    def to_onnx(self, ctx, node):
+        """ONNX LRN where onnxruntime runs it (rank 4, an odd size; other ranks are reshaped to
+        [N, C, prod(spatial), 1], the sum running across channels alone). An even size, which
+        onnxruntime refuses, is written out: the channel window's sum of squares as an average pool
+        over [N, 1, C, prod(spatial)] padded (size-1)//2 before and size//2 after, then
+        x / (bias + alpha * mean)^beta."""
+        (x,), (y,) = node.inputs, node.outputs
+        t = ctx.type(x)
+        shape, a = t.shape, node.attrs
+        if a["size"] % 2:
+            attrs = {k: a[k] for k in ("size", "alpha", "beta", "bias")}
+            if len(shape) == 4:
+                ctx.node("LRN", [x], [y], **attrs)
+                return
+            flat = (shape[0], shape[1], prod(shape[2:]), 1)
+            (x4,) = ctx.node("Reshape", [x, ctx.constant(np.array(flat, np.int64), "shape")], [ctx.fresh("x4")])
+            (y4,) = ctx.node("LRN", [x4], [ctx.fresh("y4")], **attrs)
+            ctx.node("Reshape", [y4, ctx.constant(np.array(shape, np.int64), "shape")], [y])
+            return
+        size, lo = a["size"], (a["size"] - 1) // 2
+        scalar = lambda v, hint: ctx.constant(np.array(v, t.dtype), hint)
+        (sq,) = ctx.node("Mul", [x, x], [ctx.fresh("sq")])
+        flat = np.array((shape[0], 1, shape[1], prod(shape[2:])), np.int64)
+        (sq,) = ctx.node("Reshape", [sq, ctx.constant(flat, "shape")], [ctx.fresh("sq4")])
+        (mean,) = ctx.node("AveragePool", [sq], [ctx.fresh("mean")], kernel_shape=(size, 1),
+                           pads=(lo, 0, size - 1 - lo, 0), count_include_pad=1)
+        (mean,) = ctx.node("Reshape", [mean, ctx.constant(np.array(shape, np.int64), "shape")], [ctx.fresh("m")])
+        (scale,) = ctx.node("Mul", [mean, scalar(a["alpha"], "alpha")], [ctx.fresh("scaled")])
+        (scale,) = ctx.node("Add", [scale, scalar(a["bias"], "bias")], [ctx.fresh("scale")])
+        (scale,) = ctx.node("Pow", [scale, scalar(a["beta"], "beta")], [ctx.fresh("power")])
+        ctx.node("Div", [x, scale], [y])

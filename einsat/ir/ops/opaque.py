@@ -116,7 +116,10 @@ def _evaluator(node: bytes, domain: str, opset: int, in_dtypes: tuple):
             for n, dt in zip(ins, in_dtypes) if n]
     g_out = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in outs]
     graph = helper.make_graph([one], "opaque", g_in, g_out)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(domain, opset)])
+    # a node of another domain may hold graph attributes of ai.onnx ops (FlexAttention's score
+    # functions): the default domain is declared too, at the newest opset onnx knows
+    opsets = {domain: opset} if domain in ("", "ai.onnx") else {domain: opset, "": onnx.defs.onnx_opset_version()}
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
     return ReferenceEvaluator(model, new_ops=_REFERENCE_FIXES()), [n for n in ins if n], outs
 
 

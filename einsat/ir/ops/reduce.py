@@ -1,7 +1,9 @@
-"""Reductions: reduce_sum and reduce_mean over `axes` (ONNX ReduceSum / ReduceMean).
+"""Reductions: reduce_sum and reduce_mean over `axes` (ONNX ReduceSum / ReduceMean), and the
+running sums of cumsum (ONNX CumSum).
 
-Both are linear. `axes` is normalized to an explicit sorted tuple of non-negative axes; the
+All are linear. `axes` is normalized to an explicit sorted tuple of non-negative axes; the
 default () means every axis and is filled in. keepdims=1 keeps reduced dims as size 1.
+cumsum is not flagged multi-linear: the corrector (`einsat/verify`) has no rule for it.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import numpy as np
 
 from einsat.ir.ops.layout import normalize_axes
 from einsat.ir.ops.onnx_args import const_ints, int64s
+from einsat.ir.ops.slicing import _axis
 from einsat.ir.registry import Attr, Op, OpDef, one_of, register
 from einsat.ir.types import TensorType
 
@@ -76,3 +79,43 @@ class ReduceMean(_Reduce):
     def flops(self, ins, outs, attrs):
         """One add per input element, one divide per output element."""
         return ins[0].size + outs[0].size
+
+
+@register
+class CumSum(OpDef):
+    """Running sums along `axis`: out[.., i, ..] = Σ_{j ≤ i} x[.., j, ..]; `exclusive` leaves out
+    x[i] itself (j < i), `reverse` sums from the end (j ≥ i, or j > i when exclusive)."""
+
+    op = Op.CUMSUM
+    onnx_type = "CumSum"
+    attrs = {"axis": Attr("int", 0), "exclusive": Attr("int", 0, one_of(0, 1)),
+             "reverse": Attr("int", 0, one_of(0, 1))}
+
+    def normalize(self, attrs, types):
+        return _axis(attrs, types)
+
+    def infer(self, types, attrs):
+        return [types[0]]
+
+    def numpy(self, args, attrs):
+        x, axis = args[0], attrs["axis"]
+        if attrs["reverse"]:
+            x = np.flip(x, axis)
+        y = np.cumsum(x, axis=axis, dtype=x.dtype)
+        if attrs["exclusive"]:
+            y = np.concatenate([np.zeros_like(np.take(y, [0], axis=axis)), np.delete(y, -1, axis=axis)], axis=axis)
+        return [np.flip(y, axis) if attrs["reverse"] else y]
+
+    def flops(self, ins, outs, attrs):
+        """One add per element."""
+        return ins[0].size
+
+    def from_onnx(self, ctx, onode):
+        (axis,) = const_ints(ctx, onode, 1, "axis")
+        a = ctx.attrs(onode)
+        return [onode.input[0]], {"axis": axis, "exclusive": a.get("exclusive", 0), "reverse": a.get("reverse", 0)}
+
+    def to_onnx(self, ctx, node):
+        a = node.attrs
+        axis = ctx.constant(np.array(a["axis"], np.int64), "axis")
+        ctx.node("CumSum", [node.inputs[0], axis], node.outputs, exclusive=a["exclusive"], reverse=a["reverse"])

@@ -2,9 +2,10 @@
 
 An `OpDef` subclass carries everything about its op: attributes (with defaults and
 validation), arity, shape inference, NumPy reference semantics, the ONNX mapping both ways,
-FLOP and byte counts and the flags the optimizer reads (multi-linear, element-wise,
-layout-only). Every other layer looks the op up here with `opdef(op)`; `tests/ir/test_registry.py`
-walks the registry and checks each op has all of them.
+FLOP and byte counts, the flags the optimizer reads (multi-linear, element-wise,
+layout-only) and, for ops that are tensor algebra, their expression (EinNet §3). Every other
+layer looks the op up here with `opdef(op)`; `tests/ir/test_registry.py` walks the registry and
+checks each op has all of them.
 
 Attributes are static: shape-like ONNX inputs (Reshape's shape, Slice's starts, ...) become
 attributes at import, so that the e-graph sees them as primitives.
@@ -233,6 +234,13 @@ class OpDef:
               attrs: Mapping[str, Any]) -> int:
         """Bytes moved to and from memory if each input is read once and each output written once."""
         return sum(t.nbytes for t in ins if t is not None) + sum(t.nbytes for t in outs)
+
+    # -- tensor algebra (EinNet §3) -------------------------------------------------------
+    def expression(self, inputs: Sequence[TensorType | None], attrs: Mapping[str, Any]):
+        """The op as a tensor-algebra expression (`einsat.ir.expr.Expr`) reading its inputs by
+        position, or None: the op has none (a data-dependent index, a normalization) or none for
+        these attributes (e.g. maxpool with padding, which pads with -inf, not 0)."""
+        return None
 
     # -- ONNX ---------------------------------------------------------------------------
     def from_onnx(self, ctx, onode) -> tuple[list[str], dict[str, Any]]:

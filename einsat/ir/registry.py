@@ -106,6 +106,8 @@ class Op(enum.Enum):
     IDENTITY = "identity"
     CORRECT = "correct"
     OPAQUE = "opaque"
+    # EinNet's eOperator: a node carrying its tensor-algebra expression
+    EOP = "eop"
 
 
 REQUIRED = object()

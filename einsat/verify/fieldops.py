@@ -252,6 +252,7 @@ class Constant(Move):
 def _rules():
     from einsat.verify.fieldcontract import CONTRACTIONS
     from einsat.verify.fieldconv import Conv
+    from einsat.verify.fieldexpr import Eop
     from einsat.verify.fieldwindows import AvgPool, BatchNorm, Divide, Elementwise, GlobalAvgPool, Reduce
     rules = {
         Op.ADD: Elementwise(F.add), Op.SUB: Elementwise(F.sub), Op.MUL: Elementwise(F.mul, True),
@@ -270,6 +271,7 @@ def _rules():
             rules[Op[name]] = Generic()
     rules.update(CONTRACTIONS)
     rules.update({Op.CONV: Conv(), Op.CONV_TRANSPOSE: Conv(transposed=True)})
+    rules[Op.EOP] = Eop()
     return rules
 
 

@@ -77,7 +77,7 @@ def test_generated_kernels_compile_for_sm90(tmp_path, monkeypatch):
     assert len(kernels) > len({k.name for k in narrow})
     families = {k.family for k in kernels.values()}
     assert {"ew", "pad", "concat", "gather", "correct", "reduce_sum", "reduce_mean", "reduce_max", "softmax",
-            "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul"} <= families
+            "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul", "eop"} <= families
     src = tmp_path / "kernels.cu"
     src.write_text("\n".join(k.source for k in kernels.values()))
     out = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", "-diag-suppress", "177",

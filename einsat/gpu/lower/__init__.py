@@ -117,4 +117,4 @@ def implemented() -> frozenset[str]:
     return frozenset(IMPLS)
 
 
-from einsat.gpu.lower import banded, control, conv, elementwise, fused, layout, linear, reduce, views  # noqa: E402,F401,I001
+from einsat.gpu.lower import banded, control, conv, elementwise, eop, fused, layout, linear, reduce, views  # noqa: E402,F401,I001

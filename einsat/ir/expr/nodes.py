@@ -214,3 +214,11 @@ def add(*terms: Body) -> Body:
     for t in terms[1:]:
         out = Call("add", (out, t))
     return out
+
+
+def relabel_inputs(e: Expr, mapping: Mapping[int, int]) -> Expr:
+    """`e` reading input `mapping[k]` wherever it read input k (scopes too)."""
+    def read(r: Read) -> Body:
+        src = mapping[r.src] if isinstance(r.src, int) else relabel_inputs(r.src, mapping)
+        return Read(src, r.idx)
+    return e.with_body(map_reads(e.body, read))

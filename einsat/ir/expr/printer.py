@@ -181,8 +181,9 @@ _TOKEN = re.compile(r"[()]|[^\s()]+")
 
 
 def parse(text: str) -> Expr:
-    """An expression from its print (any iterator names, any order); raises AttributeValueError
-    naming what is wrong."""
+    """An expression from a print (iterators named `i<k>`, `s<k>` by position in the `L` and `S`
+    lists, in any order of summations and operands); raises AttributeValueError naming what is
+    wrong."""
     tokens = _TOKEN.findall(text)
     pos = 0
 

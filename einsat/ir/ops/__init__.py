@@ -9,6 +9,7 @@ from einsat.ir.ops import (  # noqa: F401
     conv,
     conv_transpose,
     elementwise,
+    eop,  # EinNet's eOperators: nodes carrying their expression
     extrema,
     fused,  # conv/matmul epilogues, made by rewrites
     layout,

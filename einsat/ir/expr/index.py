@@ -52,10 +52,15 @@ class Index:
     # -- construction ------------------------------------------------------------------------
     @staticmethod
     def of(terms: Mapping[Atom, int] | list[tuple[Atom, int]], const: int = 0) -> "Index":
-        acc: dict[Atom, int] = {}
-        for a, c in (terms.items() if isinstance(terms, Mapping) else terms):
-            acc[a] = acc.get(a, 0) + int(c)
-        items = sorted(((a, c) for a, c in acc.items() if c), key=lambda t: _atom_key(t[0]))
+        if isinstance(terms, dict):
+            acc = terms
+        else:
+            acc = {}
+            for a, c in terms:
+                acc[a] = acc.get(a, 0) + c
+        items = [(a, int(c)) for a, c in acc.items() if c]
+        if len(items) > 1:
+            items.sort(key=lambda t: t[0] if isinstance(t[0], str) else t[0].key())
         return Index(tuple(items), int(const))
 
     def __add__(self, other: "Index | int") -> "Index":
@@ -126,15 +131,25 @@ class Index:
 
     # -- transformation ----------------------------------------------------------------------
     def subst(self, mapping: Mapping[str, "Index"]) -> "Index":
-        out = Index(const=self.const)
+        acc: dict[Atom, int] = {}
+        const = self.const
         for a, c in self.terms:
             if isinstance(a, str):
-                part = mapping.get(a, Index(((a, 1),)))
+                part = mapping.get(a)
+                if part is None:
+                    acc[a] = acc.get(a, 0) + c
+                    continue
             else:
                 inner = a.arg.subst(mapping)
                 part = inner.floordiv(a.q) if a.kind == "/" else inner.mod(a.q)
-            out = out + part * c
-        return out
+            for b, d in part.terms:
+                acc[b] = acc.get(b, 0) + c * d
+            const += c * part.const
+        return Index.of(acc, const)
+
+    def without(self, name: str) -> "Index":
+        """The index with iterator `name`'s plain term dropped."""
+        return Index(tuple(t for t in self.terms if t[0] != name), self.const)
 
     def rename(self, names: Mapping[str, str]) -> "Index":
         return self.subst({k: var(v) for k, v in names.items()})

@@ -222,3 +222,27 @@ def relabel_inputs(e: Expr, mapping: Mapping[int, int]) -> Expr:
         src = mapping[r.src] if isinstance(r.src, int) else relabel_inputs(r.src, mapping)
         return Read(src, r.idx)
     return e.with_body(map_reads(e.body, read))
+
+
+def all_scopes(e: Expr) -> list[Expr]:
+    """`e` and every scope below it, each once, children before parents."""
+    out: list[Expr] = []
+
+    def visit(s: Expr) -> None:
+        for c in scopes(s):
+            visit(c)
+        if s not in out:
+            out.append(s)
+    visit(e)
+    return out
+
+
+def replace_reads_of(e: Expr, old: Expr, fn: Callable[[Read], Body]) -> Expr:
+    """`e` with every read of the scope `old`, at any depth, replaced by `fn(read)`."""
+    def read(r: Read) -> Body:
+        if isinstance(r.src, int):
+            return r
+        if r.src == old:
+            return fn(r)
+        return Read(replace_reads_of(r.src, old, fn), r.idx)
+    return e.with_body(map_reads(e.body, read))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping, Sequence
 
 from egglog import bindings
 
@@ -164,6 +164,47 @@ class Session:
 
     def add_weight(self, array, hint: str = "w") -> Term:
         return self.handles.weight(array, hint)
+
+    def add_subgraph(self, graph: Graph, inputs: Mapping[str, Term | Ref | int],
+                     outputs: Sequence[Term | Ref | int] | None = None) -> list[Ref]:
+        """Insert `graph` over existing e-classes; returns a `Ref` per output of `graph`.
+
+        What generators use to put a whole program in (a PET corrected mutant, an EinNet
+        instantiation): `inputs` binds every graph input to an e-class (an export id, a `Ref` or
+        a `Term`) of the same type; the graph's weights enter as content-named weights (so equal
+        arrays meet in one leaf). With `outputs` (one e-class per graph output, in order), each
+        output is unioned with it: the caller asserts the subgraph computes those values
+        exactly. Nothing becomes a root and nothing gets an `ord`: the values are not source
+        program values. Like `union`, the commands are queued (and a generator's queue is cut
+        to the node budget, whole commands at a time).
+        """
+        missing = [n for n in graph.inputs if n not in inputs]
+        unknown = [n for n in inputs if n not in graph.inputs]
+        if missing or unknown:
+            raise GraphError(f"add_subgraph({graph.name!r}): inputs {missing} are not bound"
+                             if missing else f"add_subgraph({graph.name!r}): {unknown} are not inputs of it")
+        if outputs is not None and len(outputs) != len(graph.outputs):
+            raise GraphError(f"add_subgraph({graph.name!r}): {len(outputs)} e-classes for "
+                             f"{len(graph.outputs)} outputs")
+        env: dict[str, Ref] = {}
+        for name in graph.inputs:
+            ref = self.add(inputs[name])
+            have = self.handles.type_of(ref)
+            if have != graph.types[name]:
+                raise GraphError(f"add_subgraph({graph.name!r}): input {name!r} is {graph.types[name]}, "
+                                 f"the e-class bound to it is {have}")
+            env[name] = ref
+        for name, array in graph.weights.items():
+            env[name] = self.add(self.add_weight(array, hint=name.split("_")[0] or "w"))
+        for node in graph.nodes:
+            children = tuple(env[i] if i else None for i in node.inputs)
+            for k, out in enumerate(node.outputs):
+                env[out] = self.add(Term(node.op, children, node.attrs, output=k))
+        refs = [env[o] for o in graph.outputs]
+        for ref, target in zip(refs, outputs or ()):
+            self.union(ref, target)
+        self._changed()
+        return refs
 
     def equivalent(self, a: Ref | Term | int, b: Ref | Term | int) -> bool:
         """Whether `a` and `b` are in one e-class now."""

@@ -183,3 +183,53 @@ def test_equivalent_is_false_for_different_terms():
     (tanh,) = s.add_graph(b2.build(b2.tanh(b2.input("x", (3,)))), root=False)
     assert not s.equivalent(relu, tanh)
     assert s.equivalent(relu, relu)
+
+
+def _matmul_program():
+    b = GraphBuilder("mm")
+    x = b.input("x", (4, 3), np.float64)
+    w = b.weight("w", np.random.default_rng(1).standard_normal((3, 5)))
+    return b.build(b.relu(b.matmul(x, w)), names=["y"])
+
+
+def test_add_subgraph_puts_a_program_over_existing_classes_and_unions_its_outputs():
+    """(x w) = ((w^T x^T))^T: the subgraph enters over x's e-class with its own weight, its output
+    joins the matmul's e-class, and every e-node still computes its class's value."""
+    from einsat.testing.egraphs import assert_consistent
+
+    g = _matmul_program()
+    s = Session()
+    s.add_graph(g)
+    data = s.export()
+    x_cls = next(c for c, cls in data.classes.items() if any(n.leaf == ("input", "x") for n in cls.nodes))
+    mm_cls = next(c for c, cls in data.classes.items() if any(n.op is Op.MATMUL for n in cls.nodes))
+    b = GraphBuilder("transposed")
+    x = b.input("x", (4, 3), np.float64)
+    wt = b.weight("wt", np.ascontiguousarray(g.weights["w"].T))
+    sub = b.build(b.transpose(b.matmul(wt, b.transpose(x, perm=(1, 0))), perm=(1, 0)))
+    (out,) = s.add_subgraph(sub, {"x": x_cls}, outputs=[mm_cls])
+    assert s.equivalent(out, mm_cls)
+    data = s.export()
+    assert_consistent(data)
+    (joined,) = [cls for cls in data.classes.values() if any(n.op is Op.MATMUL and n.children[0] == x_cls
+                                                            for n in cls.nodes)]
+    assert sorted(n.op.value for n in joined.nodes) == ["matmul", "transpose"]
+    assert len(data.weights) == 2
+
+
+def test_add_subgraph_refuses_unbound_or_mistyped_inputs():
+    g = _matmul_program()
+    s = Session()
+    s.add_graph(g)
+    data = s.export()
+    x_cls = next(c for c, cls in data.classes.items() if any(n.leaf == ("input", "x") for n in cls.nodes))
+    b = GraphBuilder("sub")
+    z = b.input("z", (4, 3), np.float32)
+    sub = b.build(b.relu(z))
+    with pytest.raises(EinsatError, match="not bound"):
+        s.add_subgraph(sub, {})
+    with pytest.raises(EinsatError, match=r"\[4, 3\] f32.* f64"):
+        s.add_subgraph(sub, {"z": x_cls})
+    with pytest.raises(EinsatError, match="outputs"):
+        b2 = GraphBuilder("sub2")
+        s.add_subgraph(b2.build(b2.relu(b2.input("z", (4, 3), np.float64))), {"z": x_cls}, outputs=[])

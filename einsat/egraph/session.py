@@ -63,6 +63,7 @@ class Limits:
     iterations: int = 10
     time_s: float = 8.0
     acyclic: bool = True  # export: drop e-nodes that close a cycle (Tensat's cycle filtering)
+    derive_depth: int = 4  # EinNet's MaxDepth: explorative derivations per expression (rewrites.derive)
 
 
 @dataclass

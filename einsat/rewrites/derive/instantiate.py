@@ -8,7 +8,7 @@ its own. A memory-bound scope becomes an eOperator (§5.2), or a transpose when 
 a tensor. The reader of a scope then reads that tensor, its subscripts permuted to the axes.
 The root's output is transposed to its traversal order at the end if it is not in it already.
 
-The graph's inputs are `in0`, `in1`, ... (the expression's inputs), its output `out`.
+The graph's inputs are `in0`, `in1`, ... (the expression's inputs); it has one output.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class _Instance:
             value = self.b.transpose(value, perm=tuple(order))
         if value.shape != root.shape:
             value = self.b.reshape(value, shape=root.shape)
-        return self.b.build(value, names=["out"])
+        return self.b.build(value)
 
     def scope(self, s: Expr) -> tuple[Tensor, tuple[Iter, ...]]:
         """The tensor of scope `s` and, per axis, the iterator whose coordinate (minus its low)

@@ -53,7 +53,7 @@ class SearchLimits:
     deadline_s: float = 10.0
     fingerprints: bool = True
     converging: bool = True
-    max_candidates: int = 8
+    max_candidates: int = 8    # programs per operator that enter the e-graph
     flops_factor: float = 2.5  # a candidate's operators may do this many times the source's FLOPs
 
 
@@ -100,7 +100,7 @@ class SearchReport:
     depth: int = 0           # the deepest explorative level reached
     stop: str = "exhausted"  # exhausted | state limit | deadline
     time_s: float = 0.0
-    candidates: list[Candidate] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)  # ranked; one per operator signature
 
 
 class _Stop(Exception):
@@ -176,7 +176,7 @@ class _Search:
         best: dict[tuple, Candidate] = {}
         for c in sorted(self.found.values(), key=Candidate.key):
             best.setdefault(c.signature(), c)
-        self.report.candidates = list(best.values())[:self.limits.max_candidates]
+        self.report.candidates = list(best.values())
         self.report.time_s = time.perf_counter() - self.t0
         return self.report
 

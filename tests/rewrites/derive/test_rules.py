@@ -68,7 +68,8 @@ def test_each_rule_keeps_the_value(case, data):
 def conv3x3(n=1, c=4, h=5, w=6, f=3):
     loops = (Iter("n", 0, n), Iter("f", 0, f), Iter("h", 0, h), Iter("w", 0, w))
     sums = (Iter("c", 0, c), Iter("r", 0, 3), Iter("s", 0, 3))
-    body = Call("mul", (read(0, "n", "c", var("h") + var("r") - 1, var("w") + var("s") - 1), read(1, "f", "c", "r", "s")))
+    x = read(0, "n", "c", var("h") + var("r") - 1, var("w") + var("s") - 1)
+    body = Call("mul", (x, read(1, "f", "c", "r", "s")))
     return Expr(loops, sums, body), [(n, c, h, w), (f, c, 3, 3)]
 
 

@@ -160,8 +160,11 @@ def matches(e: Expr, shapes: Shapes, const: frozenset[int]) -> list[Match]:
             m = finder(e, parts, i0, i1, shapes, const)
             if m is not None:
                 out.append(m)
-    out.sort(key=lambda m: (m.copies(shapes, const), m.op.value))
+    out.sort(key=lambda m: (m.copies(shapes, const), PREFERENCE.index(m.op)))
     return out
+
+
+PREFERENCE = (Op.MATMUL, Op.BATCHMATMUL, Op.G2BMM, Op.CONV)  # on ties: a 1×1 conv is a matmul
 
 
 def _groups(e: Expr, i0: Read, i1: Read):

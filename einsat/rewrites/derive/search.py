@@ -53,6 +53,7 @@ class SearchLimits:
     deadline_s: float = 10.0
     fingerprints: bool = True
     converging: bool = True
+    ordered: bool = True        # explorative paths in `PHASE` order (False: any order, for ablations)
     max_candidates: int = 8    # programs per operator that enter the e-graph
     flops_factor: float = 2.5  # a candidate's operators may do this many times the source's FLOPs
 
@@ -166,7 +167,7 @@ class _Search:
                 for state, path in frontier:
                     self.report.explored += 1
                     for step in steps(state, self.shapes, EXPLORATIVE_RULES, where=heavy, const=self.const):
-                        if _spent(path, step.rule):
+                        if _spent(path, step.rule, self.limits.ordered):
                             continue
                         if self.admit(step):
                             nxt.append((step.expr, path + (step,)))
@@ -234,9 +235,9 @@ class _Search:
                 self.found[key] = Candidate(g, state, path, frozenset(f"in{k}" for k in self.const))
 
 
-def _spent(path: tuple[Step, ...], rule: str) -> bool:
+def _spent(path: tuple[Step, ...], rule: str, ordered: bool = True) -> bool:
     """The rule's budget on this path is used up, or the rule comes too late (`PHASE`: the
     orders that commute are walked once)."""
-    if path and PHASE.get(rule, 0) < PHASE.get(path[-1].rule, 0):
+    if ordered and path and PHASE.get(rule, 0) < PHASE.get(path[-1].rule, 0):
         return True
     return sum(1 for s in path if s.rule == rule) >= BUDGET.get(rule, 1)

@@ -1,6 +1,6 @@
-"""What an expression costs and which laws it obeys: FLOPs from its ranges, the elements it
-touches, its arithmetic intensity (EinNet §5: below `MEMORY_BOUND` an expression is an
-eOperator, above it a candidate for a vendor kernel), multi-linearity (PET §3).
+"""What an expression costs and which laws it obeys: FLOPs from its ranges, its arithmetic
+intensity (EinNet §5: below `MEMORY_BOUND` an expression is an eOperator, above it a candidate
+for a vendor kernel), multi-linearity (PET §3).
 """
 
 from __future__ import annotations
@@ -20,26 +20,22 @@ def point_flops(e: Expr) -> int:
     return ops + (1 if e.sums else 0)
 
 
+def own_flops(e: Expr) -> int:
+    """The FLOPs of `e`'s own grid (its scopes not included)."""
+    return prod(e.shape) * e.sum_points() * point_flops(e)
+
+
 def flops(e: Expr) -> int:
     """Every grid point of `e` and of each scope it reads (each scope computed once)."""
-    own = prod(e.shape) * e.sum_points() * point_flops(e)
-    return own + sum(flops(s) for s in scopes(e))
-
-
-def elements(e: Expr, shapes: Sequence[Sequence[int]]) -> int:
-    """Elements read and written if each input is read once and the output written once
-    (scopes: their own inputs and outputs too)."""
-    used = {r.src for r in reads(e.body) if isinstance(r.src, int)}
-    own = sum(prod(shapes[k]) for k in used) + sum(prod(s.shape) for s in scopes(e)) + prod(e.shape)
-    return own + sum(elements(s, shapes) for s in scopes(e))
+    return own_flops(e) + sum(flops(s) for s in scopes(e))
 
 
 def intensity(e: Expr, shapes: Sequence[Sequence[int]]) -> float:
-    """FLOPs per element moved (scopes excluded: one instantiated scope at a time)."""
+    """FLOPs per element moved, each input and scope read once and the output written once
+    (scopes excluded: one instantiated scope at a time)."""
     used = {r.src for r in reads(e.body) if isinstance(r.src, int)}
     moved = sum(prod(shapes[k]) for k in used) + sum(prod(s.shape) for s in scopes(e)) + prod(e.shape)
-    own = prod(e.shape) * e.sum_points() * point_flops(e)
-    return own / max(moved, 1)
+    return own_flops(e) / max(moved, 1)
 
 
 def is_memory_bound(e: Expr, shapes: Sequence[Sequence[int]]) -> bool:

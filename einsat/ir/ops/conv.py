@@ -101,16 +101,23 @@ def conv_numpy(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, dilat
     return np.ascontiguousarray(y)
 
 
+def grouped_loops(out_shape, groups: int, cg: int, fg: int):
+    """(traversals n, f, *spatial; the channel summation c; the input channel (f // Fg)·Cg + c)
+    of a grouped window op's expression."""
+    loops = iters("o", out_shape)
+    c = iters("c", (cg,))
+    chan = var(c[0].name) + (var(loops[1].name).floordiv(fg) * cg if groups > 1 else 0)
+    return loops, c, chan
+
+
 def conv_expression(ins, out_shape, attrs) -> Expr:
     """L_{n,f,o} Σ_{c,k} x[n, (f // Fg)·Cg + c, o·stride + k·dilation − pad] · w[f, c, k], plus
     bias[f] (a scope) when there is a bias input."""
     x, w = ins[0], ins[1]
     nsp, g = x.rank - 2, attrs["groups"]
-    fg, cg = w.shape[0] // g, w.shape[1]
-    loops = iters("o", out_shape)
+    loops, c, chan = grouped_loops(out_shape, g, w.shape[1], w.shape[0] // g)
     n, f, sp = loops[0], loops[1], loops[2:]
-    c, taps = iters("c", (cg,)), iters("k", w.shape[2:])
-    chan = var(c[0].name) + (var(f.name).floordiv(fg) * cg if g > 1 else 0)
+    taps = iters("k", w.shape[2:])
     xs = [window(o, k, s, d, p) for o, k, s, d, p in zip(sp, taps, attrs["stride"], attrs["dilation"],
                                                          attrs["padding"][:nsp])]
     body = Call("mul", (read(0, n.name, chan, *xs), read(1, f.name, c[0].name, *(k.name for k in taps))))

@@ -19,7 +19,7 @@ import numpy as np
 
 from einsat.ir.expr import Call, Expr, Guard, var
 from einsat.ir.expr.build import epilogue, iters, read
-from einsat.ir.ops.conv import CONV_ATTRS, IM2COL_BYTES, onnx_window_attrs, spatial_attrs
+from einsat.ir.ops.conv import CONV_ATTRS, IM2COL_BYTES, grouped_loops, onnx_window_attrs, spatial_attrs
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -77,11 +77,10 @@ def conv_transpose_expression(ins, out_shape, attrs) -> Expr:
     terms where the division is exact); taps outside the kernel read 0 (plus bias[f])."""
     x, w = ins[0], ins[1]
     nsp, g = x.rank - 2, attrs["groups"]
-    cg, fg = x.shape[1] // g, w.shape[1]
-    loops = iters("o", out_shape)
+    fg = w.shape[1]
+    loops, c, chan = grouped_loops(out_shape, g, x.shape[1] // g, fg)
     n, f, sp = loops[0], loops[1], loops[2:]
-    c, pix = iters("c", (cg,)), iters("p", x.shape[2:])
-    chan = var(c[0].name) + (var(f.name).floordiv(fg) * cg if g > 1 else 0)
+    pix = iters("p", x.shape[2:])
     wf = var(f.name).mod(fg) if g > 1 else var(f.name)
     taps, guards = [], []
     for o, p, s, d, pad in zip(sp, pix, attrs["stride"], attrs["dilation"], attrs["padding"][:nsp]):

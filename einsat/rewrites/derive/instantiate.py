@@ -23,7 +23,6 @@ from einsat.ir.expr.measure import is_memory_bound
 from einsat.ir.expr.nodes import Expr, Iter, Read, inputs_used, map_reads, relabel_inputs, scopes
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.graph import Graph
-from einsat.ir.registry import Op
 from einsat.ir.types import TensorType
 from einsat.rewrites.derive.layouts import Layout, group
 from einsat.rewrites.derive.match import Match, matches
@@ -151,10 +150,3 @@ def _reader(child: Expr, k: int, its: tuple[Iter, ...]):
             return r
         return Read(k, tuple(r.idx[pos[it.name]] - it.lo for it in its))
     return read
-
-
-def describe(graph: Graph) -> str:
-    """`matmul + eop` style summary of a derived program (for reports and the notebook)."""
-    ops = [n.op.value for n in graph.nodes if n.op not in (Op.RESHAPE,)]
-    return " + ".join(ops)
-

@@ -29,7 +29,7 @@ from einsat.ir.expr.measure import is_memory_bound
 from einsat.ir.expr.nodes import Expr, Iter, Read, inputs_used, map_reads, relabel_inputs
 from einsat.ir.expr.printer import canonical, fingerprint
 from einsat.ir.registry import Op, opdef
-from einsat.rewrites.post.fold import weight_only
+from einsat.rewrites.post.fold import reachable, weight_only
 
 MAX_PAIRS = 32
 
@@ -238,16 +238,7 @@ def _owners(data: EGraphData) -> dict[int, set[int]]:
 
 def _depends(data: EGraphData, top: int, on: int) -> bool:
     """Whether e-class `top` reaches `on` through its e-nodes' children."""
-    seen, stack = set(), [top]
-    while stack:
-        c = stack.pop()
-        if c == on:
-            return True
-        if c in seen:
-            continue
-        seen.add(c)
-        stack.extend(k for n in data.classes[c].nodes for k in n.children if k != ABSENT)
-    return False
+    return on in reachable(data, [top])
 
 
 def matmul_merge_generator(every: int = 1) -> Generator:

@@ -93,10 +93,6 @@ class Layout:
         return Expr(self.iterators(), (), Read(0, self.subscripts()))
 
 
-def axis_iterators(axes: Sequence[Axis]) -> list[str]:
-    return [it.name for a in axes for it in (a.iters if isinstance(a, Group) else (a.it,))]
-
-
 def group(iters: Sequence[Iter]) -> Group:
     return Group(tuple(iters))
 

@@ -24,7 +24,7 @@ lists the matches, best first (fewest copies of non-constant operands).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
 from einsat.ir.expr.index import Index, var
 from einsat.ir.expr.nodes import Const, Expr, Iter, Read, products
@@ -306,7 +306,3 @@ def _rows_outside_are_zero(bl: Layout, shape, rows: int, reach: int) -> bool:
     slo, shi = supports(probe.body, probe.ranges(), [shape])[row.it.name]
     slo, shi = max(slo, lo), min(shi, hi)
     return slo >= shi or (slo >= 0 and shi <= rows)
-
-
-def describe(match: Match) -> dict[str, Any]:
-    return {"op": match.op.value, "attrs": dict(match.attrs), "operands": [lay.shape for lay in match.operands]}

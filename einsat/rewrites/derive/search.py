@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from einsat.ir.expr.measure import is_memory_bound, point_flops
+from einsat.ir.expr.measure import is_memory_bound, own_flops
 from einsat.ir.expr.nodes import Expr, all_scopes, scopes
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.graph import Graph
@@ -106,12 +106,6 @@ class SearchReport:
 
 class _Stop(Exception):
     pass
-
-
-def scope_flops(s: Expr) -> int:
-    """The FLOPs of one scope's own grid (the operator it becomes does as many)."""
-    from math import prod
-    return prod(s.shape) * s.sum_points() * point_flops(s)
 
 
 _DISTANCE: dict = {}
@@ -221,7 +215,7 @@ class _Search:
         if not path:
             return  # the source itself
         if self.budget is not None:
-            work = sum(scope_flops(s) for s in all_scopes(state) if not is_memory_bound(s, self.shapes))
+            work = sum(own_flops(s) for s in all_scopes(state) if not is_memory_bound(s, self.shapes))
             if work > self.budget:
                 return
         try:

@@ -142,39 +142,6 @@ def print_body(body: Body, names: Mapping[str, str]) -> str:
     return f"({body.fn} {' '.join(args)})"
 
 
-def show(e: Expr) -> str:
-    """A readable one-line form for notebooks and messages: L_{i0∈[0,2),...} Σ_{...} body."""
-    e, _ = canonical(e)
-    loops = ",".join(f"{it.name}∈[{it.lo},{it.hi})" for it in e.loops)
-    sums = ",".join(f"{it.name}∈[{it.lo},{it.hi})" for it in e.sums)
-    red = "Σ" if e.reduce == "sum" else "max"
-    return f"L[{loops}] {red + '[' + sums + '] ' if sums else ''}{_show_body(e.body)}"
-
-
-def _show_body(body: Body) -> str:
-    if isinstance(body, Read):
-        src = f"T{body.src}" if isinstance(body.src, int) else "{" + show(body.src) + "}"
-        return f"{src}[{', '.join(_show_index(i) for i in body.idx)}]"
-    if isinstance(body, Const):
-        return repr(float(body.value))
-    if isinstance(body, Guard):
-        return f"({_show_body(body.value)} if {body.lo}<={_show_index(body.idx)}<{body.hi})"
-    ops = {"add": " + ", "sub": " - ", "mul": " * ", "div": " / "}
-    if body.fn in ops:
-        return "(" + ops[body.fn].join(_show_body(a) for a in body.args) + ")"
-    return f"{body.fn}({', '.join(_show_body(a) for a in body.args)})"
-
-
-def _show_index(i: Index) -> str:
-    parts = []
-    for a, c in i.terms:
-        atom = a if isinstance(a, str) else f"({_show_index(a.arg)}{'//' if a.kind == '/' else '%'}{a.q})"
-        parts.append(atom if c == 1 else f"-{atom}" if c == -1 else f"{c}{atom}")
-    if i.const or not parts:
-        parts.append(str(i.const))
-    return "+".join(parts).replace("+-", "-")
-
-
 # -- parsing ------------------------------------------------------------------------------------
 
 _TOKEN = re.compile(r"[()]|[^\s()]+")

@@ -12,9 +12,14 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test bench bench-gpu torch-venv lint clean
+.PHONY: demo test test-gpu-static notebooks bench bench-gpu torch-venv lint clean
 demo: $(STAMP)
-	$(PY) -m einsat.cli demo
+	@mkdir -p build
+	$(PY) -m einsat.cli demo --report build/demo-report.html
+
+# The notebooks executed in a Jupyter kernel, outputs and pictures included: build/notebooks/*.ipynb
+notebooks: $(STAMP)
+	$(PY) scripts/run_notebooks.py build/notebooks
 
 test: $(STAMP) torch-venv
 	$(PY) -m pytest -n 2 -q tests
@@ -45,6 +50,26 @@ $(TORCH_VENV)/.installed: benchmarks/torch-constraints.txt
 	$(TORCH_VENV)/bin/python -m pip install -q -c benchmarks/torch-constraints.txt '$(TORCH_WHEEL)' numpy
 	touch $@
 
+# The GPU path checked without a GPU, against the real libraries (docs/gpu.md, "Without a GPU"):
+# tests/gpu in a venv of its own that installs the `gpu` extra (CuPy 14 with NVRTC and the CUDA
+# headers, cuBLAS, cuDNN 9; pinned in gpu-constraints.txt, 1.9 GB of wheels). Tests that need
+# these libraries fail there instead of skipping (--gpu-libs=required).
+GPU_VENV := .gpu-static-venv
+GPU_PY := $(GPU_VENV)/bin/python
+GPU_STAMP := $(GPU_VENV)/.installed-$(shell cat pyproject.toml constraints.txt gpu-constraints.txt | cksum | cut -d' ' -f1)
+
+test-gpu-static: $(GPU_STAMP)
+	$(GPU_PY) -m pytest -q -p no:cacheprovider --gpu-libs=required tests/gpu
+
+$(GPU_STAMP): pyproject.toml constraints.txt gpu-constraints.txt
+	@py="$$($(FIND_PYTHON))"; \
+	if [ -z "$$py" ]; then echo "einsat needs Python >= 3.12 and none was found."; exit 1; fi; \
+	echo "Creating $(GPU_VENV) with $$py ($$($$py --version))"; \
+	rm -rf $(GPU_VENV) && $$py -m venv $(GPU_VENV)
+	$(GPU_PY) -m pip install -q --upgrade pip
+	$(GPU_PY) -m pip install -q -c constraints.txt -c gpu-constraints.txt -e '.[gpu,test]' nvidia-cuda-crt
+	touch $@
+
 lint: $(STAMP)
 	$(PY) -m ruff check einsat tests benchmarks scripts notebooks
 
@@ -62,4 +87,4 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(TORCH_VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(TORCH_VENV) $(GPU_VENV) .pytest_cache .hypothesis build *.egg-info

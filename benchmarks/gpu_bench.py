@@ -8,7 +8,8 @@
 
 All in fp32 with TF32 off in cuBLAS and cuDNN (einsat's backend and PyTorch alike). Each
 latency is the median of at least 100 repetitions after warm-up, timed with CUDA events on the
-stream the work runs on (host launch gaps included, as PET and EinNet measure). Outputs are
+stream the work runs on, all repetitions enqueued before one synchronization (so an interval
+holds the host's launch gaps only where the host, not the GPU, is the bottleneck). Outputs are
 checked against NumPy before timing. Needs CuPy and a device; PyTorch parts need torch.
 """
 
@@ -49,21 +50,11 @@ def rel_error(got: np.ndarray, want: np.ndarray) -> float:
 
 def cuda_event_times(fn, reps: int, warmup: int = 10, stream=None) -> list[float]:
     """CUDA-event times (ms) of `reps` calls of `fn` on `stream` (default: the current one), after
-    `warmup` untimed calls."""
+    `warmup` untimed calls; every repetition is enqueued before one synchronization."""
     import cupy as cp
-    stream = stream or cp.cuda.get_current_stream()
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        fn()
-        end.record(stream)
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return times
+
+    from einsat.gpu.timing import event_times
+    return event_times(cp, fn, reps, warmup, stream)
 
 
 def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, warmup: int = 10) -> dict:

@@ -25,18 +25,13 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 from benchmarks.workloads import CPU_SIZES, WORKLOADS
+from einsat.extract.models import DEFAULT_COST
+from einsat.runtime import random_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 PACKAGES = ("numpy", "scipy", "onnx", "onnxruntime", "egglog", "highspy", "cupy-cuda13x", "torch", "matplotlib")
-
-
-def random_inputs(graph, seed: int = 0) -> dict:
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(graph.types[n].shape).astype(graph.types[n].dtype) for n in graph.inputs}
 
 
 def numpy_ms(graph, feeds: dict, reps: int = 3, budget_s: float = 20.0) -> tuple[float, dict]:
@@ -213,7 +208,7 @@ def parse_args(argv):
     p.add_argument("--gpu", action="store_true", help="also measure on the GPU (needs CuPy and a device)")
     p.add_argument("--paper-sizes", action="store_true", help="the papers' sizes on the CPU too")
     p.add_argument("--batch", type=int, help="batch size (default: each workload's own)")
-    p.add_argument("--cost", default="h100", help="cost model for the modeled speedup (default h100)")
+    p.add_argument("--cost", default=DEFAULT_COST, help=f"cost model for the modeled speedup (default {DEFAULT_COST})")
     p.add_argument("--time-limit", type=float, help="ILP time limit per workload, seconds")
     p.add_argument("--no-optimize", action="store_true", help="skip einsat.optimize")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile on the GPU")

@@ -21,6 +21,7 @@ from pathlib import Path
 from benchmarks.workloads import build
 from benchmarks.workloads.inception import inception_a
 from benchmarks.workloads.layers import Net
+from einsat.extract.models import DEFAULT_COST
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workloads", nargs="*", help=f"some of {', '.join(WORKLOADS)} (default: all)")
     ap.add_argument("--extractor", default="ilp", choices=("ilp", "greedy"))
-    ap.add_argument("--cost", default="h100")
+    ap.add_argument("--cost", default=DEFAULT_COST, help=f"cost model (default {DEFAULT_COST})")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     unknown = [w for w in args.workloads if w not in WORKLOADS]

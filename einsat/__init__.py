@@ -6,9 +6,9 @@
 """
 
 from einsat.errors import EinsatError
-from einsat.gpu.interpreter import run
 from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
 from einsat.optimize import Result, optimize  # binds `einsat.optimize` to the function (not the module)
+from einsat.runtime import run
 
 __version__ = "0.1.0"
 

@@ -9,39 +9,59 @@ limits) -> export -> extraction (ILP or greedy, started from the input's own pro
 modeled cost never goes up) -> numeric verification against the input, which always runs: a
 mismatch raises `VerificationError`, never returns a wrong program.
 
-This module imports the extractor (HiGHS) and the e-graph (egglog) only when `optimize` runs:
-`import einsat` stays light (the GPU machine has neither).
+A run can have a time budget for the whole of it (`budget=`: seconds, or an `einsat.budget.Budget`
+shared with the caller) and can be stopped: a first Ctrl-C (or `Budget.cancel()`) during the
+search ends saturation after its current phase and the ILP at its next check, and the best
+program found so far is extracted, verified and returned (`report.interrupted`). A second
+Ctrl-C raises `KeyboardInterrupt`. Phases are logged on the `einsat.optimize` logger.
+
+This module imports HiGHS and egglog only when `optimize` runs: `import einsat` stays light
+(the GPU machine has neither); the cost models' names (`einsat.extract.models`) need neither.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import os
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from einsat import budget as budgets
 from einsat.errors import EinsatError, VerificationError
+from einsat.extract.extraction import METHODS
+from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
 from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
 
 EXTRACTION_TIME_LIMIT = 5.0  # seconds of ILP by default
+SATURATION_SHARE = 0.5       # of a run's budget, at most, for saturation
+CHECK_SHARE = 0.2            # of what is left after saturation, kept for the rebuild and verification
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class Result:
-    """The optimized program and the report of how it was found and checked."""
+    """The optimized program, the report of how it was found and checked, and the input program."""
 
     graph: Graph
     report: Report
+    input: Graph | None = None
 
     def __iter__(self):  # `graph, report = einsat.optimize(g)`
         return iter((self.graph, self.report))
 
+    def _repr_html_(self) -> str:
+        from einsat.viz.report import report_html
+        return report_html(self.report, before=self.input, after=self.graph, standalone=False)
 
-def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=None, extractor: str = "ilp",
-             time_limit: float | None = None, verify: bool = True, progress=None) -> Result:
+
+def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
+             time_limit: float | None = None, budget=None, verify: bool = True, progress=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -50,22 +70,30 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
         random ones. Index-valued inputs need them: random integers may fall out of range, so
         a program with integer inputs and example inputs is verified on the examples only.
 
-    cost: a cost model or its name ("h100", "h200", ...; see `einsat.extract.cost_model`).
+    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", ...).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
     time_limit: seconds for the ILP (default 5).
+    budget: seconds for the whole run (or a `Budget`, which the caller may also cancel):
+        saturation gets at most half of what is left when it starts, the ILP what is left after
+        keeping a fifth for the rebuild and verification. The run may pass it by the e-graph's
+        set-up and one saturation phase (egglog cannot be interrupted) and by the verification.
     verify: check the result numerically against the input on random inputs (default: yes;
         a mismatch raises `VerificationError`). Turning it off is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
     """
-    from einsat.extract import METHODS, cost_model
-
     method = extractor
     if method not in METHODS:
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")
     model = cost_model(cost)
-    notify = progress or (lambda event: None)
+    run = budgets.of(budget)
+
+    def notify(event: ProgressEvent) -> None:
+        log.info("%s", event)
+        if progress is not None:
+            progress(event)
+
     times: dict[str, float] = {}
     start = time.perf_counter()
 
@@ -75,17 +103,22 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
         return now
 
     t = start
-    notify(ProgressEvent("load", "reading the program"))
-    graph = _load(program, example_inputs)
-    examples = _examples(graph, example_inputs)
-    t = phase("load", t)
-    notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
-    data, saturation = _saturate(graph, rules, limits, notify)
-    t = phase("saturate", t)
-    notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
-                         classes=len(data.classes)))
-    extraction = _extract(data, model, method, time_limit, graph)
-    t = phase("extract", t)
+    with run.interruptible():
+        notify(ProgressEvent("load", "reading the program"))
+        graph = _load(program, example_inputs)
+        examples = _examples(graph, example_inputs)
+        t = phase("load", t)
+        notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
+        data, saturation = _saturate(graph, rules, _within(limits, run), notify, run)
+        t = phase("saturate", t)
+        notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
+                             classes=len(data.classes)))
+        ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
+        extraction = _extract(data, model, method, min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE))),
+                              graph, run, notify)
+        t = phase("extract", t)
+    if run.cancelled:
+        log.warning("interrupted: verifying the best program found so far")
     verification = None
     if verify:
         notify(ProgressEvent("verify", "running both programs on random inputs"))
@@ -96,16 +129,18 @@ def optimize(program, example_inputs=None, *, cost="h100", rules=None, limits=No
     report = Report(name=graph.name, model=model.name, unit=model.unit, cost_before=before,
                     cost_after=extraction.cost, ops_before=graph.op_counts(),
                     ops_after=extraction.graph.op_counts(), saturation=saturation,
-                    extraction=extraction, verification=verification, times=times)
+                    extraction=extraction.summary(), verification=verification, times=times,
+                    cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(extraction.graph),
+                    interrupted=run.cancelled)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {extraction.cost:,.1f} {model.unit}"))
-    return Result(extraction.graph, report)
+    return Result(extraction.graph, report, graph)
 
 
 def _load(program, example_inputs) -> Graph:
     if isinstance(program, Graph):
         return program
     if isinstance(program, (str, os.PathLike, bytes)) or hasattr(program, "graph"):
-        from einsat import load_onnx
+        from einsat.ir.onnx_io import load_onnx
         return load_onnx(program)
     if callable(program):
         if example_inputs is None or isinstance(example_inputs, dict):
@@ -130,7 +165,17 @@ def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
     return dict(zip(graph.inputs, arrays))
 
 
-def _saturate(graph: Graph, rules, limits, notify):
+def _within(limits, run: budgets.Budget):
+    """`limits` (or the defaults) with saturation's time cut to its share of the run's budget."""
+    from einsat.egraph.session import Limits
+
+    limits = limits or Limits()
+    if run.seconds is None:
+        return limits
+    return dataclasses.replace(limits, time_s=max(0.01, min(limits.time_s, SATURATION_SHARE * run.remaining())))
+
+
+def _saturate(graph: Graph, rules, limits, notify, run: budgets.Budget | None = None):
     """Grow the e-graph of `graph` with `rules` under `limits`; the export and a summary."""
     from einsat.egraph.session import Session
 
@@ -143,16 +188,21 @@ def _saturate(graph: Graph, rules, limits, notify):
     def forward(step: int, nodes: int, elapsed: float) -> None:
         notify(ProgressEvent("saturate", step=step, nodes=nodes, elapsed=elapsed))
 
-    report = session.run(rules, progress=forward)
+    report = session.run(rules, progress=forward, budget=run)
     data = session.export()
-    return data, SaturationSummary.of(report, data)
+    return data, SaturationSummary.of(report, data, session.limits)
 
 
-def _extract(data, model, method: str, time_limit, graph: Graph):
+def _extract(data, model, method: str, seconds: float, graph: Graph, run: budgets.Budget | None = None,
+             notify=None):
     from einsat.extract import extract
 
-    limit = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
-    return extract(data, model, method=method, time_limit=limit, start=graph, name=graph.name)
+    def forward(message: str, cost: float) -> None:
+        if notify is not None:
+            notify(ProgressEvent("extract", message))
+
+    return extract(data, model, method=method, time_limit=seconds, start=graph, name=graph.name, budget=run,
+                   progress=forward)
 
 
 def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = None,

@@ -1,12 +1,27 @@
 """The report `einsat.optimize` returns: what changed, what was searched, what was checked.
 
-`str(report)` is the summary the CLI prints; every figure is also a field.
+`str(report)` is the summary the CLI prints; every figure is also a field, and the report is
+plain data: `dataclasses.asdict(report)`, `report.to_dict()` and `report.to_json()` keep it
+(the saturation's phases and per-rule statistics go in whole, whatever fields they carry).
+In a notebook the report draws itself (`_repr_html_`: tables, the e-graph's growth, per-op cost
+bars, time per phase; see `einsat.viz`).
+
+Every cost is a program's modeled cost in `unit`: `cost_before` is the input's, `cost_after`
+the result's, and the extraction's `starts` are the programs each start would rebuild (with
+weight-only subprograms computed once at compile time, which is why the input's start may
+cost less than the input).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the extractor (and HiGHS behind it) loads only when optimize runs
+    from einsat.extract.extraction import ExtractionSummary
 
 
 @dataclass
@@ -26,7 +41,7 @@ class Verification:
 
 @dataclass
 class SaturationSummary:
-    """The e-graph search: size, why it stopped, and the busiest rules."""
+    """The e-graph search: size, why it stopped, its phases and the rules that matched."""
 
     enodes: int
     eclasses: int
@@ -34,25 +49,34 @@ class SaturationSummary:
     iterations: int | None = None
     seconds: float | None = None
     node_limit: int | None = None
-    egglog_nodes: int | None = None   # egglog's rows (list cells and Get included), what the limit bounds
+    egglog_nodes: int | None = None   # the session's count (list cells and Get included), what the limit bounds
     rule_matches: dict[str, int] = field(default_factory=dict)
+    stop_text: str = ""               # the stop reason in words, with the limit that stopped it
+    phases: list[dict[str, Any]] = field(default_factory=list)       # one per phase run, in order
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)   # per rule: matches, time_s, ...
 
     @staticmethod
-    def of(report, data) -> SaturationSummary:
-        """From a session's `SaturationReport` and the exported e-graph."""
+    def of(report, data, limits) -> SaturationSummary:
+        """From a session's `SaturationReport`, the exported e-graph and the session's limits."""
         return SaturationSummary(enodes=data.num_nodes(), eclasses=len(data.classes),
                                  stop_reason=report.stop_reason.value, iterations=report.iterations,
                                  seconds=report.time_s, node_limit=report.node_limit,
                                  egglog_nodes=report.nodes,
-                                 rule_matches={k: v.matches for k, v in report.rules.items()})
+                                 rule_matches={k: v.matches for k, v in report.rules.items()},
+                                 stop_text=report.stop_text(limits),
+                                 phases=[dataclasses.asdict(p) for p in report.phases],
+                                 rules={k: dataclasses.asdict(v) for k, v in report.rules.items()})
+
+    def busiest(self, n: int = 5) -> list[tuple[str, int]]:
+        """The `n` rules with the most matches; rules that never matched are left out."""
+        matched = [(k, v) for k, v in self.rule_matches.items() if v > 0]
+        return sorted(matched, key=lambda kv: (-kv[1], kv[0]))[:n]
 
     def __str__(self) -> str:
-        text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes, stopped: {self.stop_reason}"
+        text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes"
         if self.iterations is not None:
-            text += f" after {self.iterations} iteration(s)"
-        if self.node_limit is not None and self.egglog_nodes is not None:
-            text += f" ({self.egglog_nodes:,} of {self.node_limit:,} egglog rows)"
-        return text
+            text += f" after {self.iterations} rewrite step(s)"
+        return text + f"; stopped: {self.stop_text or self.stop_reason}"
 
 
 @dataclass
@@ -67,9 +91,12 @@ class Report:
     ops_before: dict[str, int]
     ops_after: dict[str, int]
     saturation: SaturationSummary | None
-    extraction: Any  # einsat.extract.Extraction
+    extraction: ExtractionSummary
     verification: Verification | None
     times: dict[str, float]
+    cost_by_op_before: dict[str, float] = field(default_factory=dict)
+    cost_by_op_after: dict[str, float] = field(default_factory=dict)
+    interrupted: bool = False  # the run was cancelled (Ctrl-C): the best program found so far
 
     @property
     def speedup(self) -> float:
@@ -85,6 +112,15 @@ class Report:
     def verified(self) -> bool:
         return self.verification is not None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data: its fields, and speedup, reduction and verified."""
+        out = dataclasses.asdict(self)
+        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified)
+        return _finite(out)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
     def table(self) -> list[tuple[str, str, str]]:
         nodes = (str(sum(self.ops_before.values())), str(sum(self.ops_after.values())))
         return [("", "input", "optimized"),
@@ -96,27 +132,48 @@ class Report:
                                  key=lambda o: (-max(self.ops_before.get(o, 0), self.ops_after.get(o, 0)), o))
                 if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
 
+    def extraction_text(self) -> str:
+        x = self.extraction
+        gap = "" if x.gap is None else f", gap {x.gap:.1%}"
+        starts = ", ".join(f"{k} {v:,.2f}" + (" (weight-only ops precomputed)" if k == "input" and
+                                               v < self.cost_before - 1e-9 * abs(self.cost_before) else "")
+                           for k, v in x.starts.items())
+        return (f"{x.method}, {x.status}{gap}; {x.candidates:,} candidates in {x.classes:,} e-classes; "
+                f"starts: {starts}")
+
     def __str__(self) -> str:
         rows = self.table()
         w0 = max(len(r[0]) for r in rows)
         w1 = max(len(r[1]) for r in rows)
         w2 = max(len(r[2]) for r in rows)
-        lines = [f"einsat optimize: {self.name}"]
+        lines = [f"einsat optimize: {self.name}" + ("  (interrupted: the best program found so far)"
+                                                   if self.interrupted else "")]
         lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
         lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
         if self.saturation is not None:
             lines.append(f"  e-graph: {self.saturation}")
-            top = sorted(self.saturation.rule_matches.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-            if top:
-                lines.append("  busiest rules: " + ", ".join(f"{k} ({v:,})" for k, v in top))
-        x = self.extraction
-        gap = "" if x.gap is None else f", gap {x.gap:.1%}"
-        starts = ", ".join(f"{k} {v:,.2f}" for k, v in x.starts.items())
-        lines.append(f"  extraction: {x.method}, {x.status}{gap}; {x.candidates:,} candidates in "
-                     f"{x.classes:,} e-classes; starts: {starts}")
+            top = self.saturation.busiest()
+            lines.append("  busiest rules: " + (", ".join(f"{k} ({v:,})" for k, v in top) if top
+                                                else "none matched"))
+        lines.append(f"  extraction: {self.extraction_text()}")
         if self.verification is None:
             lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
         else:
             lines.append(f"  verification: {self.verification}")
         lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
         return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from einsat.viz.report import report_html
+        return report_html(self, standalone=False)
+
+
+def _finite(value):
+    """JSON has no inf or NaN: they become None; tuples become lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 import einsat
 from einsat import GraphBuilder
-from einsat.egraph import Limits, Rule, Ruleset, Schedule, Session, StopReason
+from einsat.egraph import Limits, Rule, Ruleset, Schedule, Session, StopReason, pat
 from einsat.egraph.rules import rewrite
 from einsat.extract import cost_model, extract
 from einsat.rewrites.algebra.elementwise import ac_rules
@@ -51,7 +51,9 @@ from einsat.verify import equivalent
 #
 # Constructors are the ops' names in CamelCase (`Exp`, `Mul`, `Add`, ...); lowercase atoms are
 # pattern variables. `rewrite(lhs, rhs, *guards)` is one direction, `birewrite` both. Broadcasting
-# commutes with `exp`, so the law needs no shape guard.
+# commutes with `exp`, so the law needs no shape guard. An op with attributes is written with the
+# pattern builder, which binds them by name: `pat.transpose("x", perm="p")` is `(Transpose p x)`,
+# `pat.conv("x", "w", groups=1)` leaves stride, padding and dilation wild.
 
 # %%
 EXP_MUL = Rule("exp-mul", "exp(a) * exp(b) = exp(a + b)", rewrite("(Mul (Exp a) (Exp b))", "(Exp (Add a b))"))
@@ -60,6 +62,7 @@ playground = Ruleset("playground", (EXP_MUL,))
 assert EXP_MUL.name not in {r.name for r in default_rules()}, "the law is new to einsat"
 print(EXP_MUL.law)
 print(*EXP_MUL.commands(playground.name), sep="\n")
+print(pat.conv("x", "w", groups=1))
 
 # %% [markdown]
 # ## 2. Soundness on random inputs
@@ -126,6 +129,27 @@ assert report.rules["exp-mul"].matches > 0
 assert report.stop_reason is StopReason.SATURATED  # small enough to run to a fixed point
 
 # %% [markdown]
+# The e-graph itself: each dashed box is an e-class (a set of equal values), holding its
+# e-nodes; an edge goes from an e-node to each e-class it takes as input. The root (yellow)
+# now holds both `exp(x) * (exp(y) * z)` and the forms the rules found.
+
+# %%
+assert s.export().num_nodes() > len(program.nodes)
+s  # a Session draws its e-graph (`einsat.viz.egraph`)
+
+# %% [markdown]
+# How it grew, phase by phase (the report keeps every phase: its rule set, e-nodes after it):
+
+# %%
+from IPython.display import SVG  # noqa: E402  (the notebook's imports, where they are first needed)
+
+from einsat.viz.charts import growth_svg  # noqa: E402
+
+phases = [{"phase": p.phase, "nodes": p.nodes} for p in report.phases]
+assert phases[-1]["nodes"] >= phases[0]["nodes"]
+SVG(growth_svg(phases))
+
+# %% [markdown]
 # The goal form `exp(x + y) * z` is now in the root's e-class, and every e-node of the e-graph
 # still computes its e-class's value (the invariant "one e-class, one value", checked on NumPy):
 
@@ -162,6 +186,16 @@ assert best.graph.op_counts().get("exp", 0) == 1
 assert equivalent(program, best.graph)
 
 # %% [markdown]
+# What extraction chose, drawn: the new nodes (orange) compute what the input did not.
+
+# %%
+from einsat.viz.graph import changed_nodes, graph_svg  # noqa: E402
+
+new = changed_nodes(program, best.graph)
+assert {n.op.value for n in best.graph.nodes if n.name in new} >= {"exp", "add"}
+SVG(graph_svg(best.graph, changed=new, title="extracted"))
+
+# %% [markdown]
 # The same rule plugs into `einsat.optimize` next to the default schedule (schedules add up);
 # `optimize` verifies its result against the input before returning.
 
@@ -172,6 +206,7 @@ print(result.report)
 assert result.report.verified
 assert result.report.cost_after < result.report.cost_before
 assert result.graph.op_counts().get("exp", 0) == 1
+result  # the report as a notebook shows it: tables, programs before and after, growth, costs
 
 # %% [markdown]
 # ## 5. A broken law is caught

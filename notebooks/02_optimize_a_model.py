@@ -59,6 +59,14 @@ print(report)
 assert report.verified, "optimize always verifies unless told not to"
 assert report.cost_after < report.cost_before
 assert "batchnorm" not in result.graph.op_counts(), "batchnorms fold into the convolutions"
+result  # in a notebook: the report with its pictures (`einsat optimize --report out.html` writes the same)
+
+# %% [markdown]
+# The optimized program, drawn (`Graph` has a rich display):
+
+# %%
+assert len(result.graph.nodes) < len(g.nodes)
+result.graph
 
 # %% [markdown]
 # ## Verify again, on other inputs

@@ -33,6 +33,7 @@ import numpy as np
 import einsat
 from einsat import GraphBuilder
 from einsat.verify import P, Region, boxes, correct, equivalent, find_differences
+from einsat.verify.splits import count_cells, none
 
 N, C, H, W, F = 4, 3, 5, 6, 2  # a batch of 4 images, 3 channels, 5 x 6 pixels, 2 filters
 weight = np.random.default_rng(0).standard_normal((F, C, 3, 3)).astype(np.float32)
@@ -85,11 +86,11 @@ assert not equivalent(original, mutant)
 # constant tensor, split wherever its values change).
 
 # %%
-sources = {"x": boxes.none((N, C, H, W)), "w": boxes.none(weight.shape)}
+sources = {"x": none((N, C, H, W)), "w": none(weight.shape)}
 orig_splits = boxes.propagate(original, sources)
 print("original output splits:", orig_splits["y"])
 assert orig_splits["y"] == ((), (), (1, H - 1), (1, W - 1))
-assert boxes.count_cells(orig_splits["y"][2:]) == 9
+assert count_cells(orig_splits["y"][2:]) == 9
 
 # %% [markdown]
 # Figure 5: in the mutant, the input is one box; the wide image T3 is split at the seam (W);
@@ -118,6 +119,14 @@ assert diffs.regions["y"] == expected
 assert (diffs.mask("y") == seams).all()
 assert diffs.error_bound < 1e-15 and P == 2 ** 31 - 1
 assert diffs.positions < differs.size  # a few positions per box, not every element
+
+
+# %% [markdown]
+# The regions, drawn on the output's grid (red: where the mutant is wrong):
+
+# %%
+assert not diffs.equivalent
+diffs
 
 # %% [markdown]
 # ## The corrected mutant

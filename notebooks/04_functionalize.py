@@ -39,7 +39,7 @@ WB = rng.standard_normal((16, 32)).astype(np.float32)  # they become the graph's
 
 # %%
 def kernel(x):
-    out = np.zeros_like(x, shape=(x.shape[0], 64))
+    out = np.zeros((x.shape[0], 64), x.dtype)
     out[:, :32] = x @ WA
     out[:, 32:] = x @ WB
     np.maximum(out, 0, out=out)
@@ -64,6 +64,7 @@ ops = g.op_counts()
 assert g.inputs == ("x",) and len(g.weights) >= 2
 assert ops["assign"] == 3 and ops["access"] == 1 and ops["matmul"] == 2
 np.testing.assert_array_equal(einsat.run(g, {"x": x})["out"], eager)  # bit for bit
+g  # the program, drawn
 
 # %% [markdown]
 # The graph is traced once and holds for any input of the same type:

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/gpu_report.py <folder with session.json and profile-<kind>.json>
 
 1. merges the session's profile into einsat/gpu/profiles/<kind>.json (newer entries win);
-2. predicts each end-to-end workload with `ProfiledCost` (measured per-op times, the
+2. predicts each end-to-end workload with `MeasuredCost` (measured per-op times, the
    calibrated roofline for what the profile lacks) and with the calibrated roofline alone, and
    writes them beside the measured times to benchmarks/results/gpu_runtime.{json,md}: einsat's
    CUDA-graph time against PyTorch eager (target: at most 1.2x) and predicted against measured
@@ -22,7 +22,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks.workloads import build  # noqa: E402
 from einsat.extract.profile_db import PROFILES_DIR, ProfileDB  # noqa: E402
-from einsat.extract.profiled import CalibratedRoofline, ProfiledCost  # noqa: E402
+from einsat.extract.profiled import CalibratedRoofline, MeasuredCost  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         session = json.load(f)
     db, path = merge_profile(args.folder)
     print(f"{path}: {len(db)} entries")
-    cost = ProfiledCost(db)
+    cost = MeasuredCost(db)
     roof = CalibratedRoofline.fit(db)
     rows = {}
     for name, r in session["phases"].get("e2e", {}).items():
@@ -71,9 +71,9 @@ def main(argv=None) -> int:
         json.dump({"device": device, "session": session.get("started"), "workloads": rows}, f, indent=1)
     lines = [f"# einsat's GPU runtime on {device.get('name')} ({session.get('started')})", "",
              "Unoptimized programs, fp32 (TF32 off), einsat's CUDA-graph replay vs PyTorch eager (same weights "
-             "and inputs); predictions by ProfiledCost (measured per-op warm times) and by the roofline "
+             "and inputs); predictions by MeasuredCost (measured per-op warm times) and by the roofline "
              "calibrated on the same profile.", "",
-             "| workload | einsat graph ms | torch eager ms | einsat/torch | ProfiledCost ms | predicted/measured "
+             "| workload | einsat graph ms | torch eager ms | einsat/torch | MeasuredCost ms | predicted/measured "
              "| calibrated roofline ms | coverage |", "|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         if "profiled_ms" not in r:

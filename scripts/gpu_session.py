@@ -196,6 +196,8 @@ def e2e_workload(s: Session, name: str, args, db) -> dict:
     prog = CompiledProgram(graph, device=backend.device)
     res["compile_s"] = time.perf_counter() - t0
     res["mode"] = prog.mode
+    if prog.graph_fallback:
+        res["graph_fallback"] = prog.graph_fallback
     got = prog.run(feeds)
     res["rel_error"] = max(rel_error(got[o], want[o]) for o in graph.outputs)
     res["arena_mb"] = prog.arena_bytes / 2**20

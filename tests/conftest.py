@@ -15,3 +15,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--gpu-libs", choices=("optional", "required"), default="optional",
+                     help="tests that need the GPU libraries' wheels (CuPy, NVRTC, cuBLAS, cuDNN) but no device: "
+                          "skip them where the wheels are absent (optional), or fail (required: make test-gpu-static)")

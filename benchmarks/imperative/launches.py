@@ -31,6 +31,7 @@ from benchmarks.imperative import KERNELS
 from einsat.frontend import functionalize, trace
 from einsat.frontend.evaluate import run_program
 from einsat.frontend.launches import count_graph, count_program
+from einsat.runtime import graph_runs
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 COLUMNS = ["eager", "naive", "imp_fused", "func_nodes", "chain_nodes", "func_fused", "optimized"]
@@ -63,9 +64,10 @@ def measure(name: str, seed: int = 0) -> dict:
     for g in (plain, fused):
         r = einsat.run(g, feeds)
         _check(name, "functionalized graph", [r[o] for o in g.outputs], expect)
-    row["func_nodes"] = count_graph(plain, feeds, fused=False)
-    row["chain_nodes"] = count_graph(fused, feeds, fused=False)
-    row["func_fused"] = count_graph(fused, feeds, fused=True)
+    row["func_nodes"] = count_graph(graph_runs(plain, feeds), fused=False)
+    runs = graph_runs(fused, feeds)
+    row["chain_nodes"] = count_graph(runs, fused=False)
+    row["func_fused"] = count_graph(runs, fused=True)
     row["graph_nodes"] = len(fused.nodes)
     t0 = time.perf_counter()
     try:
@@ -79,7 +81,7 @@ def measure(name: str, seed: int = 0) -> dict:
     for k, (a, b) in enumerate(zip([r[o] for o in optimized.outputs], expect)):
         if not np.allclose(a, b, rtol=1e-4, atol=1e-5):
             raise AssertionError(f"{name}: output {k} of the optimized graph differs from NumPy")
-    row["optimized"] = count_graph(optimized, feeds, fused=True)
+    row["optimized"] = count_graph(graph_runs(optimized, feeds), fused=True)
     return row
 
 

@@ -4,6 +4,7 @@
 """
 
 from einsat.egraph.data import ABSENT, EClass, EGraphData, ENode
+from einsat.egraph.patterns import pat
 from einsat.egraph.rules import BackOff, Generator, Rule, Ruleset, Schedule
 
 # The egglog-backed parts load on first use, so that `einsat.egraph.data` (what extraction
@@ -19,4 +20,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'einsat.egraph' has no attribute {name!r}")
 
 __all__ = ["ABSENT", "BackOff", "EClass", "EGraphData", "ENode", "Generator", "Limits", "Ref", "Rule",
-           "Ruleset", "SaturationReport", "Schedule", "Session", "StopReason", "Term"]
+           "Ruleset", "SaturationReport", "Schedule", "Session", "StopReason", "Term", "pat"]

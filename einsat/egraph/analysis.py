@@ -22,6 +22,7 @@ from typing import Mapping
 
 from einsat.egraph.data import ABSENT, EClass
 from einsat.egraph.encoding import Signature
+from einsat.egraph.patterns import WILD, apply, pat
 from einsat.errors import EinsatError
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
@@ -50,9 +51,6 @@ TABLES = """
 ANALYSIS_FUNCTIONS = ("shape", "dtype", "bcast", "bcast-want", "permute", "permute-want", "cat-shape",
                       "cat-want", "ew2", "same-shape", "const", "const-list", "const-multi", "ord", "varying",
                       "varying-list", "varying-multi")
-# never weight-only, even over weights: black boxes and control flow are not folded
-NOT_CONST = (Op.OPAQUE, Op.LOOP, Op.IF)
-
 # shape(out) = shape(first input), dtype too
 SAME_AS_FIRST = (Op.SOFTMAX, Op.LAYERNORM, Op.BATCHNORM, Op.IDENTITY)
 # dtype(out) = dtype(first input) for these (comparisons and casts are seeded, not derived)
@@ -90,19 +88,9 @@ HELPERS = """
 """
 
 
-def pattern(sig: Signature, **named: str) -> str:
-    """`(Conv _ _ _ _ x w _)`: the op's constructor with the named slots bound, others wild.
-
-    Attributes are named by their registry names; tensor slots `in0`, `in1`, ... (or `inputs`
-    for a variadic op's list)."""
-    args = [named.pop(n, "_") for n, _ in sig.attrs]
-    if sig.variadic:
-        args.append(named.pop("inputs", "_"))
-    else:
-        args += [named.pop(f"in{k}", "_") for k in range(sig.slots)]
-    if named:
-        raise KeyError(f"{sig.name} has no slot(s) {sorted(named)}")
-    return f"({sig.name} {' '.join(args)})".replace(" )", ")")
+def _only(sig: Signature, k: int, name: str) -> str:
+    """`sig`'s op with input `k` bound to `name`, its other inputs and attributes wild."""
+    return apply(sig.op, *[name if j == k else WILD for j in range(sig.slots)])
 
 
 def _sliding(nsp: int, kernel, dilated: bool) -> list[str]:
@@ -143,25 +131,26 @@ def varying_rules(sigs: Mapping[Op, Signature]) -> str:
     for op, sig in sorted(sigs.items(), key=lambda kv: kv[1].name):
         table = "varying-multi" if sig.multi else "varying"
         if sig.variadic:
-            out.append(f"(rule ((= t {pattern(sig, inputs='l')}) (varying-list l)) (({table} t)))")
+            out.append(f"(rule ((= t {apply(op, inputs='l')}) (varying-list l)) (({table} t)))")
         for k in range(sig.slots):
-            out.append(f"(rule ((= t {pattern(sig, **{f'in{k}': 'a'})}) (varying a)) (({table} t)))")
+            out.append(f"(rule ((= t {_only(sig, k, 'a')}) (varying a)) (({table} t)))")
     return "\n".join(out)
 
 
 def const_rules(sigs: Mapping[Op, Signature]) -> str:
-    """`const(t)` for every op applied to weight-only inputs (the weight-only analysis)."""
+    """`const(t)` for every foldable op applied to weight-only inputs (the weight-only analysis,
+    as `egraph.weights.weight_only` computes it outside egglog)."""
     out = [CONST_HELPERS]
     for op, sig in sorted(sigs.items(), key=lambda kv: kv[1].name):
-        if op in NOT_CONST:
+        if not opdef(op).foldable:
             continue
         if sig.variadic:
-            facts, named = "(const-list l)", {"inputs": "l"}
+            facts, term = "(const-list l)", apply(op, inputs="l")
         else:
-            named = {f"in{k}": f"a{k}" for k in range(sig.slots)}
             facts = " ".join(f"(const a{k})" for k in range(sig.slots))
+            term = apply(op, *[f"a{k}" for k in range(sig.slots)])
         table = "const-multi" if sig.multi else "const"
-        out.append(f"(rule ((= t {pattern(sig, **named)}) {facts}) (({table} t)))".replace(" )", ")"))
+        out.append(f"(rule ((= t {term}) {facts}) (({table} t)))".replace(" )", ")"))
     return "\n".join(out)
 
 
@@ -171,20 +160,20 @@ def shape_rules(sigs: Mapping[Op, Signature]) -> str:
     for op, sig in sorted(sigs.items(), key=lambda kv: kv[1].name):
         d = opdef(op)
         if d.elementwise and not sig.variadic and sig.slots == 2:
-            out.append(f"(rule ((= t {pattern(sig, in0='a', in1='b')})) ((ew2 t a b)))")
+            out.append(f"(rule ((= t {apply(op, 'a', 'b')})) ((ew2 t a b)))")
         elif (d.elementwise and sig.slots == 1) or op in SAME_AS_FIRST:
-            out.append(f"(rule ((= t {pattern(sig, in0='a')})) ((same-shape t a)))")
+            out.append(f"(rule ((= t {_only(sig, 0, 'a')})) ((same-shape t a)))")
         if not sig.variadic and sig.slots >= 1 and op not in DTYPE_NOT_FIRST and not sig.multi:
-            out.append(f"(rule ((= t {pattern(sig, in0='a')}) (= d (dtype a))) ((set (dtype t) d)))")
+            out.append(f"(rule ((= t {_only(sig, 0, 'a')}) (= d (dtype a))) ((set (dtype t) d)))")
     out.append(_op_rules(sigs))
     return "\n".join(out)
 
 
 def _op_rules(sigs: Mapping[Op, Signature]) -> str:
     rules = []
-    products = [sig for sig in sigs.values() if sig.op.value in ("matmul", "fused_matmul")]
+    products = [sig for sig in sigs.values() if sig.op in (Op.MATMUL, Op.FUSED_MATMUL)]
     for sig in products + [sigs[Op.BATCHMATMUL]]:
-        m = pattern(sig, in0="a", in1="b")
+        m = apply(sig.op, "a", "b", *[WILD] * (sig.slots - 2))
         rules.append(
             f"(rule ((= t {m}) (= sa (shape a)) (= sb (shape b)) (= r (vec-length sa)) (= r (vec-length sb))"
             " (>= r 2) (= (vec-pop (vec-pop sa)) (vec-pop (vec-pop sb)))"
@@ -192,43 +181,42 @@ def _op_rules(sigs: Mapping[Op, Signature]) -> str:
             " ((set (shape t) (vec-set sa (- r 1) (vec-get sb (- r 1))))))")
     for sig in products:  # [..., m, k] @ [k, n]
         rules.append(
-            f"(rule ((= t {pattern(sig, in0='a', in1='b')}) (= sa (shape a)) (= sb (shape b)) (= 2 (vec-length sb))"
+            f"(rule ((= t {apply(sig.op, 'a', 'b', *[WILD] * (sig.slots - 2))}) (= sa (shape a)) (= sb (shape b))"
+            " (= 2 (vec-length sb))"
             " (= r (vec-length sa)) (> r 2) (= (vec-get sa (- r 1)) (vec-get sb 0)))"
             " ((set (shape t) (vec-set sa (- r 1) (vec-get sb 1)))))")
-    convs = [sig for sig in sigs.values() if sig.op.value in ("conv", "fused_conv")]
+    convs = [sig for sig in sigs.values() if sig.op in (Op.CONV, Op.FUSED_CONV)]
     for nsp in (1, 2, 3):
         for sig in convs:
-            p = pattern(sig, stride="st", padding="pd", dilation="dl", in0="x", in1="w")
+            p = apply(sig.op, "x", "w", *[WILD] * (sig.slots - 2), stride="st", padding="pd", dilation="dl")
             dims = _sliding(nsp, lambda i: f"(vec-get sw {2 + i})", True)
             rules.append(f"(rule ((= t {p}) (= sx (shape x)) (= sw (shape w)) (= {nsp + 2} (vec-length sx)))"
                          f" ((set (shape t) (vec-of (vec-get sx 0) (vec-get sw 0) {' '.join(dims)}))))")
         for op, dil in ((Op.AVGPOOL, None), (Op.MAXPOOL, "dl")):
-            named = dict(kernel="k", stride="st", padding="pd", ceil_mode="0", in0="x")
+            named = dict(kernel="k", stride="st", padding="pd", ceil_mode=0)
             if dil:
                 named["dilation"] = "dl"
             dims = _sliding(nsp, lambda i: f"(vec-get k {i})", dil is not None)
-            rules.append(f"(rule ((= t {pattern(sigs[op], **named)}) (= sx (shape x)) (= {nsp + 2} (vec-length sx)))"
+            rules.append(f"(rule ((= t {apply(op, 'x', **named)}) (= sx (shape x)) (= {nsp + 2} (vec-length sx)))"
                          f" ((set (shape t) (vec-of (vec-get sx 0) (vec-get sx 1) {' '.join(dims)}))))")
         ones = " ".join(["1"] * nsp)
-        rules.append(f"(rule ((= t {pattern(sigs[Op.GLOBAL_AVGPOOL], in0='x')}) (= sx (shape x))"
+        rules.append(f"(rule ((= t {pat.global_avgpool('x')}) (= sx (shape x))"
                      f" (= {nsp + 2} (vec-length sx)))"
                      f" ((set (shape t) (vec-of (vec-get sx 0) (vec-get sx 1) {ones}))))")
-    rules.append(f"(rule ((= t {pattern(sigs[Op.TRANSPOSE], perm='p', in0='x')}) (= sx (shape x)))"
-                 " ((permute-want sx p)))")
-    rules.append(f"(rule ((= t {pattern(sigs[Op.TRANSPOSE], perm='p', in0='x')}) (= s (permute (shape x) p)))"
-                 " ((set (shape t) s)))")
+    rules.append(f"(rule ((= t {pat.transpose('x', perm='p')}) (= sx (shape x))) ((permute-want sx p)))")
+    rules.append(f"(rule ((= t {pat.transpose('x', perm='p')}) (= s (permute (shape x) p))) ((set (shape t) s)))")
     for op in (Op.RESHAPE, Op.EXPAND):
-        rules.append(f"(rule ((= t {pattern(sigs[op], shape='s', in0='x')})) ((set (shape t) s)))")
-    cat = pattern(sigs[Op.CONCAT], axis="ax", inputs="l")
+        rules.append(f"(rule ((= t {apply(op, 'x', shape='s')})) ((set (shape t) s)))")
+    cat = pat.concat(axis="ax", inputs="l")
     rules.append(f"(rule ((= t {cat})) ((cat-want ax l)))")
     rules.append(f"(rule ((= t {cat}) (= s (cat-shape ax l))) ((set (shape t) s)))")
     rules.append(f"(rule ((= l (TCons a _)) (= t {cat}) (= d (dtype a))) ((set (dtype t) d)))")
-    split = pattern(sigs[Op.SPLIT], axis="ax", sizes="n", in0="x")
+    split = pat.split("x", axis="ax", sizes="n")
     rules.append(f"(rule ((= g (Get {split} i)) (= sx (shape x))) ((set (shape g) (vec-set sx ax (vec-get n i)))))")
     rules.append(f"(rule ((= g (Get {split} i)) (= d (dtype x))) ((set (dtype g) d)))")
     for r in range(1, 7):
         dims = " ".join(f"(+ (vec-get sx {i}) (+ (vec-get p {i}) (vec-get p {r + i})))" for i in range(r))
-        rules.append(f"(rule ((= t {pattern(sigs[Op.PAD], pads='p', in0='x')}) (= sx (shape x))"
+        rules.append(f"(rule ((= t {pat.pad('x', pads='p')}) (= sx (shape x))"
                      f" (= {r} (vec-length sx)))"
                      f" ((set (shape t) (vec-of {dims}))))")
     rules.append("(rule ((= t (Fill v s dt))) ((set (shape t) s) (set (dtype t) dt)))")

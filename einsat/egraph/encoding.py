@@ -5,6 +5,8 @@ names an op):
 
     (Conv stride padding dilation groups x w bias)      ; attrs first, in registry order, then inputs
 
+(rule text builds these by attribute name: `einsat.egraph.patterns.pat.conv(x, w, stride=...)`)
+
 - sorts: `Tensor` (a value), `TList` (a cons list of tensors: the inputs of a variadic op,
   `(TCons a (TCons b (TNil)))`), `Multi` (the result of an op that may have several outputs,
   read with `(Get m i)`);

@@ -11,7 +11,7 @@ export. Every new `Term` gets a `let` too, and its type is seeded into the shape
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -21,12 +21,21 @@ from einsat.errors import EinsatError
 from einsat.ir.registry import opdef
 from einsat.ir.types import TensorType
 
-if TYPE_CHECKING:
-    from einsat.egraph.session import Session
+
+class Owner(Protocol):
+    """What handles read and write in the session that owns them (`egraph.session.Session`,
+    which imports this module)."""
+
+    encoder: Encoder
+    weights: dict
+    input_types: dict[str, TensorType]
+    let_names: dict[str, str]
+
+    def emit(self, *commands) -> None: ...
 
 
 class Handles:
-    def __init__(self, session: "Session"):
+    def __init__(self, session: Owner):
         self.session = session
         self.data: EGraphData | None = None
         self.class_lets: dict[int, str] = {}

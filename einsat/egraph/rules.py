@@ -2,7 +2,8 @@
 
 A `Rule` is one law: its name, the law in one line, and the egglog command(s) stating it.
 Rule text may use list sugar for the inputs of variadic ops: `(Concat ax [a b])` is
-`(Concat ax (TCons a (TCons b (TNil))))`.
+`(Concat ax (TCons a (TCons b (TNil))))`. An op with attributes is written with the pattern
+builder (`einsat.egraph.patterns.pat`), which binds them by name, never by position.
 
     Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)"))
 
@@ -18,11 +19,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Any, Callable, Protocol
 
-if TYPE_CHECKING:
-    from einsat.egraph.data import EGraphData
-    from einsat.egraph.session import Session
+from einsat.egraph.data import EGraphData
+
+
+class GeneratorSession(Protocol):
+    """What a generator may do to the session running it (`egraph.session.Session`, which
+    imports this module): add terms, union them, add weights."""
+
+    def add(self, term) -> Any: ...
+    def union(self, a, b) -> None: ...
+    def add_weight(self, array, hint: str = "w") -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ class Generator:
 
     name: str
     law: str
-    fn: Callable[["Session", "EGraphData"], int]
+    fn: Callable[[GeneratorSession, EGraphData], int]
     every: int = 1
     first_steps: int | None = None
 

@@ -35,12 +35,13 @@ from typing import Callable, Mapping, Sequence
 
 from egglog import bindings
 
+from einsat.budget import Budget
 from einsat.egraph import analysis
 from einsat.egraph.data import EGraphData
 from einsat.egraph.encoding import CONSTRUCTORS_EXTRA, AttrRefs, declarations, signatures
 from einsat.egraph.export import serialize_json, to_data
 from einsat.egraph.handles import Handles
-from einsat.egraph.rules import Generator, Ruleset, Schedule, fanout
+from einsat.egraph.rules import Generator, Ruleset, Schedule, fanout, split_commands
 from einsat.egraph.terms import Encoder, Ref, Term, graph_commands, union, var
 from einsat.errors import EinsatError, GraphError
 from einsat.ir.graph import Graph
@@ -52,6 +53,17 @@ class StopReason(enum.Enum):
     NODE_LIMIT = "node limit"
     TIME_LIMIT = "time limit"
     ITERATION_LIMIT = "iteration limit"
+    INTERRUPTED = "interrupted"   # the run's budget was cancelled (Ctrl-C) or its deadline passed
+
+
+STOP_REASONS = {  # in words, with the limit: what `SaturationReport.stop_text` says
+    StopReason.SATURATED: "saturated: no rule adds anything new",
+    StopReason.NODE_LIMIT: "node limit: {used:,} of {nodes:,} e-nodes (attribute lists and tuples counted), "
+                           "the next rewrite step would not fit",
+    StopReason.TIME_LIMIT: "time limit: the next rewrite step would pass {time_s:g} s",
+    StopReason.ITERATION_LIMIT: "iteration limit: {iterations} rewrite steps done",
+    StopReason.INTERRUPTED: "interrupted: stopped early, the e-graph so far is kept",
+}
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,11 @@ class SaturationReport:
     node_limit: int
     rules: dict[str, RuleStats] = field(default_factory=dict)
     phases: list[PhaseStats] = field(default_factory=list)
+
+    def stop_text(self, limits: Limits) -> str:
+        """Why the run stopped, in words, with the limit that stopped it."""
+        return STOP_REASONS[self.stop_reason].format(nodes=limits.nodes, time_s=limits.time_s,
+                                                     iterations=limits.iterations, used=self.nodes)
 
     def summary(self) -> str:
         top = sorted(self.rules.items(), key=lambda kv: -kv[1].matches)[:8]
@@ -220,9 +237,12 @@ class Session:
         return True
 
     # -- rewriting ----------------------------------------------------------------------------
-    def run(self, schedule: Schedule, progress: Progress | None = None) -> SaturationReport:
+    def run(self, schedule: Schedule, progress: Progress | None = None, budget: Budget | None = None
+            ) -> SaturationReport:
         """Repeat `schedule`'s phases until saturation or a limit (the default rules are
-        `einsat.rewrites.schedule.default_schedule()`: rewrites come after the e-graph)."""
+        `einsat.rewrites.schedule.default_schedule()`: rewrites come after the e-graph). With a
+        `budget` (the whole run's), a phase also does not start once it is exhausted or when its
+        previous duration would exhaust it: INTERRUPTED when it was cancelled, else TIME_LIMIT."""
         for phase in schedule.phases:
             if isinstance(phase, Ruleset):
                 self._register(phase)
@@ -238,14 +258,17 @@ class Session:
                     continue
                 nodes, elapsed = self.num_nodes(), time.perf_counter() - t0
                 prev = last.get(phase.name)
-                budget = lim.nodes - nodes
-                if budget < (self._fanout[phase.name] if isinstance(phase, Ruleset) else 1):
+                room = lim.nodes - nodes
+                if budget is not None and budget.cancelled:
+                    stop = StopReason.INTERRUPTED
+                elif room < (self._fanout[phase.name] if isinstance(phase, Ruleset) else 1):
                     stop = StopReason.NODE_LIMIT
-                elif elapsed >= lim.time_s or (prev and elapsed + prev.time_s > lim.time_s):
+                elif elapsed >= lim.time_s or (prev and elapsed + prev.time_s > lim.time_s) or \
+                        (budget is not None and budget.remaining() <= (prev.time_s if prev else 0)):
                     stop = StopReason.TIME_LIMIT
                 if stop:
                     break
-                stats = self._run_phase(phase, step, nodes, budget, report)
+                stats = self._run_phase(phase, step, nodes, room, report)
                 last[phase.name] = stats
                 report.phases.append(stats)
                 changed |= stats.changed
@@ -373,6 +396,11 @@ class Session:
             self._export = data
         return self._export
 
+    def _repr_svg_(self) -> str:
+        """The current e-graph as a picture in a notebook (`einsat.viz.egraph`)."""
+        from einsat.viz.egraph import egraph_svg
+        return egraph_svg(self.export())
+
     # -- internals ----------------------------------------------------------------------------
     def emit(self, *commands) -> None:
         """Queue egglog commands (run in order before anything else reads or runs the e-graph)."""
@@ -398,5 +426,4 @@ def _due(phase, step: int) -> bool:
 
 
 def _in_ruleset(text: str, ruleset: str) -> str:
-    from einsat.egraph.rules import split_commands
     return "\n".join(f"{c[:-1]} :ruleset {ruleset})" for c in split_commands(text))

@@ -3,19 +3,24 @@
     from einsat.extract import extract
     result = extract(session.export(), cost="h100", method="ilp", time_limit=10)
     result.graph, result.cost, result.gap
+
+Cost models: `CostModel` (the contract) and `RooflineCost` (analytic) in `cost`, `MeasuredCost`
+(profiled timings) in `profiled`, their names (`cost_model("h100")`, `DEFAULT_COST`) in `models`.
 """
 
-from einsat.extract.cost import CostModel, ProfiledCost, RooflineCost, cost_model, register_cost_model
+from einsat.extract.cost import CostModel, RooflineCost
 from einsat.extract.devices import DEVICES, H100, H200, Device
 from einsat.extract.extraction import METHODS, Extraction, extract
 from einsat.extract.from_graph import egraph_data_from_graph, selection_of_graph
 from einsat.extract.greedy import greedy_dag, greedy_tree
 from einsat.extract.ilp import solve_ilp
 from einsat.extract.local import improve
+from einsat.extract.models import COST_MODELS, DEFAULT_COST, cost_model, register_cost_model
 from einsat.extract.problem import Candidate, Problem, Selection
+from einsat.extract.profiled import MeasuredCost
 from einsat.extract.rebuild import rebuild
 
-__all__ = ["DEVICES", "H100", "H200", "METHODS", "Candidate", "CostModel", "Device", "Extraction",
-           "Problem", "ProfiledCost", "RooflineCost", "Selection", "cost_model", "egraph_data_from_graph",
+__all__ = ["COST_MODELS", "DEFAULT_COST", "DEVICES", "H100", "H200", "METHODS", "Candidate", "CostModel", "Device",
+           "Extraction", "MeasuredCost", "Problem", "RooflineCost", "Selection", "cost_model", "egraph_data_from_graph",
            "extract", "greedy_dag", "greedy_tree", "improve", "rebuild", "register_cost_model",
            "selection_of_graph", "solve_ilp"]

@@ -9,29 +9,20 @@ The contract every `CostModel` keeps (extractors rely on it, `tests/extract/test
 - **monotone**: growing any input or output tensor never lowers the cost;
 - **additive**: a program costs the sum of its distinct nodes (a shared value is paid once).
 
-`RooflineCost(device)` is the analytic default; `ProfiledCost(db, fallback)` is the hook for
-per-op GPU timings. Models are looked up by name (`cost_model("h100")`), and a profiled model can
-be registered under a device's name with `register_cost_model`.
+`RooflineCost(device)` is the analytic model; `MeasuredCost` (`einsat.extract.profiled`) reads
+per-op timings. The names `optimize(cost=...)` accepts are in `einsat.extract.models`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from einsat.errors import EinsatError
 from einsat.extract.devices import DEVICES, Device
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
-
-# ops that run on tensor cores (cuBLAS/cuDNN GEMMs)
-TENSOR_CORE_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.CONV, Op.CONV_TRANSPOSE,
-                             Op.FUSED_CONV, Op.FUSED_MATMUL})
-# layout ops a backend can run as a view of their input, with no kernel
-VIEW_OPS = frozenset({Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY, Op.EXPAND,
-                      Op.SPLIT, Op.SLICE})
-SOURCE_OPS = frozenset({Op.CONSTANT})
 
 
 class CostModel(ABC):
@@ -48,6 +39,14 @@ class CostModel(ABC):
     def graph_cost(self, graph) -> float:
         """The cost of an `ir.Graph`: the sum over its nodes (each node runs once)."""
         return sum(self.node_cost(node.op, node.attrs, *graph.node_types(node)) for node in graph.nodes)
+
+    def cost_by_op(self, graph) -> dict[str, float]:
+        """The cost of an `ir.Graph` by op name (what the report's per-op bars show)."""
+        out: dict[str, float] = {}
+        for node in graph.nodes:
+            out[node.op_name] = out.get(node.op_name, 0.0) + self.node_cost(node.op, node.attrs,
+                                                                            *graph.node_types(node))
+        return out
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -72,11 +71,12 @@ class RooflineCost(CostModel):
 
     Matmul/conv-like ops use the tensor-core peak of their dtype (TF32 for fp32 only with
     `tf32=True`; einsat's GPU backend runs strict fp32 by default), everything else the CUDA-core
-    peak. Views cost the device's `view_us`; sources cost 0. FLOPs and bytes come from the op
-    registry, which counts more of both for larger tensors: the model is monotone.
+    peak. Views cost the device's `view_us`; sources cost 0 (the registry's `tensor_core`, `view`
+    and `source` facts). FLOPs and bytes come from the op registry, which counts more of both for
+    larger tensors: the model is monotone.
     """
 
-    def __init__(self, device: Device | str = "h100", tf32: bool = False):
+    def __init__(self, device: Device | str, tf32: bool = False):
         if isinstance(device, str):
             if device not in DEVICES:
                 raise EinsatError(f"unknown device {device!r}; known devices: {sorted(DEVICES)}")
@@ -86,69 +86,13 @@ class RooflineCost(CostModel):
         self.name = device.name + ("-tf32" if tf32 else "")
 
     def node_cost(self, op, attrs, ins, outs) -> float:
-        if op in SOURCE_OPS:
+        d = opdef(op)
+        if d.source:
             return 0.0
-        if op in VIEW_OPS:
+        if d.view:
             return self.device.view_us
         flops, moved = flops_and_bytes(op, attrs, ins, outs)
         ref = next((t for t in outs if t is not None), None) or next(t for t in ins if t is not None)
-        peak = self.device.peak_flops(ref.dtype, op in TENSOR_CORE_OPS, self.tf32)
+        peak = self.device.peak_flops(ref.dtype, d.tensor_core is not None, self.tf32)
         seconds = max(flops / peak, moved / self.device.bandwidth)
         return self.device.launch_us + seconds * 1e6
-
-
-class ProfiledCost(CostModel):
-    """Measured per-op GPU timings, with a fallback model for ops the profile lacks.
-
-    `db` is any object with `lookup(op, attrs, ins, outs) -> float | None` (µs, None when the
-    profile has no entry); `einsat.gpu`'s profiler writes the database and provides the loader.
-    The fallback should be a roofline calibrated on the same device. Measured times are clamped
-    to be at least the fallback's view cost, so that the positivity contract holds.
-    """
-
-    def __init__(self, db, fallback: CostModel, name: str | None = None):
-        self.db = db
-        self.fallback = fallback
-        self.name = name or f"profiled-{fallback.name}"
-
-    def node_cost(self, op, attrs, ins, outs) -> float:
-        if op in SOURCE_OPS:
-            return 0.0
-        measured = self.db.lookup(op, attrs, ins, outs)
-        if measured is None:
-            return self.fallback.node_cost(op, attrs, ins, outs)
-        floor = getattr(getattr(self.fallback, "device", None), "view_us", 1e-3)
-        return max(float(measured), floor)
-
-
-def _device_model(kind: str) -> CostModel:
-    """The committed GPU profile of `kind` (einsat/gpu/profiles/<kind>.json) as a ProfiledCost,
-    or the analytic roofline while none is committed."""
-    from einsat.extract.profiled import profiled_or_roofline
-    return profiled_or_roofline(kind)
-
-
-_COST_MODELS: dict[str, Callable[[], CostModel]] = {
-    "h100": lambda: _device_model("h100"),
-    "h200": lambda: _device_model("h200"),
-    "h100-tf32": lambda: RooflineCost("h100", tf32=True),
-    "h200-tf32": lambda: RooflineCost("h200", tf32=True),
-}
-
-
-def register_cost_model(name: str, factory: Callable[[], CostModel]) -> None:
-    """Make `cost_model(name)` (and `optimize(cost=name)`) build models with `factory`.
-
-    The GPU profiler registers `ProfiledCost` under a device's name once a profile exists.
-    """
-    _COST_MODELS[name] = factory
-
-
-def cost_model(spec: str | CostModel) -> CostModel:
-    """A cost model from its name ("h100", "h200", "h100-tf32", ...) or the model itself."""
-    if isinstance(spec, CostModel):
-        return spec
-    if spec not in _COST_MODELS:
-        raise EinsatError(f"unknown cost model {spec!r}; choose one of {sorted(_COST_MODELS)} "
-                          "or pass a CostModel")
-    return _COST_MODELS[spec]()

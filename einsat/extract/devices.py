@@ -7,7 +7,7 @@ Sources (NVIDIA datasheets, dense figures, i.e. without structured sparsity):
 - H200 SXM 141 GB ("NVIDIA H200 Tensor Core GPU" datasheet): the same Hopper GH100 compute
   (FP32 67, TF32 494.7, FP16 989.4 TFLOP/s dense) and HBM3e 4.8 TB/s.
 
-Assumptions (not datasheet figures; `ProfiledCost` replaces them with measurements):
+Assumptions (not datasheet figures; `MeasuredCost` replaces them with measurements):
 - kernel launch overhead 2 µs per kernel: between a CUDA-graph replay (~1 µs per node) and an
   eager launch from Python (~3–5 µs);
 - real kernels reach 70% of the compute peak and 80% of the HBM bandwidth;

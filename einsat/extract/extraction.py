@@ -10,15 +10,17 @@ than its input (for "greedy-tree" too).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
+from einsat.budget import Budget
 from einsat.egraph.data import EGraphData
 from einsat.errors import ExtractionError
-from einsat.extract.cost import CostModel, cost_model
+from einsat.extract.cost import CostModel
 from einsat.extract.from_graph import selection_of_graph
 from einsat.extract.greedy import greedy_dag, greedy_tree
 from einsat.extract.ilp import solve_ilp
 from einsat.extract.local import improve
+from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.extract.problem import Problem, Selection
 from einsat.extract.rebuild import rebuild
 from einsat.ir.graph import Graph
@@ -27,17 +29,17 @@ METHODS = ("ilp", "greedy", "greedy-tree")
 
 
 @dataclass
-class Extraction:
-    """The extracted program and how it was found.
+class ExtractionSummary:
+    """How a program was chosen: the figures of an `Extraction`, without the program (what the
+    optimize report keeps).
 
-    `cost` is the modeled cost of `graph` (µs for the roofline models), identity nodes that name
-    outputs included (the `starts` are selection costs, without them); `status` says how the
-    method ended ("optimal", "time limit", "heuristic", ...); `gap` is the ILP's relative gap to
-    its lower bound (0 when optimal, None for heuristics); `starts` gives the cost of each
-    starting point considered ("greedy-tree", "greedy", "input", "local")."""
+    `cost` is the modeled cost of the program (µs for the roofline models), identity nodes that
+    name outputs included, and so are the `starts` (the programs each start would rebuild, with
+    weight-only subprograms computed once at compile time); `status` says how the method ended
+    ("optimal", "time limit", "stopped improving", "interrupted", "heuristic", ...); `gap` is the
+    ILP's relative gap to its lower bound (0 when optimal, None for heuristics); `starts` gives
+    the cost of each starting point considered ("greedy-tree", "greedy", "input", "local")."""
 
-    graph: Graph
-    selection: Selection
     cost: float
     method: str
     status: str
@@ -49,11 +51,25 @@ class Extraction:
     classes: int = 0
     ilp_size: tuple[int, int] | None = None  # (columns, rows)
 
+    def summary(self) -> ExtractionSummary:
+        return ExtractionSummary(**{f.name: getattr(self, f.name) for f in fields(ExtractionSummary)})
 
-def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp",
+
+@dataclass
+class Extraction(ExtractionSummary):
+    """The extracted program (`graph`, from the e-graph's `selection`) and how it was found."""
+
+    graph: Graph = field(kw_only=True)
+    selection: Selection = field(kw_only=True)
+
+
+def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str = "ilp",
             time_limit: float = 10.0, start: Graph | None = None, fold_constants: bool = True,
-            name: str = "optimized", local_evals: int = 20000) -> Extraction:
-    """Extract the cheapest program of `data` under `cost` (see the module docstring)."""
+            name: str = "optimized", local_evals: int = 20000, budget: Budget | None = None,
+            progress=None) -> Extraction:
+    """Extract the cheapest program of `data` under `cost` (see the module docstring). The ILP
+    also stops when the run's `budget` runs out or is cancelled; `progress(message, cost)` hears
+    of its better programs."""
     if method not in METHODS:
         raise ExtractionError(f"unknown extraction method {method!r}; choose one of {METHODS}")
     t0 = time.perf_counter()
@@ -76,16 +92,18 @@ def extract(data: EGraphData, cost: str | CostModel = "h100", method: str = "ilp
     selection, found = starts[best], costs[best]
     result = {"method": method, "status": "heuristic" if method != "ilp" else "", "gap": None, "bound": None}
     if method == "ilp":
-        ilp = solve_ilp(problem, selection, time_limit=time_limit)
+        ilp = solve_ilp(problem, selection, time_limit=time_limit, budget=budget, progress=progress)
         selection, found = ilp.selection, ilp.cost
         result.update(status=ilp.status, gap=ilp.gap, bound=ilp.bound, ilp_size=(ilp.columns, ilp.rows))
     graph = rebuild(problem, selection, name=name)
     # the program's own cost: the selection's plus the identity nodes that name outputs whose
-    # e-class is an input or another output's (a constant offset for every selection)
-    cost_of_graph = problem.model.graph_cost(graph)
+    # e-class is an input or another output's (a constant offset for every selection, added to
+    # the bound and the starts so that every figure is a program's cost)
+    offset = problem.model.graph_cost(graph) - found
     if result["bound"] is not None:
-        result["bound"] += cost_of_graph - found
-    found = cost_of_graph
+        result["bound"] += offset
+    costs = {k: v + offset for k, v in costs.items()}
+    found += offset
     return Extraction(graph=graph, selection=selection, cost=found, seconds=time.perf_counter() - t0,
                       starts=costs, candidates=problem.num_candidates(), classes=len(problem.classes),
                       **result)

@@ -23,19 +23,23 @@ limit) is a valid DAG. Candidates dominated inside their e-class (a cheaper or e
 candidate using a subset of its children) are dropped first; this keeps an optimum.
 
 The solve starts from a given selection (HiGHS `setSolution`) and the result is the better of
-the two, so the ILP is never worse than its start. At the time limit the relative gap
+the two, so the ILP is never worse than its start. It stops at the time limit, when the run's
+budget runs out or is cancelled, or when it stops improving (`ilp_watch.IlpWatch`). At the time limit the relative gap
 (cost - bound) / cost is reported, with the better of HiGHS's bound and `lower_bound`'s.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from einsat.budget import Budget
 from einsat.errors import ExtractionError
 from einsat.extract.greedy import lower_bound
+from einsat.extract.ilp_watch import STALL_S, IlpWatch
 from einsat.extract.problem import Problem, Selection
 
 MAX_DOMINANCE_CLASS = 64  # larger e-classes skip the O(k^2) dominance check
@@ -120,8 +124,10 @@ def _components(problem: Problem, ids: dict[int, list[int]]) -> dict[int, int]:
     return comp
 
 
-def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0) -> IlpResult:
-    """The cheapest acyclic selection, or the best found within `time_limit` seconds."""
+def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budget: Budget | None = None,
+              progress=None, stall_s: float | None = STALL_S) -> IlpResult:
+    """The cheapest acyclic selection, or the best found within `time_limit` seconds (and the
+    run's `budget`), or when no better one came for a while (`IlpWatch`; `stall_s=None`: never)."""
     import highspy  # here, not at import: cost models and greedy extraction run without HiGHS
     t0 = time.perf_counter()
     start_cost = problem.cost(start)
@@ -193,6 +199,8 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0) -> I
         [highspy.HighsVarType.kContinuous] * len(tcol)
     h.passModel(lp)
     h.setSolution(_start_vector(problem, start, col, gcol, tcol, comp, ncol))
+    watch = IlpWatch(budget, progress, math.inf if stall_s is None else stall_s)
+    watch.attach(h)
     h.run()
 
     status = h.getModelStatus()
@@ -211,7 +219,7 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0) -> I
     if status == highspy.HighsModelStatus.kOptimal:
         text, gap, bound = "optimal", 0.0, found
     else:
-        text = h.modelStatusToString(status).lower()
+        text = watch.reason or h.modelStatusToString(status).lower()
         bound = min(bound, found)
         gap = (found - bound) / found if found > 0 else 0.0
     if selection is start and status != highspy.HighsModelStatus.kOptimal:

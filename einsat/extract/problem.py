@@ -8,8 +8,10 @@
 - only e-classes reachable from the roots and extractable (some e-node whose children are all
   extractable) are kept; e-nodes with an unextractable child or their own e-class as a child
   are dropped;
-- with `fold_constants`, an e-class computable from weights alone (values up to `FOLD_BYTES`,
-  each op up to `FOLD_FLOPS`) is a *constant*: it becomes a source of cost 0, and `rebuild`
+- with `fold_constants`, an e-class computable from weights alone (`egraph.weights.weight_only`,
+  values up to `FOLD_BYTES`, each op up to `FOLD_FLOPS`, never through a broadcast,
+  `OpDef.repeats_input`: larger ones are left to the program, where they cost their run time) is
+  a *constant*: it becomes a source of cost 0, and `rebuild`
   evaluates it once at compile time (TASO's and PET's weight preprocessing). Its derivation is
   chosen level by level, so it is acyclic.
 
@@ -25,9 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.egraph.data import EClass, EGraphData, ENode
+from einsat.egraph.weights import closure, output_types, parents, weight_only
 from einsat.errors import ExtractionError
-from einsat.extract.cost import SOURCE_OPS, CostModel
-from einsat.ir.registry import Op, opdef
+from einsat.extract.cost import CostModel
+from einsat.ir.registry import opdef
 from einsat.ir.types import TensorType
 
 FOLD_BYTES = 64 << 20  # constants larger than this stay computations
@@ -78,8 +81,9 @@ class Problem:
         if missing:
             raise ExtractionError(f"root e-class(es) {missing} are not in the e-graph")
         self.types = _class_types(data)
-        self._parents = _parents(data)
-        self.constants = _constant_derivations(data, self.types, self._parents) if fold_constants else {}
+        self._parents = parents(data)
+        self.constants = (weight_only(data, FOLD_BYTES, FOLD_FLOPS, self.types, self._parents)
+                          if fold_constants else {})
         self.candidates: list[Candidate] = []
         self.group_cost: list[float] = []
         self.group_size: list[int] = []
@@ -132,7 +136,7 @@ class Problem:
         return sorted(order)
 
     def _cost(self, node: ENode, cls: EClass, memo: dict) -> float:
-        if node.op is None or node.op in SOURCE_OPS:
+        if node.op is None or opdef(node.op).source:
             return 0.0
         ins = tuple(self.types.get(c) if c >= 0 else None for c in node.children)
         outs = output_types(node, ins, self.types[cls.id])
@@ -194,14 +198,6 @@ class Problem:
         return len(self.candidates)
 
 
-def output_types(node: ENode, ins, own: TensorType) -> tuple[TensorType, ...]:
-    """All output types of `node`'s op (its e-class holds output `node.output`)."""
-    d = opdef(node.op)
-    if d.num_outputs(node.attrs) == 1:
-        return (own,)
-    return tuple(d.infer(list(ins), node.attrs))
-
-
 def _class_types(data: EGraphData) -> dict[int, TensorType]:
     """E-class types, inferring through the registry where the export left one out."""
     types = {cid: c.type for cid, c in data.classes.items() if c.type is not None}
@@ -232,67 +228,11 @@ def _infer_one(node: ENode, types, data: EGraphData) -> TensorType | None:
     return opdef(node.op).infer(ins, node.attrs)[node.output]
 
 
-def _parents(data: EGraphData) -> dict[int, list[tuple[int, ENode]]]:
-    """Child e-class -> the (e-class, e-node) pairs that use it."""
-    parents: dict[int, list[tuple[int, ENode]]] = {}
-    for cid, cls in data.classes.items():
-        for node in cls.nodes:
-            for c in set(node.children):
-                if c >= 0:
-                    parents.setdefault(c, []).append((cid, node))
-    return parents
-
-
-def _closure(data: EGraphData, parents, seeds: dict[int, ENode], accept) -> dict[int, ENode]:
-    """The e-classes reachable bottom-up from `seeds` through e-nodes that `accept` allows and
-    whose children are all in the set; each with the first e-node that put it there (so the
-    chosen e-nodes form an acyclic derivation)."""
-    found = dict(seeds)
-    queue = list(seeds)
-    head = 0
-    while head < len(queue):
-        cid = queue[head]
-        head += 1
-        for parent, node in parents.get(cid, ()):
-            if parent not in found and accept(parent, node) and \
-                    all(c in found for c in node.children if c >= 0):
-                found[parent] = node
-                queue.append(parent)
-    return found
-
-
-def _constant_derivations(data: EGraphData, types, parents) -> dict[int, ENode]:
-    """E-classes computable from weights alone (up to `FOLD_BYTES`), each with a derivation."""
-    def small(cid):
-        return cid in types and types[cid].nbytes <= FOLD_BYTES
-
-    seeds = {}
-    for cid, cls in data.classes.items():
-        for node in cls.nodes:
-            is_weight = node.leaf is not None and node.leaf[0] == "weight" and node.leaf[1] in data.weights
-            if small(cid) and (is_weight or (node.leaf is None and node.op in SOURCE_OPS)):
-                seeds[cid] = node
-                break
-    def cheap(cid, node):
-        if node.leaf is not None or node.op is Op.OPAQUE or not small(cid):
-            return False
-        ins = [types.get(c) if c >= 0 else None for c in node.children]
-        if any(t is None for t, c in zip(ins, node.children) if c >= 0):
-            return False
-        try:
-            flops = opdef(node.op).flops(ins, output_types(node, ins, types[cid]), node.attrs)
-        except NotImplementedError:
-            flops = 0
-        return flops <= FOLD_FLOPS
-
-    return _closure(data, parents, seeds, cheap)
-
-
-def _extractable(data: EGraphData, parents, constants) -> set[int]:
+def _extractable(data: EGraphData, users, constants) -> set[int]:
     """E-classes with a finite term (fixpoint from the sources)."""
     seeds = dict(constants)
     for cid, cls in data.classes.items():
         for node in cls.nodes:
             if cid not in seeds and not any(c >= 0 for c in node.children):
                 seeds[cid] = node
-    return set(_closure(data, parents, seeds, lambda cid, node: True))
+    return set(closure(users, seeds, lambda cid, node: True))

@@ -16,7 +16,7 @@ Format (`einsat-profile/1`), times in microseconds (the unit of einsat's cost mo
                                      "flops": ..., "bytes": ..., "kernels": 1}},
      "failures": {"<signature key>": "why it could not be measured"}}
 
-`ProfileDB.lookup(op, attrs, ins, outs)` is the interface `einsat.extract.ProfiledCost` reads.
+`ProfileDB.lookup(op, attrs, ins, outs)` is the interface `einsat.extract.MeasuredCost` reads.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Costs from GPU measurements: `ProfiledCost(db)` and the roofline calibrated on the same device.
+"""Costs from measurements: `MeasuredCost(db)` and the roofline calibrated on the same device.
 
-`ProfiledCost(db)` returns the measured time of every signature the profile holds and, for
+`MeasuredCost(db)` returns the measured time of every signature the profile holds and, for
 the others, `CalibratedRoofline.fit(db)`: per op family (GEMMs, convolutions, other kernels)
 
     t = launch + max(flops / peak, bytes / bandwidth)
@@ -20,34 +20,34 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from einsat.errors import EinsatError
-from einsat.extract import cost
-from einsat.extract.devices import DEVICES
-from einsat.extract.profile_db import ProfileDB, committed_profile
-from einsat.ir.registry import Op
+from einsat.extract.cost import CostModel, flops_and_bytes
+from einsat.extract.devices import DEVICES, H100, Device
+from einsat.extract.profile_db import MODES, ProfileDB, committed_profile
+from einsat.ir.registry import Op, opdef
 from einsat.ir.signature import Signature, signature_of, write_signatures
 from einsat.ir.types import TensorType
 
-GEMM_OPS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.FUSED_MATMUL})
-CONV_OPS = frozenset({Op.CONV, Op.CONV_TRANSPOSE, Op.FUSED_CONV})
-# layout ops einsat's GPU backend runs as strided views (no kernel)
-GPU_VIEW_OPS = frozenset({Op.TRANSPOSE, Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.IDENTITY,
-                          Op.EXPAND, Op.SPLIT, Op.SLICE, Op.ACCESS})
 FAMILIES = ("gemm", "conv", "kernel")
 
 
 def family(op: Op) -> str:
-    if op in GEMM_OPS:
-        return "gemm"
-    if op in CONV_OPS:
-        return "conv"
-    if op in GPU_VIEW_OPS:
-        return "view"
-    return "kernel"
+    """The roofline an op is fitted to: its tensor-core family ("gemm", "conv"), "view" for ops
+    that issue no kernel, "kernel" for the others (the registry's `tensor_core` and `view`)."""
+    d = opdef(op)
+    if d.tensor_core is not None:
+        return d.tensor_core
+    return "view" if d.view else "kernel"
+
+
+def datasheet(kind: str) -> Device:
+    """The datasheet figures a calibration starts from: the device's own, or the H100's for a GPU
+    einsat has none of (a weak prior only: the measurements move the fit away from it)."""
+    return DEVICES.get(kind, H100)
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,11 @@ class Roofline:
     launch_us: float
     flops_per_us: float
     bytes_per_us: float
+
+    @staticmethod
+    def of(device: Device) -> "Roofline":
+        """A device's datasheet figures as a roofline (CUDA-core fp32 peak, HBM bandwidth)."""
+        return Roofline(device.launch_us, device.fp32_flops / 1e6, device.hbm_bytes_per_s / 1e6)
 
     def time(self, flops, moved):
         return self.launch_us + np.maximum(np.asarray(flops) / self.flops_per_us,
@@ -72,7 +77,7 @@ def fit_roofline(flops: Sequence[float], moved: Sequence[float], us: Sequence[fl
 
     Parameters are fitted in log space (so they stay positive) from several starting points;
     the best fit wins. A weak prior (weight 1e-3 per log unit, towards `prior`, by default
-    an H100's datasheet figures) settles what the timings cannot tell apart: the peak of a family
+    `datasheet("gpu")`'s figures) settles what the timings cannot tell apart: the peak of a family
     whose kernels are all memory-bound, whose FLOPs grow in proportion to their bytes.
     Needs at least 3 timings.
     """
@@ -85,8 +90,7 @@ def fit_roofline(flops: Sequence[float], moved: Sequence[float], us: Sequence[fl
         raise EinsatError(f"a roofline fit needs at least 3 timed ops, got {len(t)}")
     logt = np.log(t)
     if prior is None:
-        d = DEVICES["h100"]
-        prior = Roofline(d.launch_us, d.fp32_flops / 1e6, d.hbm_bytes_per_s / 1e6)
+        prior = Roofline.of(datasheet("gpu"))
     p_prior = np.log([prior.launch_us, prior.flops_per_us, prior.bytes_per_us])
 
     def residual(p):
@@ -106,14 +110,13 @@ def fit_roofline(flops: Sequence[float], moved: Sequence[float], us: Sequence[fl
     return Roofline(float(launch), float(peak), float(bw))
 
 
-class CalibratedRoofline(cost.CostModel):
+class CalibratedRoofline(CostModel):
     """A roofline per op family, fitted to a profile of the same device (see `fit`)."""
 
     def __init__(self, families: Mapping[str, Roofline], view_us: float, kind: str = "gpu"):
         self.families = dict(families)
         self.view_us = view_us
-        base = DEVICES.get(kind)
-        self.device = base if base is not None else DEVICES["h100"]
+        self.device = datasheet(kind)
         self.name = f"roofline-{kind}-calibrated"
 
     @staticmethod
@@ -133,8 +136,8 @@ class CalibratedRoofline(cost.CostModel):
             raise EinsatError(f"the profile has {len(everything)} timed kernels; a calibration needs "
                               f"{min_points}")
         kind = db.device.get("kind", "gpu")
-        base = DEVICES.get(kind, DEVICES["h100"])
-        prior = Roofline(base.launch_us, base.fp32_flops / 1e6, base.hbm_bytes_per_s / 1e6)
+        base = datasheet(kind)
+        prior = Roofline.of(base)
         overall = fit_roofline(*zip(*everything), prior=prior)
         fits = {f: fit_roofline(*zip(*ps), prior=prior) if len(ps) >= min_points else overall
                 for f, ps in points.items()}
@@ -142,12 +145,12 @@ class CalibratedRoofline(cost.CostModel):
         return CalibratedRoofline(fits, view_us, kind)
 
     def node_cost(self, op, attrs, ins, outs) -> float:
-        if op in cost.SOURCE_OPS:
+        if opdef(op).source:
             return 0.0
         fam = family(op)
         if fam == "view":
             return self.view_us
-        flops, moved = cost.flops_and_bytes(op, attrs, ins, outs)
+        flops, moved = flops_and_bytes(op, attrs, ins, outs)
         return float(self.families[fam].time(flops, moved))
 
 
@@ -161,22 +164,40 @@ def load_profile(db: ProfileDB | str | os.PathLike) -> ProfileDB:
     return ProfileDB.load(path)
 
 
-class ProfiledCost(cost.ProfiledCost):
-    """Measured GPU times (µs), the calibrated roofline for signatures the profile lacks.
+class MeasuredCost(CostModel):
+    """Measured times (µs), and a fallback model for the signatures the profile lacks.
 
-    `mode` picks the measured time: "warm_us" (per op inside a whole-program CUDA graph, inputs
-    L2-resident: the default, what end-to-end runs see) or "us" (cold L2).
+    `db` is a `ProfileDB`, a path, or a device kind with a committed profile; or any object with
+    `lookup(op, attrs, ins, outs) -> float | None` (µs, None when not measured), which then needs
+    an explicit `fallback`. The fallback defaults to the roofline calibrated on the profile.
+    Measured times are clamped to at least the fallback's view cost, so that the positivity
+    contract holds. `mode` picks the measured time: "warm_us" (per op inside a whole-program
+    CUDA graph, inputs L2-resident: the default, what end-to-end runs see) or "us" (cold L2).
     """
 
-    def __init__(self, db: ProfileDB | str | os.PathLike, fallback: cost.CostModel | None = None,
-                 mode: str = "warm_us", name: str | None = None):
-        db = load_profile(db)
-        if mode not in ("warm_us", "us"):
-            raise EinsatError(f"unknown profile mode {mode!r}; choose 'warm_us' or 'us'")
-        db.mode = mode
-        if fallback is None:
-            fallback = CalibratedRoofline.fit(db)
-        super().__init__(db, fallback, name or f"profiled-{db.device.get('kind', 'gpu')}")
+    def __init__(self, db, fallback: CostModel | None = None, mode: str = "warm_us", name: str | None = None):
+        if not hasattr(db, "lookup"):
+            db = load_profile(db)
+        if isinstance(db, ProfileDB):
+            if mode not in MODES:
+                raise EinsatError(f"unknown profile mode {mode!r}; choose one of {MODES}")
+            db.mode = mode
+            fallback = fallback or CalibratedRoofline.fit(db)
+        elif fallback is None:
+            raise EinsatError(f"MeasuredCost of {db!r} needs a fallback model (only a ProfileDB calibrates one)")
+        self.db = db
+        self.fallback = fallback
+        kind = db.device.get("kind", "gpu") if isinstance(db, ProfileDB) else fallback.name
+        self.name = name or f"measured-{kind}"
+
+    def node_cost(self, op, attrs, ins, outs) -> float:
+        if opdef(op).source:
+            return 0.0
+        measured = self.db.lookup(op, attrs, ins, outs)
+        if measured is None:
+            return self.fallback.node_cost(op, attrs, ins, outs)
+        floor = getattr(getattr(self.fallback, "device", None), "view_us", 1e-3)
+        return max(float(measured), floor)
 
     def coverage(self, graph) -> float:
         """The fraction of a graph's (profiled-kind) nodes the profile measured."""
@@ -210,10 +231,3 @@ def signatures_of_egraph(data) -> list[Signature]:
 def export_signatures(data, path) -> int:
     """Write every e-node signature of an e-graph to `path`; returns how many."""
     return write_signatures(path, signatures_of_egraph(data))
-
-
-def profiled_or_roofline(kind: str, **kw: Any) -> cost.CostModel:
-    """The committed profile of `kind` as a ProfiledCost when there is one, else its roofline."""
-    if committed_profile(kind):
-        return ProfiledCost(kind, **kw)
-    return cost.RooflineCost(kind)

@@ -1,6 +1,6 @@
 """Recording statements: pure ops, views and mutations, with shapes checked on the user's line.
 
-Every helper takes the trace and value names and returns a `TracedArray` (or a name); shapes
+Every helper takes the trace and value names and returns a traced array (or a name); shapes
 and dtypes come from the op registry's inference, so a bad shape fails on the line that
 wrote it with a `FrontendError`.
 """
@@ -11,15 +11,14 @@ import numpy as np
 
 from einsat.errors import EinsatError
 from einsat.frontend.program import MutateStmt, OpStmt, ViewStmt
-from einsat.frontend.tracer import Trace, fail, user_line
+from einsat.frontend.tracer import Trace, Traced, fail, user_line
 from einsat.ir.ops.views import apply_spec, spec_shapes
 from einsat.ir.registry import Op, normalize_attrs, opdef
 from einsat.ir.types import TensorType
 
 
 def is_traced(x) -> bool:
-    from einsat.frontend.tensor import TracedArray
-    return isinstance(x, TracedArray)
+    return isinstance(x, Traced)
 
 
 def weak_dtype(x):
@@ -32,8 +31,7 @@ def weak_dtype(x):
 
 
 def wrap(tr: Trace, name: str):
-    from einsat.frontend.tensor import TracedArray
-    return TracedArray(tr, name)
+    return tr.array_type(tr, name)
 
 
 def lift(tr: Trace, x, dtype=None) -> str:
@@ -121,4 +119,5 @@ def mutate(tr: Trace, target: str, source: str) -> None:
     if not fits:
         raise fail(f"cannot broadcast a value of shape {list(s.shape)} into {list(t.shape)}")
     source = cast(tr, source, t.dtype)
+    tr.known.pop(tr.root.get(target, target), None)
     tr.emit(MutateStmt(target, source, user_line()))

@@ -29,11 +29,13 @@ import numpy as np
 from einsat.errors import FrontendError
 from einsat.frontend import emit
 from einsat.frontend.alias import analyze
+from einsat.frontend.creation import numpy_constructors
 from einsat.frontend.dce import eliminate_dead_code
 from einsat.frontend.lower import to_graph
 from einsat.frontend.program import Program
 from einsat.frontend.propagate import block_propagation, rename
 from einsat.frontend.rewrite import rewrite_mutations
+from einsat.frontend.tensor import TracedArray
 from einsat.frontend.tracer import Trace
 from einsat.ir.graph import Graph
 from einsat.ir.types import TensorType
@@ -63,7 +65,7 @@ def _flatten(result) -> list[tuple[str, object]]:
 def trace(fn, example_inputs, name: str | None = None) -> Program:
     """Run `fn` on traced arrays shaped like `example_inputs`: the imperative program it executes."""
     example_inputs = tuple(example_inputs)
-    tr = Trace(name or getattr(fn, "__name__", "function"))
+    tr = Trace(name or getattr(fn, "__name__", "function"), TracedArray)
     args = []
     for pname, x in zip(_parameter_names(fn, len(example_inputs)), example_inputs):
         if isinstance(x, np.ndarray):
@@ -71,7 +73,7 @@ def trace(fn, example_inputs, name: str | None = None) -> Program:
             args.append(emit.wrap(tr, pname))
         else:
             args.append(x)
-    with tr:
+    with tr, numpy_constructors():
         try:
             result = fn(*args)
         except Exception as e:

@@ -12,30 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from einsat.frontend import emit, indexing
+from einsat.frontend.dispatch import implements
 from einsat.frontend.tracer import fail
 from einsat.frontend.ufuncs import call, reduce, trace_of, write_out
 from einsat.ir.registry import Op
-
-FUNCTIONS = {}
-DATA_DEPENDENT = {np.nonzero, np.flatnonzero, np.argwhere, np.unique, np.compress, np.extract}
-
-
-def implements(*funcs):
-    def deco(fn):
-        for f in funcs:
-            FUNCTIONS[f] = fn
-        return fn
-    return deco
-
-
-def array_function(func, args, kwargs):
-    if func in DATA_DEPENDENT:
-        raise fail(f"np.{func.__name__} has a data-dependent output shape, which a static program "
-                   "cannot express; use masks (np.where) instead")
-    impl = FUNCTIONS.get(func)
-    if impl is None:
-        raise fail(f"np.{func.__name__} is not supported by einsat's tracer")
-    return impl(*args, **kwargs)
 
 
 def _axis(a: int, ndim: int) -> int:
@@ -247,5 +227,3 @@ def _putmask(a, mask, values):
         raise fail("np.putmask with values of another shape repeats them cyclically: not supported")
     write_out(tr, a, _where(mask, values, a))
 
-
-from einsat.frontend import creation  # noqa: E402, F401  (registers the constructors; imported last: it imports us)

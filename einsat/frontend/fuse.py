@@ -24,9 +24,7 @@ from dataclasses import dataclass, replace
 
 from einsat.ir.graph import Graph, Node
 from einsat.ir.ops.views import spec_shapes
-from einsat.ir.registry import Op
-
-_CONTROL_GRAPHS = {Op.LOOP: ("body",), Op.IF: ("then_branch", "else_branch")}
+from einsat.ir.registry import Op, opdef
 
 
 @dataclass(frozen=True)
@@ -138,7 +136,7 @@ class _Fuser:
         nodes = []
         for node in self.graph.nodes:
             attrs = dict(node.attrs)
-            for key in _CONTROL_GRAPHS.get(node.op, ()):
+            for key in opdef(node.op).bodies:
                 attrs[key] = fuse_views(attrs[key], keep_output_names=False)
             n = _N(node.op, tuple(self.r(i) if i else i for i in node.inputs), node.outputs, attrs, node.name)
             n = self.rewrite(n)

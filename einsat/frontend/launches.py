@@ -1,7 +1,13 @@
 """Kernel launches, the metric of TensorSSA's Figure 6, counted while a program runs.
 
 A kernel is what a GPU runtime would launch. The counts are dynamic: a loop body's kernels count
-once per iteration, a branch's when it is taken. The models:
+once per iteration, a branch's when it is taken. A functional graph's count is computed from how
+often each of its graphs ran, which the runtime observes (frontend sits before `ir` and cannot
+run a graph itself):
+
+    count_graph(einsat.runtime.graph_runs(graph, inputs), fused=True)
+
+The models:
 
   imperative program (the traced function as it ran eagerly)
     eager     every op and every in-place update is a kernel; views are free, and an in-place
@@ -30,10 +36,10 @@ import numpy as np
 from einsat.frontend.evaluate import run_program
 from einsat.frontend.program import Block, IfStmt, LoopStmt, MutateStmt, OpStmt, Program, ViewStmt
 from einsat.ir.graph import Graph
-from einsat.ir.registry import Op, opdef
+from einsat.ir.registry import REGISTRY, Op, opdef
 
 FREE = {Op.CONSTANT, Op.IDENTITY}  # in a pure graph an identity only names a value
-CONTROL = {Op.LOOP, Op.IF}
+CONTROL = {op for op, d in REGISTRY.items() if d.bodies}
 
 
 def fusible(op: Op) -> bool:
@@ -73,32 +79,10 @@ def graph_kernels(graph: Graph, fused: bool) -> int:
     return fusion_kernels(items)
 
 
-def count_graph(graph: Graph, inputs: Mapping[str, np.ndarray], fused: bool) -> int:
-    """Kernel launches of one run of `graph` on `inputs` (loop bodies once per iteration)."""
-    return _run(graph, [np.asarray(inputs[n]) for n in graph.inputs], fused)[1]
-
-
-def _run(graph: Graph, args, fused: bool) -> tuple[list[np.ndarray], int]:
-    env = dict(zip(graph.inputs, args))
-    env.update(graph.weights)
-    total = graph_kernels(graph, fused)
-    for node in graph.nodes:
-        ins = [env[i] if i else None for i in node.inputs]
-        if node.op is Op.LOOP:
-            k = node.attrs["n_carried"]
-            carried, captured = ins[1:1 + k], ins[1 + k:]
-            for i in range(int(ins[0])):
-                carried, n = _run(node.attrs["body"], [np.asarray(i, np.int64), *carried, *captured], fused)
-                total += n
-            outs = carried
-        elif node.op is Op.IF:
-            branch = node.attrs["then_branch" if bool(np.asarray(ins[0]).reshape(())) else "else_branch"]
-            outs, n = _run(branch, ins[1:], fused)
-            total += n
-        else:
-            outs = node.definition.numpy(ins, node.attrs)
-        env.update(zip(node.outputs, outs))
-    return [env[o] for o in graph.outputs], total
+def count_graph(runs: Mapping[Graph, int], fused: bool) -> int:
+    """Kernel launches of a run of a graph, from how many times each of its graphs (the program,
+    its bodies) ran: `einsat.runtime.GraphRuns.counts`."""
+    return sum(graph_kernels(graph, fused) * n for graph, n in runs.items())
 
 
 # -- imperative programs --------------------------------------------------------------------------

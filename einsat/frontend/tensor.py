@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.frontend import emit, indexing
-from einsat.frontend.tracer import fail
+from einsat.frontend import creation, emit, functions, indexing  # noqa: F401  (fill dispatch.FUNCTIONS)
+from einsat.frontend.dispatch import array_function
+from einsat.frontend.tracer import Traced, fail
+from einsat.frontend.ufuncs import ufunc_call
 from einsat.ir.registry import Op
 
 
@@ -21,21 +23,17 @@ def _data_dependent(what: str):
     def method(self, *args, **kwargs):
         raise fail(f"{what} of traced value {self._name} depends on the data: it is needed as a Python "
                    "number here (Python control flow, a shape, or a write into a NumPy array). Keep it "
-                   "a tensor: einsat.frontend.loop / cond for control flow, np.zeros_like(x, shape=...) "
+                   "a tensor: einsat.frontend.loop / cond for control flow, np.zeros(shape) "
                    "for buffers")
     return method
 
 
-class TracedArray:
-    """A value of the program being traced: a name and its trace."""
+class TracedArray(Traced):
+    """A value of the program being traced, with NumPy's interface."""
 
-    __slots__ = ("_name", "_trace")
+    __slots__ = ()
     __array_priority__ = 1000
     __hash__ = object.__hash__
-
-    def __init__(self, trace, name: str):
-        self._trace = trace
-        self._name = name
 
     # -- metadata (static) -------------------------------------------------------------------
     @property
@@ -76,18 +74,16 @@ class TracedArray:
 
     # -- NumPy protocols --------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from einsat.frontend.ufuncs import ufunc_call
         return ufunc_call(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from einsat.frontend.functions import array_function
         return array_function(func, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
         raise fail(f"traced value {self._name} is handed to code einsat cannot trace (it asked for "
                    "the raw NumPy array: np.asarray, a C extension, an opaque call); a read or an "
                    "in-place update there cannot be functionalized. Use NumPy functions on the "
-                   "array itself, and create buffers with np.zeros_like(x, shape=...)")
+                   "array itself, and create buffers with np.zeros(shape)")
 
     __bool__ = _data_dependent("the truth value")
     __int__ = _data_dependent("int()")

@@ -25,7 +25,8 @@ from einsat.frontend.program import Block, Program
 from einsat.ir.types import TensorType
 
 _CURRENT: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("einsat_trace", default=None)
-_SKIP = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(np.__file__))
+LIBRARY_DIRS = (  # einsat's and NumPy's own code: not the user's line
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(np.__file__))
 
 
 def current_trace() -> Trace | None:
@@ -36,7 +37,7 @@ def current_trace() -> Trace | None:
 def user_line() -> str:
     """`file.py:12 in fn: x[i] = y`: the innermost frame outside einsat and NumPy."""
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_SKIP):
+    while frame is not None and frame.f_code.co_filename.startswith(LIBRARY_DIRS):
         frame = frame.f_back
     if frame is None:
         return "<unknown line>"
@@ -56,11 +57,24 @@ def fail(message: str) -> FrontendError:
     return error
 
 
-class Trace:
-    """The program being recorded. Values are names; `new_value` creates fresh storage."""
+class Traced:
+    """A value of a trace as the traced function holds it: a name in a trace. `Trace.array_type`
+    (`tensor.TracedArray`) adds NumPy's interface; recording code only needs this."""
 
-    def __init__(self, name: str):
+    __slots__ = ("_name", "_trace")
+
+    def __init__(self, trace, name: str):
+        self._trace = trace
+        self._name = name
+
+
+class Trace:
+    """The program being recorded. Values are names; `new_value` creates fresh storage, and
+    `array_type(trace, name)` is what the function gets to hold (a `Traced` subclass)."""
+
+    def __init__(self, name: str, array_type: type[Traced]):
         self.name = name
+        self.array_type = array_type
         self.types: dict[str, TensorType] = {}
         self.constants: dict[str, np.ndarray] = {}
         self.root: dict[str, str] = {}          # value -> the storage it lives in
@@ -76,6 +90,8 @@ class Trace:
         self._counter = 0
         self._token = None
         self.error: FrontendError | None = None  # the first error raised while tracing
+        # fresh buffers whose contents are known at trace time, until written: (fill, shape, dtype)
+        self.known: dict[str, tuple] = {}
 
     # -- context -------------------------------------------------------------------------
     def __enter__(self) -> Self:
@@ -149,6 +165,15 @@ class Trace:
         (ufunc and reduction results, items, loop indices). Returns the value."""
         if not self.types[value._name].shape:
             self.scalars.add(value._name)
+        return value
+
+    def known_value(self, name: str) -> np.ndarray | None:
+        """The contents of a constructor's buffer not written yet (a read-only array), else None."""
+        fill = self.known.get(name)
+        if fill is None:
+            return None
+        value = np.full(fill[1], fill[0], fill[2])
+        value.setflags(write=False)
         return value
 
     def emit(self, stmt) -> None:

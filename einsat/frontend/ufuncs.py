@@ -110,7 +110,7 @@ def write_out(tr: Trace, target, result):
     """`out=target`: an in-place update of a traced array; returns the target."""
     if not emit.is_traced(target):
         raise fail("a traced result is written into a NumPy array (out=...): einsat cannot see that "
-                   "buffer; create it from a traced array, e.g. np.zeros_like(x, shape=...)")
+                   "buffer; create buffers inside the traced function, e.g. np.zeros(shape)")
     emit.mutate(tr, emit.lift(tr, target), result._name)
     return target
 

@@ -1,5 +1,2 @@
-"""Execution and profiling. Never imports egglog: the GPU machine runs without it."""
-
-from einsat.gpu.interpreter import run
-
-__all__ = ["run"]
+"""The CuPy backend (kernels, lowering, CUDA graphs, the GPU profiler), run by `einsat.runtime`'s
+interpreter loop. Never imports egglog: the GPU machine runs without it."""

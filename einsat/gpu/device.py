@@ -3,8 +3,9 @@
 Op implementations (`einsat.gpu.lower`) never call CuPy directly: they allocate with
 `dev.empty`, launch generated kernels with `dev.launch`, and call `dev.gemm` / `dev.conv`.
 Arrays are NumPy-like (shape, dtype, strides in bytes, views by slicing/transposing).
-`CupyDevice` runs them on a GPU; tests run the same lowering on a host emulation of this
-interface. Allocation goes through `dev.allocator`, which `CompiledProgram` swaps to trace
+`ArrayDevice` holds what needs only an array module (allocation, uploads, downloads, copies);
+`CupyDevice` is it over CuPy, and the tests' host emulation is it over NumPy, so both run the
+same array handling. Allocation goes through `dev.allocator`, which `CompiledProgram` swaps to trace
 and then to replay a static memory plan.
 """
 
@@ -39,7 +40,134 @@ class Device(Protocol):
     def conv(self, plan, x, w, y) -> None: ...
 
 
-class CupyDevice:
+def nvrtc_options(kernel: Kernel) -> tuple[str, ...]:
+    """The options einsat gives CuPy's RawKernel for a generated kernel (CuPy adds its own)."""
+    options = ("--std=c++17",)
+    if "cuda_fp16.h" in kernel.source:  # NVRTC finds no CUDA headers by itself
+        from einsat.gpu.kernels.libload import cuda_include_dirs
+        options += tuple(f"-I{d}" for d in cuda_include_dirs()[:1])
+    return options
+
+
+MIN_WORKSPACE = 1 << 20
+CHOICE_WARMUP, CHOICE_REPS = 3, 10  # timing each cuDNN algorithm candidate once per signature
+
+
+def pointer(array) -> int:
+    """The address of an array's first element (CuPy's or NumPy's)."""
+    data = getattr(array, "data", None)
+    return int(data.ptr) if hasattr(data, "ptr") else int(array.ctypes.data)
+
+
+def host_array(array) -> np.ndarray:
+    """`array` as a C-contiguous NumPy array of the same shape. (`np.ascontiguousarray` is not
+    this: it returns at least one dimension, and a device copy refuses the shape change.)"""
+    return np.asarray(array, order="C")
+
+
+class ArrayDevice:
+    """Everything a device does with arrays alone, over an array module `xp`.
+
+    Allocation (through `allocator`), uploads, constants, downloads and copies into existing
+    buffers are written once, here: `CupyDevice` is this over CuPy, and the tests' host
+    emulation is this over NumPy, so a shape or layout slip in this code shows on the host.
+    Subclasses supply only the raw copies (`_copy_in`, `_copy_out`) and `_on_device`.
+    """
+
+    name = "array"
+
+    def __init__(self, xp, tf32: bool = False):
+        self.xp = xp
+        self.tf32 = tf32
+        self._constants: dict[int, tuple[Any, Any]] = {}
+        self._workspace = None
+        self.allocator: Allocator = self._alloc
+        self.launches = 0    # kernels, GEMMs and convolutions issued (the profiler counts them)
+        self.downloads = 0   # device-to-host reads (a program with any cannot be captured)
+
+    # -- the raw copies (NumPy here; CuPy overrides them) ----------------------------------------
+    def _copy_in(self, buf, host: np.ndarray) -> None:
+        np.copyto(buf, host)
+
+    def _copy_out(self, array) -> np.ndarray:
+        return np.array(array, copy=True)
+
+    def _on_device(self, array) -> bool:
+        """Whether `array` already lives on this device (the host emulation's arrays never count)."""
+        return False
+
+    # -- memory ---------------------------------------------------------------------------
+    def _alloc(self, shape, dtype):
+        return self.xp.empty(tuple(shape), dtype=dtype)
+
+    def empty(self, shape, dtype):
+        return self.allocator(tuple(int(d) for d in shape), np.dtype(dtype))
+
+    def copy_in(self, buf, array) -> None:
+        """Copy `array` (host, or this device's) into the device buffer `buf`, on the current stream."""
+        if self._on_device(array):
+            buf[...] = array
+            return
+        host = host_array(array)
+        if host.shape != tuple(buf.shape) or host.dtype != buf.dtype:
+            raise ExecutionError(f"cannot copy a {list(host.shape)} {host.dtype} array into a device buffer "
+                                 f"{list(buf.shape)} {np.dtype(buf.dtype)}")
+        self._copy_in(buf, host)
+
+    def upload(self, array: np.ndarray):
+        """A fresh device copy of a host array, same shape and dtype (0-d stays 0-d)."""
+        host = np.asarray(array)
+        buf = self.xp.empty(host.shape, dtype=host.dtype)
+        self.copy_in(buf, host)
+        return buf
+
+    def constant(self, array: np.ndarray):
+        """An uploaded copy of a constant, cached for the array's lifetime."""
+        hit = self._constants.get(id(array))
+        if hit is None or hit[0] is not array:
+            hit = (array, self.upload(array))
+            self._constants[id(array)] = hit
+            self.synchronize()  # the cache serves every stream: the copy must have landed
+        return hit[1]
+
+    def workspace(self, nbytes: int) -> int:
+        """A device pointer to at least `nbytes` of scratch memory (cuDNN's).
+
+        One buffer: a larger request replaces it, and the replaced one is freed unless someone
+        holds it (a captured program holds the buffer its graph points into:
+        `workspace_buffer()`)."""
+        if self._workspace is None or self._workspace.nbytes < nbytes:
+            self._workspace = None  # freed before the larger one is allocated
+            self._workspace = self.xp.empty(max(nbytes, MIN_WORKSPACE), dtype=np.uint8)
+        return pointer(self._workspace)
+
+    def workspace_buffer(self):
+        """The current workspace buffer (None before the first request)."""
+        return self._workspace
+
+    def zeros(self, shape, dtype):
+        """A fresh zero-filled device array (not from `allocator`), filled on the current stream."""
+        buf = self.xp.empty(tuple(shape), dtype=dtype)
+        self.fill(buf, 0)
+        return buf
+
+    def download(self, array) -> np.ndarray:
+        self.downloads += 1
+        return self._copy_out(array)
+
+    def fill(self, array, value: float) -> None:
+        array.fill(value)
+
+    def synchronize(self) -> None:
+        """Wait for the current stream (nothing to wait for on the host)."""
+
+    @staticmethod
+    def conv_strides(x) -> tuple[int, ...]:
+        """x's strides in elements, as cuDNN's tensor descriptor takes them."""
+        return tuple(s // x.dtype.itemsize for s in x.strides)
+
+
+class CupyDevice(ArrayDevice):
     """The current CUDA device through CuPy, cuBLAS (ctypes) and cuDNN (ctypes)."""
 
     name = "cupy"
@@ -49,51 +177,32 @@ class CupyDevice:
             import cupy
         except ImportError as e:
             raise ExecutionError("the cupy backend needs CuPy (pip install 'einsat[gpu]')") from e
-        self.cp = self.xp = cupy
-        self.tf32 = tf32
-        dev = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(dev.id)
+        super().__init__(cupy, tf32)
+        self.cp = cupy
+        try:
+            props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+        except Exception as e:  # CuPy's CUDARuntimeError: no driver, or no device
+            raise ExecutionError(f"the cupy backend needs a CUDA device, and CuPy finds none "
+                                 f"({type(e).__name__}: {e})") from e
         self.properties = props
         self.sm_count = int(props["multiProcessorCount"])
         self._modules: dict[str, Any] = {}
-        self._constants: dict[int, tuple[Any, Any]] = {}
         self._cublas = None
         self._cudnn = None
-        self._workspaces: list[Any] = []   # never freed: captured graphs may point into them
-        self.allocator: Allocator = self._alloc
-        self.launches = 0    # kernels, GEMMs and convolutions issued (the profiler counts them)
-        self.downloads = 0   # device-to-host reads (a program with any cannot be captured)
+        self.conv_choices: list[dict] = []  # every cuDNN algorithm choice, in order (the profiler reads them)
 
-    # -- memory ---------------------------------------------------------------------------
-    def _alloc(self, shape, dtype):
-        return self.cp.empty(tuple(shape), dtype=dtype)
+    def _copy_in(self, buf, host: np.ndarray) -> None:
+        buf.set(host, stream=self.cp.cuda.get_current_stream())
 
-    def empty(self, shape, dtype):
-        return self.allocator(tuple(int(d) for d in shape), np.dtype(dtype))
-
-    def upload(self, array: np.ndarray):
-        return self.cp.asarray(np.ascontiguousarray(array))
-
-    def constant(self, array: np.ndarray):
-        """An uploaded copy of a constant, cached for the array's lifetime."""
-        hit = self._constants.get(id(array))
-        if hit is None or hit[0] is not array:
-            hit = (array, self.upload(array))
-            self._constants[id(array)] = hit
-        return hit[1]
-
-    def download(self, array) -> np.ndarray:
-        self.downloads += 1
+    def _copy_out(self, array) -> np.ndarray:
         return self.cp.asnumpy(array)
 
-    def fill(self, array, value: float) -> None:
-        array.fill(value)
+    def _on_device(self, array) -> bool:
+        return isinstance(array, self.cp.ndarray)
 
-    def workspace(self, nbytes: int) -> int:
-        """A device pointer to at least `nbytes` of scratch (grows; old buffers stay alive)."""
-        if not self._workspaces or self._workspaces[-1].nbytes < nbytes:
-            self._workspaces.append(self.cp.empty(max(nbytes, 1 << 20), dtype=np.uint8))
-        return self._workspaces[-1].data.ptr
+    def new_stream(self):
+        """A stream of its own for a compiled program (non-blocking: the legacy stream cannot capture)."""
+        return self.cp.cuda.Stream(non_blocking=True)
 
     @property
     def stream_ptr(self) -> int:
@@ -106,11 +215,7 @@ class CupyDevice:
     def compile(self, kernel: Kernel):
         mod = self._modules.get(kernel.name)
         if mod is None:
-            options = ("--std=c++17",)
-            if "cuda_fp16.h" in kernel.source:  # NVRTC finds no CUDA headers by itself
-                from einsat.gpu.kernels.libload import cuda_include_dirs
-                options += tuple(f"-I{d}" for d in cuda_include_dirs()[:1])
-            mod = self.cp.RawKernel(kernel.source, kernel.name, options=options)
+            mod = self.cp.RawKernel(kernel.source, kernel.name, options=nvrtc_options(kernel))
             mod.compile()
             self._modules[kernel.name] = mod
         return mod
@@ -128,9 +233,8 @@ class CupyDevice:
     def cublas(self):
         if self._cublas is None:
             from einsat.gpu.kernels.cublas import WORKSPACE_BYTES, Cublas
-            ws = self.cp.empty(WORKSPACE_BYTES, dtype=np.uint8)
-            self._workspaces.insert(0, ws)
-            self._cublas = Cublas(ws.data.ptr, WORKSPACE_BYTES)
+            self._cublas_workspace = self.cp.empty(WORKSPACE_BYTES, dtype=np.uint8)  # cuBLAS's, for good
+            self._cublas = Cublas(self._cublas_workspace.data.ptr, WORKSPACE_BYTES)
         return self._cublas
 
     @property
@@ -150,25 +254,17 @@ class CupyDevice:
         h = self.cudnn
         self.launches += 1
         h.set_stream(self.stream_ptr)
-        item = x.dtype.itemsize
-        xs = tuple(s // item for s in x.strides)
+        xs = self.conv_strides(x)
+        known = len(h.choices)
         algo, size = h.choose(plan, xs, x.dtype, self.tf32, self.workspace, self.time_ms,
                               x.data.ptr, w.data.ptr, y.data.ptr)
+        if len(h.choices) > known:  # a new signature: its choice goes into the profile
+            self.conv_choices.append(list(h.choices.values())[-1])
         h.convolve(plan, xs, x.dtype, self.tf32, algo, self.workspace(size), size, x.data.ptr, w.data.ptr,
                    y.data.ptr)
 
     # -- timing -------------------------------------------------------------------------------
-    def time_ms(self, fn: Callable[[], None], reps: int = 3, warmup: int = 1) -> float:
-        """Median device time of `fn` over `reps` runs, with CUDA events."""
-        cp = self.cp
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(reps):
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(cp.cuda.get_elapsed_time(start, end))
-        return statistics.median(times)
+    def time_ms(self, fn: Callable[[], None], reps: int = CHOICE_REPS, warmup: int = CHOICE_WARMUP) -> float:
+        """Median device time of `fn` over `reps` runs, with CUDA events (einsat.gpu.timing)."""
+        from einsat.gpu.timing import event_times
+        return statistics.median(event_times(self.cp, fn, reps, warmup))

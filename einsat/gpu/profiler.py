@@ -8,8 +8,13 @@ measures two times, each the median over `reps` repetitions after `warmup` untim
   evicts the inputs from L2 and keeps the GPU busy while the host enqueues the replay, so the
   event pair around the replay measures device time, not launch latency (triton's do_bench);
 - `warm_us`: a program of `copies` back-to-back copies of the op, replayed as one CUDA graph,
-  divided by `copies`: the per-op time inside a whole-program graph, with inputs L2-resident
-  when they fit. End-to-end predictions sum these.
+  divided by `copies`: the per-op time inside a whole-program graph. The copies share the
+  first input (L2-resident when it fits, as an op's input fresh from the op before it) and
+  read their own copies of the other inputs (weights come from memory: `replicated`).
+  End-to-end predictions sum these.
+
+Each entry records the cuDNN algorithms chosen for its convolutions (`cudnn`: the choice and
+every candidate's median time over `CHOICE_REPS` repetitions).
 
 Ops that issue no kernel (views) get 0 for both without timing. Inputs are random (normal
 floats; valid indices for gather). Only the GPU machine runs this; nothing here needs egglog.
@@ -26,36 +31,30 @@ import numpy as np
 
 from einsat.extract.profile_db import ProfileDB, device_kind
 from einsat.gpu.program import CompiledProgram
+from einsat.gpu.timing import event_times
 from einsat.ir.graph import Graph, Node
-from einsat.ir.registry import Op
 from einsat.ir.signature import Signature
-
-
-def random_inputs(graph: Graph, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Inputs the graph's ops accept: normal floats, valid gather indices, small integers."""
-    bounds: dict[str, int] = {}
-    for node in graph.nodes:
-        if node.op is Op.GATHER and len(node.inputs) > 1:
-            bounds[node.inputs[1]] = graph.types[node.inputs[0]].shape[node.attrs.get("axis", 0)]
-    out = {}
-    for name in graph.inputs:
-        t = graph.types[name]
-        if t.dtype.kind == "f":
-            out[name] = rng.standard_normal(t.shape).astype(t.dtype)
-        elif t.dtype.kind == "b":
-            out[name] = rng.random(t.shape) < 0.5
-        else:
-            out[name] = rng.integers(0, max(bounds.get(name, 4), 1), t.shape).astype(t.dtype)
-    return out
+from einsat.runtime import random_inputs
 
 
 def replicated(graph: Graph, copies: int) -> Graph:
-    """`copies` sequential copies of a one-node graph over the same inputs; the last is the output."""
+    """`copies` sequential copies of a one-node graph; the last is the output.
+
+    Every copy reads the same first input (in a program an op's data input was just written
+    by the op before it: L2-resident when it fits) and its own copy of each other input
+    (weights and second operands come from memory: a program's weights, BERT's far beyond L2,
+    are each read once). Signatures do not say which inputs are weights; the first one rarely is.
+    """
     node = graph.nodes[0]
-    nodes = [Node(node.op, node.inputs, tuple(f"{o}_c{k}" for o in node.outputs), dict(node.attrs), f"copy{k}")
-             for k in range(copies)]
+    types = graph.input_types()
+    own = lambda name, k: name if not name or name == node.inputs[0] else f"{name}_c{k}"  # noqa: E731
+    nodes, inputs = [], {}
+    for k in range(copies):
+        ins = tuple(own(i, k) for i in node.inputs)
+        inputs.update({i_k: types[i] for i, i_k in zip(node.inputs, ins) if i})
+        nodes.append(Node(node.op, ins, tuple(f"{o}_c{k}" for o in node.outputs), dict(node.attrs), f"copy{k}"))
     outs = tuple(f"{o}_c{copies - 1}" for o in node.outputs)
-    return Graph(nodes, graph.input_types(), outs, name=f"{graph.name}x{copies}")
+    return Graph(nodes, inputs, outs, name=f"{graph.name}x{copies}")
 
 
 def device_info(dev) -> dict:
@@ -99,26 +98,16 @@ class Profiler:
 
     @property
     def method(self) -> dict:
+        from einsat.gpu.device import CHOICE_REPS, CHOICE_WARMUP
         return {"reps": self.reps, "warmup": self.warmup, "copies": self.copies, "flush_bytes": self.flush_bytes,
-                "statistic": "median", "timer": "cuda events"}
+                "statistic": "median", "timer": "cuda events, one synchronization per series",
+                "warm": "copies share the first input, each reads its own copy of the others",
+                "cudnn_choice": {"warmup": CHOICE_WARMUP, "reps": CHOICE_REPS, "statistic": "median"}}
 
     def _events(self, prog: CompiledProgram, flush: bool, reps: int) -> list[float]:
-        cp = self.dev.cp
-        stream = prog._stream
-        pairs = []
-        with stream:
-            for _ in range(self.warmup):
-                prog.replay()
-            for _ in range(reps):
-                if flush:
-                    self.flush.fill(0)
-                start, end = cp.cuda.Event(), cp.cuda.Event()
-                start.record(stream)
-                prog.replay()
-                end.record(stream)
-                pairs.append((start, end))
-            stream.synchronize()
-        return [cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in pairs]  # µs
+        before = (lambda: self.flush.fill(0)) if flush else None
+        ms = event_times(self.dev.cp, prog.replay, reps, self.warmup, prog._stream, before)
+        return [t * 1e3 for t in ms]  # µs
 
     def time_program(self, prog: CompiledProgram, inputs: dict[str, np.ndarray], flush: bool = True,
                      reps: int | None = None) -> dict:
@@ -126,12 +115,13 @@ class Profiler:
         prog.run(inputs)
         times = self._events(prog, flush, reps or self.reps)
         q = np.percentile(times, [10, 90])
-        return {"us": statistics.median(times), "p10_us": float(q[0]), "p90_us": float(q[1]), "mode": prog.mode}
+        return {"us": statistics.median(times), "p10_us": float(q[0]), "p90_us": float(q[1]), "mode": prog.mode,
+                "graph_fallback": prog.graph_fallback}
 
     def time_signature(self, sig: Signature) -> dict:
         graph = sig.graph()
         inputs = random_inputs(graph, self.rng)
-        before = self.dev.launches
+        before, choices_before = self.dev.launches, len(self.dev.conv_choices)
         probe = CompiledProgram(graph, device=self.dev, use_graph=False)
         issued = self.dev.launches - before  # the trace, and the planned run, issue them once each
         kernels = issued // 2 if probe.mode != "eager" else issued
@@ -140,10 +130,19 @@ class Profiler:
             return {"us": 0.0, "warm_us": 0.0, **entry}
         del probe
         cold = self.time_program(CompiledProgram(graph, device=self.dev), inputs, flush=True)
-        warm = self.time_program(CompiledProgram(replicated(graph, self.copies), device=self.dev), inputs,
+        copies = replicated(graph, self.copies)
+        warm = self.time_program(CompiledProgram(copies, device=self.dev), random_inputs(copies, self.rng),
                                  flush=False)
+        entry.update(self._choices(choices_before))
         return {"us": cold["us"], "warm_us": warm["us"] / self.copies, "p10_us": cold["p10_us"],
-                "p90_us": cold["p90_us"], "graph": cold["mode"], **entry}
+                "p90_us": cold["p90_us"], "graph": cold["mode"], **entry,
+                **({"graph_fallback": cold["graph_fallback"]} if cold.get("graph_fallback") else {})}
+
+    def _choices(self, before: int) -> dict:
+        """The cuDNN algorithms chosen since `before` choices were made (each with every
+        candidate's time), for the profile entry."""
+        made = self.dev.conv_choices[before:]
+        return {"cudnn": made} if made else {}
 
     def profile(self, sigs: Iterable[Signature], db: ProfileDB | None = None, time_budget_s: float | None = None,
                 skip_known: bool = True, progress: Callable[[str], None] | None = None) -> ProfileDB:

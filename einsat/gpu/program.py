@@ -14,21 +14,25 @@
 
 A program whose nodes read values back to the host (loops, ifs, host fallbacks) can take a
 different path on other data, so it gets neither a graph nor a static plan: it is run node by
-node each time (`mode` says which: "graph", "planned" (no CUDA streams: the host emulation) or
-"eager"). The planning functions are pure and run without a GPU.
+node each time (`mode` says which: "graph", "planned" (no CUDA streams, or a capture that
+failed: `graph_fallback` says why) or "eager"). Inputs and weights are put on the device on the
+program's own stream, which never waits for the legacy one. The planning functions are pure and
+run without a GPU.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
-from einsat.errors import EinsatError, ExecutionError, describe_node
-from einsat.gpu.interpreter import check_inputs
-from einsat.gpu.lower import run_node
+from einsat.errors import ExecutionError
+from einsat.gpu.backend_cupy import GpuBackend
 from einsat.ir.graph import Graph
+from einsat.ir.ops.control import BodyOp
+from einsat.runtime import Hooks, check_inputs, evaluate
 
 ALIGN = 256
 
@@ -131,42 +135,52 @@ class Trace:
     host_sync: bool = False
 
 
-def trace(dev, graph: Graph, env: dict) -> Trace:
-    """Run `graph` once on `dev` (values in `env`: inputs and weights), recording its memory."""
+class _TraceHooks(Hooks):
+    """Follows the trace run step by step: which allocation each value of the program lives in."""
+
+    def __init__(self, graph: Graph, tracer: _Tracer, result: Trace):
+        self.graph, self.tracer, self.result = graph, tracer, result
+        self.start = 0
+
+    def before(self, graph, k, node, args):
+        if graph is not self.graph:  # a body's steps: allocated, and owned, at the loop's step
+            return
+        if isinstance(node.definition, BodyOp):  # the trip count or condition is read on the host
+            self.result.host_sync = True
+        self.tracer.step, self.start = k, len(self.tracer.allocs)
+
+    def after(self, graph, k, node, args, outs):
+        if graph is not self.graph:
+            return
+        tracer, owners = self.tracer, self.result.value_owner
+        # the buffers made by this node, and those holding its inputs (all alive now)
+        cands = [(_ptr(tracer.arrays[j]), _ptr(tracer.arrays[j]) + tracer.allocs[j].nbytes, j)
+                 for j in range(self.start, len(tracer.allocs))]
+        cands += [(_ptr(a), _ptr(a) + max(1, a.nbytes), owners[i])
+                  for i, a in zip(node.inputs, args) if i and i in owners]
+        for name, arr in zip(node.outputs, outs):
+            owner = _owner(arr, cands)
+            if owner is not None:
+                owners[name] = owner
+        # the loop frees what no later node reads: the trace peaks at the program's live memory,
+        # not at the sum of its buffers
+        for j in range(self.start, len(tracer.arrays)):
+            tracer.arrays[j] = None
+
+
+def trace(backend: GpuBackend, graph: Graph, inputs: dict) -> Trace:
+    """Run `graph` once on the backend's device (`inputs`: device arrays), recording its memory."""
+    dev = backend.device
     saved = dev.allocator
     tracer = _Tracer(saved)
     dev.allocator = tracer
     downloads_before = getattr(dev, "downloads", 0)
-    fallbacks: dict[str, int] = {}
     result = Trace(tracer.allocs)
-    last_use = {i: k for k, node in enumerate(graph.nodes) for i in node.inputs if i}
-    keep = set(graph.outputs) | set(graph.inputs) | set(graph.weights)
     try:
-        for k, node in enumerate(graph.nodes):
-            tracer.step = k
-            start = len(tracer.allocs)
-            args = [env[i] if i else None for i in node.inputs]
-            outs = run_node(dev, node, args, [graph.types[o] for o in node.outputs], fallbacks)
-            # the buffers made by this node, and those holding its inputs (all alive now)
-            cands = [(_ptr(tracer.arrays[j]), _ptr(tracer.arrays[j]) + tracer.allocs[j].nbytes, j)
-                     for j in range(start, len(tracer.allocs))]
-            cands += [(_ptr(env[i]), _ptr(env[i]) + max(1, env[i].nbytes), result.value_owner[i])
-                      for i in node.inputs if i and i in result.value_owner]
-            for name, arr in zip(node.outputs, outs):
-                env[name] = arr
-                owner = _owner(arr, cands)
-                if owner is not None:
-                    result.value_owner[name] = owner
-            # free what no later node reads, as the interpreter does: the trace peaks at the
-            # program's live memory, not at the sum of its buffers
-            for j in range(start, len(tracer.arrays)):
-                tracer.arrays[j] = None
-            for i in set(node.inputs):
-                if i and last_use.get(i) == k and i not in keep:
-                    env.pop(i, None)
+        evaluate(graph, inputs, backend, _TraceHooks(graph, tracer, result))
     finally:
         dev.allocator = saved
-    result.host_sync = bool(fallbacks) or getattr(dev, "downloads", 0) != downloads_before
+    result.host_sync |= bool(backend.host_fallbacks) or getattr(dev, "downloads", 0) != downloads_before
     return result
 
 
@@ -184,6 +198,23 @@ def lifetimes(graph: Graph, tr: Trace) -> None:
             tr.allocs[tr.value_owner[o]].last = end
 
 
+def _end_capture(stream, failing: bool):
+    """End stream capture. When the captured run itself failed, the capture is invalid and
+    ending it raises too: that error is dropped, so the run's own error is the one reported."""
+    try:
+        return stream.end_capture()
+    except Exception:
+        if failing:
+            return None
+        raise
+
+
+def _new_stream(device):
+    """The program's own stream, or None on a device without streams (it runs "planned")."""
+    make = getattr(device, "new_stream", None)
+    return make() if make is not None else None
+
+
 class CompiledProgram:
     """A graph lowered once, with a static memory plan, replayed as a CUDA graph.
 
@@ -197,15 +228,17 @@ class CompiledProgram:
             from einsat.gpu.device import CupyDevice
             device = CupyDevice()
         self.graph, self.dev = graph, device
+        self.backend = GpuBackend(device)
         xp = device.xp
-        self.inputs = {n: xp.zeros(graph.types[n].shape, dtype=graph.types[n].dtype) for n in graph.inputs}
-        self.weights = {n: device.constant(a) for n, a in graph.weights.items()}
-        self._stream = None
-        if hasattr(device, "cp"):
-            self._stream = device.cp.cuda.Stream(non_blocking=True)
+        self._stream = _new_stream(device)
+        self.graph_fallback: str | None = None  # why capture failed, when it did
         with self._on_stream():
+            # staged on the program's stream: a non-blocking stream does not wait for the legacy one
+            self.inputs = {n: device.zeros(graph.types[n].shape, graph.types[n].dtype) for n in graph.inputs}
+            for a in graph.weights.values():  # uploaded (and cached) before the trace and the capture
+                device.constant(a)
             launches = getattr(device, "launches", None)
-            self._trace = trace(device, graph, {**self.inputs, **self.weights})
+            self._trace = trace(self.backend, graph, self.inputs)
             empty = launches is not None and device.launches == launches  # views only: nothing to capture
             lifetimes(graph, self._trace)
             self.arena_bytes = plan_offsets(self._trace.allocs)
@@ -216,8 +249,22 @@ class CompiledProgram:
                 self.mode = "graph"
             else:
                 self.mode = "planned"
-            self.outputs = self._run_planned(capture=self.mode == "graph") if self.mode != "eager" else {}
+            self.outputs = {"graph": self._capture, "planned": self._run_planned}.get(self.mode, dict)()
             self._sync()
+
+    def _capture(self) -> dict:
+        """The first run, captured as a CUDA graph. Should capture fail (cuDNN's legacy API under
+        capture is not documented to work), the program runs planned instead and
+        `graph_fallback` says why; an error of the program itself shows again in that run."""
+        try:
+            outputs = self._run_planned(capture=True)
+            # the graph points into the device's workspace: keep that buffer as long as the graph
+            self._workspace = getattr(self.dev, "workspace_buffer", lambda: None)()
+            return outputs
+        except Exception as e:  # noqa: BLE001 - any capture failure: the planned run reports real errors
+            self.mode, self._cuda_graph = "planned", None
+            self.graph_fallback = f"{type(e).__name__}: {e}"
+            return self._run_planned()
 
     def _on_stream(self):
         import contextlib
@@ -231,32 +278,21 @@ class CompiledProgram:
     def graph_mode(self) -> bool:
         return self.mode == "graph"
 
-    def _run_planned(self, capture: bool, planned: bool = True) -> dict:
+    def _run_planned(self, capture: bool = False, planned: bool = True) -> dict:
         dev = self.dev
         saved = dev.allocator
         if planned:
             dev.allocator = _Replayer(self.arena, self._trace.allocs, dev.xp)
-        env = {**self.inputs, **self.weights}
         try:
             if capture:
                 self._stream.begin_capture()
             try:
-                for node in self.graph.nodes:
-                    args = [env[i] if i else None for i in node.inputs]
-                    try:
-                        outs = run_node(dev, node, args, [self.graph.types[o] for o in node.outputs])
-                    except EinsatError:
-                        raise
-                    except Exception as e:
-                        raise ExecutionError(f"{describe_node(node, self.graph.types)} failed in a compiled "
-                                             f"program: {type(e).__name__}: {e}") from e
-                    env.update(zip(node.outputs, outs))
+                return evaluate(self.graph, self.inputs, self.backend)
             finally:
                 if capture:
-                    self._cuda_graph = self._stream.end_capture()
+                    self._cuda_graph = _end_capture(self._stream, failing=sys.exc_info()[0] is not None)
         finally:
             dev.allocator = saved
-        return {o: env[o] for o in self.graph.outputs}
 
     def replay(self) -> None:
         """Run the program on the data already in `self.inputs` (asynchronously)."""
@@ -271,11 +307,7 @@ class CompiledProgram:
         check_inputs(self.graph, inputs)
         with self._on_stream():
             for n, buf in self.inputs.items():
-                src = inputs[n]
-                if isinstance(src, np.ndarray) and hasattr(buf, "set"):
-                    buf.set(np.ascontiguousarray(src), stream=self._stream)
-                else:
-                    buf[...] = src
+                self.dev.copy_in(buf, inputs[n])
         self.replay()
         self._sync()
         return {o: self.dev.download(v) for o, v in self.outputs.items()}

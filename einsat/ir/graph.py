@@ -74,7 +74,7 @@ class Graph:
     >>> g = Graph(nodes, inputs={"x": TensorType((1, 3))}, outputs=["y"], weights={"w": w})
     """
 
-    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "_producer")
+    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "_producer", "__weakref__")
 
     def __init__(self, nodes: Iterable[Node], inputs: Mapping[str, TensorType] | Sequence[tuple[str, TensorType]],
                  outputs: Sequence[str], weights: Mapping[str, np.ndarray] | None = None, name: str = "graph"):
@@ -150,6 +150,11 @@ class Graph:
     def bytes(self) -> int:
         return sum(node.definition.bytes(*self.node_types(node), node.attrs) for node in self.nodes)
 
+    def _repr_svg_(self) -> str:
+        """The program as a picture in a notebook (`einsat.viz.graph`)."""
+        from einsat.viz.graph import graph_svg
+        return graph_svg(self, title=self.name)
+
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for node in self.nodes:
@@ -161,10 +166,6 @@ class Graph:
                       weights=self.weights, name=self.name)
         fields.update(changes)
         return Graph(**fields)
-
-    def to_onnx(self, **kwargs):
-        from einsat.ir.onnx_io import to_onnx
-        return to_onnx(self, **kwargs)
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -96,6 +96,7 @@ class ImportContext:
         self.onnx_types = {vi.name: t for vi in (*g.value_info, *g.output) if (t := static_type(vi))}
         self.nodes: list[Node] = []
         self.alias: dict[str, str] = {}
+        self.folded: set[str] = set()  # constants computed at import (not the model's initializers)
         self._ops = onnx_ops()
         self._names = {n for node in g.node for n in (*node.input, *node.output)} | set(self.types)
         self._node_names: set[str] = set()
@@ -152,6 +153,11 @@ class ImportContext:
                 self._add(Op.IDENTITY, [target], [o], {}, name=self._node_name(o))
         used = {i for n in self.nodes for i in n.inputs} | set(outputs)
         weights = {k: v for k, v in self.constants.items() if k in used}
+        for name in sorted(self.folded & set(weights)):  # a zero buffer stays a broadcast of one zero
+            if weights[name].nbytes >= FILLED_BYTES and not np.any(weights[name]):
+                one = self._fresh(f"{name}__value")
+                weights[one] = self.constants[one] = _frozen(weights.pop(name).reshape(-1)[:1].reshape(()))
+                self._add(Op.EXPAND, [one], [name], {"shape": self.constants[name].shape}, name=self._node_name(name))
         try:
             return Graph(self.nodes, self.inputs, outputs, weights, name=g.name or "graph")
         except EinsatError as e:
@@ -167,6 +173,7 @@ class ImportContext:
                 for o, v in zip(onode.output, values):
                     if o and v is not None:
                         self.constants[o] = _frozen(v)
+                self.folded.update(onode.output)
                 return
         default = onode.domain in DEFAULT_DOMAINS
         if default:
@@ -300,3 +307,8 @@ def _resolved(onode: onnx.NodeProto, alias: dict[str, str]) -> onnx.NodeProto:
     del copy.input[:]
     copy.input.extend(alias.get(i, i) for i in onode.input)
     return copy
+
+
+# a folded all-zero value this large imports as an Expand of one zero (a buffer, ConstantOfShape's
+# default; the model zoo's "light" models fill their placeholder weights with 0.02: weights)
+FILLED_BYTES = 1 << 16

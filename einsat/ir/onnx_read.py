@@ -119,8 +119,9 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
         dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
         if not tt.HasField("shape") or any(not isinstance(d, int) for d in dims):
             shown = "no shape" if not tt.HasField("shape") else f"shape {dims}"
-            raise OnnxError(f"{label}: input {name!r} has {shown}; einsat needs static shapes: pass "
-                            f"input_shapes={{{name!r}: (...)}} with every dim fixed")
+            raise OnnxError(f"{label}: input {name!r} has {shown}; einsat needs static shapes: fix every "
+                            f"dim with --input-shape {name}=D1,D2,... on the command line, or "
+                            f"input_shapes={{{name!r}: (...)}} in Python")
 
 
 def sort_nodes(graph: onnx.GraphProto, label: str) -> None:

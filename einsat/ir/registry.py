@@ -2,10 +2,14 @@
 
 An `OpDef` subclass carries everything about its op: attributes (with defaults and
 validation), arity, shape inference, NumPy reference semantics, the ONNX mapping both ways,
-FLOP and byte counts, the flags the optimizer reads (multi-linear, element-wise,
-layout-only) and, for ops that are tensor algebra, their expression (EinNet §3). Every other
-layer looks the op up here with `opdef(op)`; `tests/ir/test_registry.py` walks the registry and
-checks each op has all of them.
+FLOP and byte counts, the facts the other layers read (the flags below) and, for ops that are
+tensor algebra, their expression (EinNet §3). Every other layer looks the op up here with
+`opdef(op)` and keeps no table of ops of its own; `tests/ir/test_registry.py` walks the
+registry and checks each op has all of them, and checks every flag against the op's behaviour.
+
+A flag is a promise: True is checked against the NumPy reference (or, for `tensor_core`, the
+GPU lowering) on drawn cases; False is always the safe answer (a pass that relies on a fact
+does nothing for an op that does not promise it).
 
 Attributes are static: shape-like ONNX inputs (Reshape's shape, Slice's starts, ...) become
 attributes at import, so that the e-graph sees them as primitives.
@@ -198,11 +202,33 @@ class OpDef:
     op: ClassVar[Op]
     attrs: ClassVar[Mapping[str, Attr]] = {}
     arity: ClassVar[tuple[int, int | None]] = (1, 1)
-    multilinear: ClassVar[bool] = False   # linear in each input separately (PET §3)
-    elementwise: ClassVar[bool] = False   # out[i] depends on in[i] only (after broadcasting)
-    layout_only: ClassVar[bool] = False   # moves data, computes nothing
+    # every output element is a multi-linear polynomial of the input elements with no constant term:
+    # linear in each input separately, or (add, concat, ...) in all of them jointly (PET §3)
+    multilinear: ClassVar[bool] = False
+    # out[i] depends on in[i] only (after broadcasting)
+    elementwise: ClassVar[bool] = False
+    # moves data, computes nothing: every output element is an input element (or a fill value)
+    layout_only: ClassVar[bool] = False
+    # every output is a strided view of the first input (when that is contiguous): a backend runs
+    # the op with no kernel, and the cost models charge it as such
+    view: ClassVar[bool] = False
+    # applied to weights alone, it may be evaluated once at compile time (not black boxes, which
+    # may be random, nor control flow)
+    foldable: ClassVar[bool] = True
+    # its output repeats its input (a broadcast): folding a weight-only application into a weight
+    # would store the repetition (an 8 MB zero buffer for one zero), so it stays a computation
+    repeats_input: ClassVar[bool] = False
+    # "gemm" | "conv": it runs as a cuBLAS GEMM / a cuDNN convolution (tensor cores); None: CUDA cores
+    tensor_core: ClassVar[str | None] = None
+    # the attributes that hold subprograms (`ir.Graph` bodies of control flow)
+    bodies: ClassVar[tuple[str, ...]] = ()
     onnx_type: ClassVar[str | None] = None  # the ONNX op it exports to / imports from
     doc: ClassVar[str] = ""
+
+    @property
+    def source(self) -> bool:
+        """An op with no tensor inputs (constant): its value comes from its attributes."""
+        return self.arity[1] == 0
 
     # -- attributes -------------------------------------------------------------------
     def normalize(self, attrs: dict[str, Any], types: Sequence[TensorType | None]) -> dict[str, Any]:

@@ -14,29 +14,15 @@ from __future__ import annotations
 import numpy as np
 
 from einsat.egraph.data import ABSENT, EGraphData
-from einsat.gpu.interpreter import run
 from einsat.ir.graph import Graph
 from einsat.ir.registry import opdef
-
-
-def random_inputs(types, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for `types` (name -> TensorType): standard normal floats, small ints, coin bools."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name, t in types.items():
-        if t.dtype == np.bool_:
-            out[name] = rng.random(t.shape) < 0.5
-        elif np.issubdtype(t.dtype, np.integer):
-            out[name] = rng.integers(0, 3, t.shape).astype(t.dtype)
-        else:
-            out[name] = rng.standard_normal(t.shape).astype(t.dtype)
-    return out
+from einsat.runtime import random_arrays, random_inputs, run
 
 
 def same_outputs(g1: Graph, g2: Graph, seed: int = 0, rtol: float = 1e-9, atol: float = 1e-9) -> None:
     """Assert `g1` and `g2` give the same outputs (in order) on one seeded random input set;
     `atol` is scaled by the largest magnitude of `g1`'s output."""
-    inputs = random_inputs(g1.input_types(), seed)
+    inputs = random_inputs(g1, seed)
     a, b = run(g1, inputs), run(g2, inputs)
     for o1, o2 in zip(g1.outputs, g2.outputs):
         scale = atol * max(1.0, float(np.abs(a[o1]).max(initial=0)))
@@ -67,7 +53,7 @@ def evaluate(node, data: EGraphData, inputs, values) -> np.ndarray:
 def assert_consistent(data: EGraphData, seed: int = 0, rtol: float = 1e-9, atol: float = 1e-9) -> int:
     """Every e-node of every e-class computes its e-class's value (and type) on random inputs:
     the e-graph holds only equalities. Returns the number of e-nodes checked."""
-    inputs = random_inputs(data.input_types, seed)
+    inputs = random_arrays(data.input_types, seed)
     values = class_values(data, inputs)
     checked = 0
     for cid, cls in data.classes.items():

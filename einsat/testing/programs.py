@@ -33,6 +33,7 @@ from einsat.errors import AttributeValueError, ShapeError
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
+from einsat.runtime import random_inputs
 from einsat.testing.attrs import attrs_for
 
 __all__ = ["ALL_OPS", "ELEMENTWISE", "MULTILINEAR", "input_arrays", "multilinear_programs", "program_inputs",
@@ -53,7 +54,6 @@ def _shapes(min_rank: int = 1, max_rank: int = 4, min_side: int = 1, max_side: i
 
 def program_inputs(graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded standard-normal inputs for `graph` (a plain function: use it inside a test)."""
-    from einsat.verify.numeric import random_inputs
     return random_inputs(graph, seed)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.ir.registry import Op
-from einsat.verify.boxes import (
+from einsat.verify.splits import (
     axis_splits,
     box_ids,
     broadcast_splits,

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import prod
 
-from einsat.verify.boxes import Splits, _digits, norm, reshape_splits
+from einsat.verify.splits import Splits, _digits, norm, reshape_splits
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from einsat.verify import boxes, boxviews
 from einsat.verify.field import P, Source, embed, mix_key
 from einsat.verify.fieldeval import FieldEnv, degrees, evaluate, evaluate_at
 from einsat.verify.regions import Region, cover_mask, mask_of, merge_cells
+from einsat.verify.splits import cells, count_cells, none, uniform_splits
 
 MAX_BOXES = 20_000    # box intersections per output before falling back to testing every position
 MAX_DELTA_BOXES = 4096  # a changed weight is W + delta when delta's boxes are this few (or few per element)
@@ -75,6 +76,11 @@ class Differences:
 
     def mask(self, output: str) -> np.ndarray:
         return mask_of(self.regions[output], self.shapes[output])
+
+    def _repr_svg_(self) -> str:
+        """The regions drawn on each output's grid (`einsat.viz.regions`)."""
+        from einsat.viz.regions import differences_svg
+        return differences_svg(self)
 
     def __str__(self) -> str:
         head = (f"{'equivalent' if self.equivalent else 'not equivalent'}: {self.positions} positions "
@@ -138,15 +144,15 @@ def assign_sources(original: Graph, mutant: Graph, seed: int = 0):
                 base = original.weights.get(name)
                 delta = None if base is None or base.shape != value.shape else \
                     np.mod(embed(value) - embed(base), P)
-                dsplits = boxes.uniform_splits(delta) if delta is not None else None
-                if dsplits is not None and boxes.count_cells(dsplits) <= max(MAX_DELTA_BOXES, value.size // 4):
+                dsplits = uniform_splits(delta) if delta is not None else None
+                if dsplits is not None and count_cells(dsplits) <= max(MAX_DELTA_BOXES, value.size // 4):
                     envs[1].sources[name] = Source(key=mix_key(seed, 2, content_key(base)), const=delta)
                     splits[1][name] = dsplits
                     continue
                 notes.append(f"mutant weight {name!r} {list(value.shape)} matches no original weight: "
                              "treated as an unknown")
             envs[k].sources[name] = Source(key=mix_key(seed, 2, key))
-            splits[k][name] = boxes.none(value.shape)
+            splits[k][name] = none(value.shape)
     return envs[0], envs[1], splits, notes
 
 
@@ -205,7 +211,7 @@ def find_differences(original: Graph, mutant: Graph, *, tests: int = 2, seed: in
             method[a] = "every position"
             continue
         method[a] = "boxes"
-        lo, hi = boxes.cells(grid.splits, grid.digits)
+        lo, hi = cells(grid.splits, grid.digits)
         pos, owner = _positions(lo, hi)
         flat = np.ravel_multi_index(tuple(pos.T), grid.digits) if grid.digits else np.zeros(len(pos), np.int64)
         want1[a], want2[b], owners[a], grids[a] = flat, flat, owner, grid

@@ -12,7 +12,7 @@ import numpy as np
 
 from einsat.ir.registry import Op
 from einsat.verify import field as F
-from einsat.verify.fieldops import Rule, _shapes, broadcast_flat, ravel, unravel
+from einsat.verify.fieldbase import Rule, broadcast_flat, node_shapes, ravel, unravel
 
 PAIR_CHUNK = 1 << 22  # elements gathered at once on the pairwise path
 BLOCK_WASTE = 16      # a BLAS block may compute this many products per wanted one and still win
@@ -70,7 +70,7 @@ class MatMul(Contraction):
     """np.matmul with batch broadcasting and 1-d promotion (also batchmatmul)."""
 
     def plan(self, node, ctx, flat):
-        (xa, xb), _ = _shapes(node, ctx)
+        (xa, xb), _ = node_shapes(node, ctx)
         a2, b2, batch = _promote(xa, xb)
         m, kd, n = a2[-2], a2[-1], b2[-1]
         c = unravel(flat, batch + (m, n))       # the 1-d squeezes keep flat indices
@@ -91,12 +91,12 @@ class Gemm(Contraction):
     def pull(self, node, ctx, out_flat):
         need = super().pull(node, ctx, out_flat)
         if len(node.inputs) > 2 and node.inputs[2]:
-            ins, (ys,) = _shapes(node, ctx)
+            ins, (ys,) = node_shapes(node, ctx)
             need.append(broadcast_flat(out_flat[0], ys, ins[2]))
         return need
 
     def plan(self, node, ctx, flat):
-        (xa, *_), (ys,) = _shapes(node, ctx)
+        (xa, *_), (ys,) = node_shapes(node, ctx)
         m, n = ys
         kd = xa[0] if node.attrs["trans_a"] else xa[1]
         i, j = unravel(flat, ys)
@@ -111,7 +111,7 @@ class Gemm(Contraction):
         (y,) = super().compute(node, ctx, out_flat, ins)
         y = F.mul(y, F.embed(node.attrs["alpha"]))
         if len(ins) > 2 and ins[2] is not None:
-            shapes, (ys,) = _shapes(node, ctx)
+            shapes, (ys,) = node_shapes(node, ctx)
             c = ins[2].read(broadcast_flat(out_flat[0], ys, shapes[2]))
             y = F.add(y, F.mul(c, F.embed(node.attrs["beta"])))
         return [y]
@@ -121,7 +121,7 @@ class G2BMM(Contraction):
     """out[z, i, j] = Σ_k a[z, i, k] · b[z, i + D·(j − W), k]."""
 
     def plan(self, node, ctx, flat):
-        (xa, _), (ys,) = _shapes(node, ctx)
+        (xa, _), (ys,) = node_shapes(node, ctx)
         z, i, j = unravel(flat, ys)
         _, m, kd = xa
         w, d = node.attrs["width"], node.attrs["dilation"]
@@ -138,7 +138,7 @@ class GBMM(Contraction):
     """out[z, i, n] = Σ_j p[z, i, j] · v[z, i + D·(j − W), n]."""
 
     def plan(self, node, ctx, flat):
-        (xp, xv), (ys,) = _shapes(node, ctx)
+        (xp, xv), (ys,) = node_shapes(node, ctx)
         z, i, _ = unravel(flat, ys)
         _, m, jj = xp
         nn = xv[2]
@@ -151,6 +151,5 @@ class GBMM(Contraction):
         return ka[:, None] * jj + np.arange(jj)[None, :], ra, b_idx, rb
 
 
-CONTRACTIONS = {Op.MATMUL: MatMul(), Op.BATCHMATMUL: MatMul(), Op.GEMM: Gemm()}  # conv: fieldconv.py
-if hasattr(Op, "G2BMM"):
-    CONTRACTIONS.update({Op.G2BMM: G2BMM(), Op.GBMM: GBMM()})
+CONTRACTIONS = {Op.MATMUL: MatMul(), Op.BATCHMATMUL: MatMul(), Op.GEMM: Gemm(), Op.G2BMM: G2BMM(),  # conv: fieldconv.py
+                Op.GBMM: GBMM()}

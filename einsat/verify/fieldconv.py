@@ -27,8 +27,8 @@ from math import prod
 import numpy as np
 
 from einsat.verify import field as F
+from einsat.verify.fieldbase import node_shapes, ravel, unravel
 from einsat.verify.fieldcontract import BLOCK_WASTE, Contraction, _keys, contract
-from einsat.verify.fieldops import _shapes, ravel, unravel
 
 
 class Conv(Contraction):
@@ -49,7 +49,7 @@ class Conv(Contraction):
         return np.where((num % s == 0) & (q >= 0) & (q < xs_i), q, -1)
 
     def geometry(self, node, ctx):
-        (xs, ws, *_), (ys,) = _shapes(node, ctx)
+        (xs, ws, *_), (ys,) = node_shapes(node, ctx)
         g = node.attrs["groups"]
         return xs, ws, ys, g, xs[1] // g, ys[1] // g
 
@@ -138,7 +138,7 @@ class Conv(Contraction):
         ws_need = [d[3].reshape(-1) for d in dense] + [p[2].reshape(-1) for p in sparse]
         need = [np.concatenate(xs_need), np.concatenate(ws_need)] if xs_need else [None, None]
         if len(node.inputs) > 2:
-            need.append(unravel(out_flat[0], _shapes(node, ctx)[1][0])[1])
+            need.append(unravel(out_flat[0], node_shapes(node, ctx)[1][0])[1])
         return need
 
     def dense_compute(self, node, ctx, x, w, n, gi, w_idx, rf, so):
@@ -170,5 +170,5 @@ class Conv(Contraction):
         for x_idx, ra, w_idx, rb, sel in sparse:
             y[:, sel] = contract(ins[0], x_idx, ra, ins[1], w_idx, rb, ctx.env.tests)
         if len(ins) > 2 and ins[2] is not None:
-            y = F.add(y, ins[2].read(unravel(out_flat[0], _shapes(node, ctx)[1][0])[1]))
+            y = F.add(y, ins[2].read(unravel(out_flat[0], node_shapes(node, ctx)[1][0])[1]))
         return [y]

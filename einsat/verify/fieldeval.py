@@ -3,7 +3,7 @@
 `evaluate_at(graph, env, {output: positions})` never computes whole tensors unless asked to: a
 backward pass computes, for every value, the flat positions that the requested outputs read
 (their receptive field: a conv pulls its windows, a transpose permutes coordinates, ...), then a
-forward pass computes each value at just those positions. Every op's rule (`fieldops.RULES`)
+forward pass computes each value at just those positions. Every op's rule (`fieldtable.RULES`)
 has two halves: `pull` (which input positions an output position reads) and `compute`.
 
 `evaluate(graph, env)` is the same at every position. All tests share the env's random inputs
@@ -19,9 +19,9 @@ from math import prod
 
 import numpy as np
 
-from einsat.errors import describe_node
 from einsat.ir.graph import Graph
 from einsat.verify.field import NotMultilinearError, Source, embed, unique
+from einsat.verify.fieldtable import rule_for
 
 
 @dataclass
@@ -165,15 +165,6 @@ class Context:
             raise NotMultilinearError(f"graph {self.graph.name!r}: {name!r} must be computed from weights "
                                       "only (it is an index, divisor or normalization parameter)")
         return value
-
-
-def rule_for(node):
-    from einsat.verify.fieldops import RULES
-    rule = RULES.get(node.op)
-    if rule is None:
-        raise NotMultilinearError(f"{describe_node(node)} has no exact meaning over the field "
-                                  "(it is not multi-linear or affine)")
-    return rule
 
 
 def _flat_positions(shape, positions) -> np.ndarray:

@@ -20,7 +20,7 @@ from einsat.ir.expr.nodes import Call, Const, Expr, Guard, Read, products, reads
 from einsat.ir.ops.eop import expression_of
 from einsat.verify import field as F
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.fieldops import Rule, _shapes, ravel, unravel
+from einsat.verify.fieldbase import Rule, node_shapes, ravel, unravel
 
 FIELD_FNS = {"add": F.add, "sub": F.sub, "mul": F.mul, "neg": lambda a: F.sub(0, a)}
 
@@ -72,7 +72,7 @@ class Eop(Rule):
 
     # -- pull ------------------------------------------------------------------------------
     def pull(self, node, ctx, out_flat):
-        ins, _ = _shapes(node, ctx)
+        ins, _ = node_shapes(node, ctx)
         need: list[list[np.ndarray]] = [[] for _ in node.inputs]
         self._pull(self.expr(node), out_flat[0], ins, need)
         return [np.concatenate([n.reshape(-1) for n in parts]) if parts else np.zeros(0, np.int64)
@@ -88,7 +88,7 @@ class Eop(Rule):
 
     # -- compute ---------------------------------------------------------------------------
     def compute(self, node, ctx, out_flat, ins):
-        shapes, _ = _shapes(node, ctx)
+        shapes, _ = node_shapes(node, ctx)
         return [self._value(node, self.expr(node), out_flat[0], ins, shapes, ctx.env.tests, {})]
 
     def _value(self, node, e: Expr, flat, ins, shapes, tests, done) -> np.ndarray:

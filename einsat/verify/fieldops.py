@@ -1,84 +1,19 @@
-"""Field semantics of the layout ops, as pull/compute rules, and the table of all rules.
+"""Field semantics of the layout ops, as pull/compute rules (see `fieldbase.Rule`).
 
-A rule maps requested output positions to the input positions they read (`pull`) and computes
-the outputs there (`compute`). Here: `Move`, where each output position copies one position of
-one input or a constant fill (transpose, reshape, slice, pad, concat, split, expand, correct,
-gather, access, ...). Element-wise ops, batchnorm and windows are in `fieldwindows.py`, the
-contractions in `fieldcontract.py` (conv in `fieldconv.py`); `RULES` collects them all.
+`Move`: each output position copies one position of one input or a constant fill (transpose,
+reshape, slice, pad, concat, split, expand, correct, gather, access, ...). Element-wise ops,
+batchnorm and windows are in `fieldwindows.py`, the contractions in `fieldcontract.py` (conv in
+`fieldconv.py`); `fieldtable.RULES` collects them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from math import prod
 
 import numpy as np
 
-from einsat.ir.registry import Op
 from einsat.verify import field as F
-
-
-def unravel(flat: np.ndarray, shape) -> np.ndarray:
-    """(K,) flat indices -> (rank, K) coordinates."""
-    if not shape:
-        return np.zeros((0, len(flat)), np.int64)
-    return np.stack(np.unravel_index(flat, shape)).astype(np.int64)
-
-
-def ravel(coords: np.ndarray, shape) -> np.ndarray:
-    """(rank, ...) coordinates -> flat indices; any coordinate out of range gives -1."""
-    coords = np.asarray(coords, dtype=np.int64)
-    if not shape:
-        return np.zeros(coords.shape[1:], np.int64)
-    flat = np.ravel_multi_index(tuple(coords), shape, mode="clip").astype(np.int64)
-    bad = np.zeros(coords.shape[1:], dtype=bool)
-    for c, d in zip(coords, shape):
-        bad |= (c < 0) | (c >= d)
-    if bad.any():
-        flat[bad] = -1
-    return flat
-
-
-def digit_map(flat: np.ndarray, shape, coefs, offset: int = 0) -> np.ndarray:
-    """offset + Σ_i coefs[i]·c_i for the coordinates c of flat indices in `shape`.
-
-    Splits the dims into a leading and a trailing group and looks both parts up in small tables
-    (two gathers instead of one division per dim) when the tables are smaller than `flat`."""
-    flat = np.asarray(flat, dtype=np.int64)
-    rank = len(shape)
-    split = min(range(rank + 1), key=lambda k: max(prod(shape[:k]), prod(shape[k:])))
-    lead, trail = prod(shape[:split]), prod(shape[split:])
-    if max(lead, trail) > len(flat) or rank == 0:
-        c = unravel(flat, shape)
-        return offset + sum((ci * int(w) for ci, w in zip(c, coefs)), np.zeros(len(flat), np.int64))
-
-    def table(dims, ws):
-        t = np.zeros((), np.int64)
-        for d, w in zip(dims, ws):
-            t = t[..., None] + np.arange(d, dtype=np.int64) * int(w)
-        return t.reshape(-1)
-
-    hi, lo = np.divmod(flat, trail)
-    return table(shape[:split], coefs[:split])[hi] + (table(shape[split:], coefs[split:]) + offset)[lo]
-
-
-def broadcast_flat(out_flat: np.ndarray, out_shape, in_shape) -> np.ndarray:
-    """The flat index of the input element that NumPy broadcasting reads for each output element."""
-    c = unravel(out_flat, out_shape)[len(out_shape) - len(in_shape):]
-    c = np.stack([ci if d != 1 else np.zeros_like(ci) for ci, d in zip(c, in_shape)]) if len(in_shape) else c
-    return ravel(c, in_shape)
-
-
-class Rule:
-    def degree(self, node, degs, env) -> int:
-        return max(degs, default=0)
-
-    def pull(self, node, ctx, out_flat):
-        raise NotImplementedError
-
-    def compute(self, node, ctx, out_flat, ins):
-        raise NotImplementedError
-
+from einsat.verify.fieldbase import Rule, broadcast_flat, digit_map, node_shapes, ravel, unravel
 
 # -- moves ---------------------------------------------------------------------------------------
 
@@ -123,11 +58,6 @@ class Move(Rule):
         return outs
 
 
-def _shapes(node, ctx):
-    g = ctx.graph
-    return [g.types[i].shape if i else None for i in node.inputs], [g.types[o].shape for o in node.outputs]
-
-
 def _one(flat, src):
     return None, src
 
@@ -141,20 +71,20 @@ class Same(Move):
 
 class Transpose(Move):
     def source(self, node, ctx, k, flat):
-        (xs,), (ys,) = _shapes(node, ctx)
+        (xs,), (ys,) = node_shapes(node, ctx)
         strides = np.cumprod((1,) + xs[:0:-1])[::-1]
         return _one(flat, digit_map(flat, ys, [int(strides[p]) for p in node.attrs["perm"]]))
 
 
 class Expand(Move):
     def source(self, node, ctx, k, flat):
-        (xs,), (ys,) = _shapes(node, ctx)
+        (xs,), (ys,) = node_shapes(node, ctx)
         return _one(flat, broadcast_flat(flat, ys, xs))
 
 
 class Slice(Move):
     def source(self, node, ctx, k, flat):
-        (xs,), (ys,) = _shapes(node, ctx)
+        (xs,), (ys,) = node_shapes(node, ctx)
         c = unravel(flat, ys)
         a = node.attrs
         inc = np.stack([s + ci * st for ci, s, st in zip(c, a["starts"], a["steps"])]) if ys else c
@@ -166,7 +96,7 @@ class Pad(Move):
         return int(F.embed(node.attrs["value"]))
 
     def source(self, node, ctx, k, flat):
-        (xs,), (ys,) = _shapes(node, ctx)
+        (xs,), (ys,) = node_shapes(node, ctx)
         c = unravel(flat, ys)
         pads, mode, r = node.attrs["pads"], node.attrs["mode"], len(xs)
         inc = []
@@ -185,7 +115,7 @@ class Pad(Move):
 
 class Concat(Move):
     def source(self, node, ctx, k, flat):
-        xs, (ys,) = _shapes(node, ctx)
+        xs, (ys,) = node_shapes(node, ctx)
         axis = node.attrs["axis"]
         c = unravel(flat, ys)
         offsets = np.cumsum([0] + [s[axis] for s in xs])
@@ -201,7 +131,7 @@ class Concat(Move):
 
 class Split(Move):
     def source(self, node, ctx, k, flat):
-        (xs,), ys = _shapes(node, ctx)
+        (xs,), ys = node_shapes(node, ctx)
         axis = node.attrs["axis"]
         c = unravel(flat, ys[k])
         c[axis] += sum(node.attrs["sizes"][:k])
@@ -210,7 +140,7 @@ class Split(Move):
 
 class Correct(Move):
     def source(self, node, ctx, k, flat):
-        (_, fs), (ys,) = _shapes(node, ctx)
+        (_, fs), (ys,) = node_shapes(node, ctx)
         r = node.attrs["region"]
         starts, ends = np.array(r[:len(ys)])[:, None], np.array(r[len(ys):])[:, None]
         c = unravel(flat, ys)
@@ -224,7 +154,7 @@ class Generic(Move):
     remaining inputs, e.g. gather's indices, must be constants). Costs one pass over the tensor."""
 
     def source(self, node, ctx, k, flat):
-        (xs, *_), _ = _shapes(node, ctx)
+        (xs, *_), _ = node_shapes(node, ctx)
         args = [np.arange(prod(xs), dtype=np.int64).reshape(xs)]
         args += [ctx.constant(i) for i in node.inputs[1:]]
         full = node.definition.numpy(args, node.attrs)[k]
@@ -247,54 +177,3 @@ class Constant(Move):
 
     def degree(self, node, degs, env):
         return 0
-
-
-def _rules():
-    from einsat.verify.fieldcontract import CONTRACTIONS
-    from einsat.verify.fieldconv import Conv
-    from einsat.verify.fieldexpr import Eop
-    from einsat.verify.fieldwindows import AvgPool, BatchNorm, Divide, Elementwise, GlobalAvgPool, Reduce
-    rules = {
-        Op.ADD: Elementwise(F.add), Op.SUB: Elementwise(F.sub), Op.MUL: Elementwise(F.mul, True),
-        Op.DIV: Divide(), Op.BATCHNORM: BatchNorm(),
-        Op.TRANSPOSE: Transpose(), Op.EXPAND: Expand(), Op.SLICE: Slice(), Op.PAD: Pad(),
-        Op.CONCAT: Concat(), Op.SPLIT: Split(), Op.CORRECT: Correct(), Op.CONSTANT: Constant(),
-        Op.AVGPOOL: AvgPool(), Op.GLOBAL_AVGPOOL: GlobalAvgPool(),
-        Op.REDUCE_SUM: Reduce(False), Op.REDUCE_MEAN: Reduce(True),
-    }
-    for name in ("RESHAPE", "FLATTEN", "SQUEEZE", "UNSQUEEZE", "IDENTITY"):
-        rules[Op[name]] = Same()
-    if hasattr(Op, "NEG"):
-        rules[Op.NEG] = Elementwise(lambda a: F.sub(0, a))
-    for name in ("GATHER", "ACCESS"):
-        if hasattr(Op, name):
-            rules[Op[name]] = Generic()
-    rules.update(CONTRACTIONS)
-    rules.update({Op.CONV: Conv(), Op.CONV_TRANSPOSE: Conv(transposed=True)})
-    rules[Op.EOP] = Eop()
-    return rules
-
-
-class RuleTable(Mapping):
-    """Op -> rule, built on first use: the rule modules import this one, so building the table
-    at import would make importing any of them first a circular import."""
-
-    def __init__(self):
-        self._rules: dict | None = None
-
-    def _table(self) -> dict:
-        if self._rules is None:
-            self._rules = _rules()
-        return self._rules
-
-    def __getitem__(self, op):
-        return self._table()[op]
-
-    def __iter__(self):
-        return iter(self._table())
-
-    def __len__(self) -> int:
-        return len(self._table())
-
-
-RULES = RuleTable()

@@ -15,7 +15,7 @@ import numpy as np
 
 from einsat.verify import field as F
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.fieldops import Rule, _shapes, broadcast_flat, ravel, unravel
+from einsat.verify.fieldbase import Rule, broadcast_flat, node_shapes, ravel, unravel
 
 # -- element-wise --------------------------------------------------------------------------------
 
@@ -27,11 +27,11 @@ class Elementwise(Rule):
         return sum(degs) if self.multiplies else max(degs)
 
     def pull(self, node, ctx, out_flat):
-        ins, (ys,) = _shapes(node, ctx)
+        ins, (ys,) = node_shapes(node, ctx)
         return [broadcast_flat(out_flat[0], ys, s) for s in ins]
 
     def compute(self, node, ctx, out_flat, ins):
-        shapes, (ys,) = _shapes(node, ctx)
+        shapes, (ys,) = node_shapes(node, ctx)
         args = [k.read(broadcast_flat(out_flat[0], ys, s)) for k, s in zip(ins, shapes)]
         return [self.fn(*args)]
 
@@ -70,7 +70,7 @@ class BatchNorm(Rule):
         return F.embed(a)[channels], F.embed(bias - mean * a)[channels]
 
     def compute(self, node, ctx, out_flat, ins):
-        (xs, *_), _ = _shapes(node, ctx)
+        (xs, *_), _ = node_shapes(node, ctx)
         channels = unravel(out_flat[0], xs)[1]
         a, b = self.coefficients(node, ctx, channels)
         return [F.add(F.mul(ins[0].read(out_flat[0]), a), b)]
@@ -106,7 +106,7 @@ def tap_positions(o: np.ndarray, stride: int, pad: int, dilation: int, kernel: i
 
 class AvgPool(Window):
     def window(self, node, ctx, flat):
-        (xs,), (ys,) = _shapes(node, ctx)
+        (xs,), (ys,) = node_shapes(node, ctx)
         a = node.attrs
         nsp = len(xs) - 2
         c = unravel(flat, ys)
@@ -132,7 +132,7 @@ class Reduce(Window):
         return node.attrs["axes"], node.attrs["keepdims"]
 
     def window(self, node, ctx, flat):
-        (xs,), (ys,) = _shapes(node, ctx)
+        (xs,), (ys,) = node_shapes(node, ctx)
         axes, keep = self.axes(node, xs)
         c = unravel(flat, ys)
         kept = [d for d in range(len(xs)) if d not in axes]

@@ -19,8 +19,8 @@ from math import ceil, sqrt
 
 import numpy as np
 
-from einsat.gpu.interpreter import run
 from einsat.ir.graph import Graph
+from einsat.runtime import random_inputs, run
 from einsat.verify.corrector import check_pair
 
 
@@ -57,21 +57,6 @@ class NumericReport:
             lines.append("  nodes behind the worst element (input to output):")
             lines += [f"    {c}" for c in self.chain]
         return "\n".join(lines)
-
-
-def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard normal floats, small non-negative ints, fair booleans, per graph input."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name in graph.inputs:
-        t = graph.types[name]
-        if t.dtype == np.bool_:
-            out[name] = rng.random(t.shape) < 0.5
-        elif np.issubdtype(t.dtype, np.integer):
-            out[name] = rng.integers(0, 5, size=t.shape).astype(t.dtype)
-        else:
-            out[name] = rng.standard_normal(t.shape).astype(t.dtype)
-    return out
 
 
 def _accumulation(graph: Graph) -> int:

@@ -19,11 +19,6 @@ def assert_close_scaled(got, want, rel=REL, what=""):
     assert err <= rel * max(scale, 1e-30), f"{what}: max error {err:.3g} vs output scale {scale:.3g}"
 
 
-def random_feeds(g, seed=0):
-    rng = np.random.default_rng(seed)
-    return {n: rng.standard_normal(g.types[n].shape).astype(np.float32) for n in g.inputs}
-
-
 SMALL = {
     "resnet18": {"image": 64},
     "csrnet": {},                                    # the paper's [1, 512, 14, 14]

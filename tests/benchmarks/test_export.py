@@ -7,7 +7,8 @@ import pytest
 import einsat
 from benchmarks.export import main, parse_overrides
 from benchmarks.workloads import build
-from tests.benchmarks.common import assert_close_scaled, random_feeds
+from einsat.runtime import random_inputs
+from tests.benchmarks.common import assert_close_scaled
 
 
 def test_export_writes_models_with_overrides_that_run_like_einsat(tmp_path):
@@ -19,7 +20,7 @@ def test_export_writes_models_with_overrides_that_run_like_einsat(tmp_path):
         g = build(name, seq=96, width=5)
         assert [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim] == \
             list(g.types[g.inputs[0]].shape)
-        x = random_feeds(g)
+        x = random_inputs(g)
         got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, x)
         want = einsat.run(g, x)
         for o, value in zip(g.outputs, got):

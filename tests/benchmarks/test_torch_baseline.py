@@ -19,7 +19,8 @@ import pytest
 import einsat
 from benchmarks.torch_baseline import plain_graph
 from benchmarks.workloads import WORKLOADS, build
-from tests.benchmarks.common import SMALL, assert_close_scaled, random_feeds
+from einsat.runtime import random_inputs
+from tests.benchmarks.common import SMALL, assert_close_scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_PYTHON = ROOT / ".torch-venv" / "bin" / "python"
@@ -44,7 +45,7 @@ def cases(tmp_path_factory):
     out = {}
     for name in WORKLOADS:
         g = build(name, **(SMALL[name] if name != COMPILED else {"size": 12}))
-        x = random_feeds(g, seed=1)
+        x = random_inputs(g, seed=1)
         d = root / name
         d.mkdir()
         with open(d / "graph.pkl", "wb") as f:

@@ -5,6 +5,7 @@ from hypothesis import given
 from einsat import GraphBuilder
 from einsat.egraph import ABSENT, Limits, Rule, Ruleset, Schedule, Session
 from einsat.egraph.cycles import filter_cycles
+from einsat.egraph.patterns import pat
 from einsat.egraph.rules import rewrite
 from tests.extract.egraphs import random_egraphs
 
@@ -42,8 +43,8 @@ def test_session_export_drops_the_nodes_that_close_cycles():
     x = b.input("x", (2, 3))
     g = b.build(b.relu(b.transpose(x, perm=(1, 0))))
     t2 = Rule("t-inverse", "x = transpose(transpose(x))",
-              rewrite("(Transpose (vec-of 1 0) x)",
-                      "(Transpose (vec-of 1 0) (Transpose (vec-of 1 0) (Transpose (vec-of 1 0) x)))"))
+              rewrite(pat.transpose("x", perm=(1, 0)),
+                      pat.transpose(pat.transpose(pat.transpose("x", perm=(1, 0)), perm=(1, 0)), perm=(1, 0))))
     sched = Schedule((Ruleset("cyc", (t2,)),))
     exports = {}
     for acyclic in (False, True):

@@ -4,8 +4,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from einsat.errors import EinsatError
-from einsat.extract.cost import ProfiledCost, RooflineCost, cost_model, register_cost_model
+from einsat.extract.cost import RooflineCost
 from einsat.extract.devices import H100, H200
+from einsat.extract.models import COST_MODELS, DEFAULT_COST, cost_model, register_cost_model
+from einsat.extract.profiled import MeasuredCost
 from einsat.ir import GraphBuilder, Op, TensorType
 
 MODELS = [RooflineCost("h100"), RooflineCost("h200"), RooflineCost("h100", tf32=True)]
@@ -35,6 +37,7 @@ def one_op(kind: str, dims: tuple[int, ...]):
 
 
 KINDS = ["matmul", "conv", "add", "relu", "transpose", "softmax", "concat", "reduce_sum"]
+KERNELS = [k for k in KINDS if k != "transpose"]  # a transpose is a view: no kernel
 dims = st.tuples(*[st.integers(1, 300)] * 4)
 
 
@@ -46,7 +49,7 @@ def test_roofline_is_monotone_in_tensor_sizes(kind, small, grow):
         assert 0 < lo <= hi
 
 
-@given(st.sampled_from(KINDS), dims)
+@given(st.sampled_from(KERNELS), dims)
 def test_every_kernel_pays_a_launch_and_h200_is_never_slower(kind, size):
     g = one_op(kind, size)
     h100, h200 = RooflineCost("h100").graph_cost(g), RooflineCost("h200").graph_cost(g)
@@ -68,8 +71,9 @@ def test_sources_are_free_and_views_cheap_but_not_free():
     model = RooflineCost("h100")
     t = TensorType((64, 1024))
     assert model.node_cost(Op.CONSTANT, {"value": np.zeros(3)}, [], [t]) == 0.0
-    for op in (Op.RESHAPE, Op.SQUEEZE, Op.IDENTITY, Op.SPLIT):
+    for op in (Op.RESHAPE, Op.SQUEEZE, Op.IDENTITY, Op.SPLIT, Op.TRANSPOSE):
         assert 0 < model.node_cost(op, {}, [t], [t]) == H100.view_us < H100.launch_us
+    assert model.node_cost(Op.PAD, {}, [t], [t]) > H100.launch_us  # a layout op that is no view
 
 
 class FakeProfile:
@@ -77,8 +81,8 @@ class FakeProfile:
         return 7.5 if op is Op.MATMUL else None
 
 
-def test_profiled_cost_uses_measurements_and_falls_back():
-    model = ProfiledCost(FakeProfile(), RooflineCost("h100"))
+def test_measured_cost_uses_measurements_and_falls_back():
+    model = MeasuredCost(FakeProfile(), RooflineCost("h100"))
     g = one_op("matmul", (8, 8, 8, 1))
     assert model.graph_cost(g) == 7.5
     r = one_op("relu", (8, 8, 1, 8))
@@ -87,14 +91,33 @@ def test_profiled_cost_uses_measurements_and_falls_back():
 
 def test_cost_models_by_name():
     # a committed GPU profile replaces the roofline under the device's name
-    assert cost_model("h100").name in ("h100", "profiled-h100")
-    assert cost_model("h200").name in ("h200", "profiled-h200")
+    assert cost_model("h100").name in ("h100", "measured-h100")
+    assert cost_model("h200").name in ("h200", "measured-h200")
     assert cost_model("h200-tf32").tf32
     mine = RooflineCost("h100")
     assert cost_model(mine) is mine
-    register_cost_model("test-profiled", lambda: ProfiledCost(FakeProfile(), RooflineCost("h100")))
-    assert isinstance(cost_model("test-profiled"), ProfiledCost)
+    register_cost_model("test-measured", lambda: MeasuredCost(FakeProfile(), RooflineCost("h100")))
+    try:
+        assert isinstance(cost_model("test-measured"), MeasuredCost)
+    finally:
+        del COST_MODELS["test-measured"]
     with pytest.raises(EinsatError, match="unknown cost model 'a100'"):
         cost_model("a100")
     with pytest.raises(EinsatError, match="unknown device"):
         RooflineCost("tpu")
+
+
+def test_one_default_cost_model_everywhere():
+    import inspect
+
+    import einsat
+    from einsat.extract import extract
+
+    assert DEFAULT_COST in COST_MODELS and cost_model().name == cost_model(DEFAULT_COST).name
+    for fn in (einsat.optimize, extract):
+        assert inspect.signature(fn).parameters["cost"].default is DEFAULT_COST, fn
+
+
+def test_a_measured_model_of_a_custom_profile_needs_a_fallback():
+    with pytest.raises(EinsatError, match="needs a fallback"):
+        MeasuredCost(FakeProfile())

@@ -1,4 +1,4 @@
-"""ProfiledCost: measured times where the profile has them, a calibrated roofline elsewhere."""
+"""MeasuredCost: measured times where the profile has them, a calibrated roofline elsewhere."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from einsat.extract.from_graph import egraph_data_from_graph
 from einsat.extract.profile_db import ProfileDB
 from einsat.extract.profiled import (
     CalibratedRoofline,
-    ProfiledCost,
+    MeasuredCost,
     Roofline,
     export_signatures,
     family,
@@ -90,10 +90,10 @@ def test_calibration_fits_each_family():
     assert cal.families["conv"] is not None  # no convolutions: the fit over all kernels
 
 
-def test_profiled_cost_measured_and_fallback():
+def test_measured_cost_measured_and_fallback():
     db, gemm, other = calibration_profile(np.random.default_rng(3))
     g = model()
-    cost = ProfiledCost(db)
+    cost = MeasuredCost(db)
     for node in g.nodes:
         ins, outs = g.node_types(node)
         want = db.lookup(node.op, node.attrs, ins, outs)
@@ -113,14 +113,14 @@ def _fb(node, ins, outs):
     return d.flops(ins, outs, node.attrs), d.bytes(ins, outs, node.attrs)
 
 
-def test_profiled_cost_prefers_measurements():
+def test_measured_cost_prefers_measurements():
     g = model()
     db, *_ = calibration_profile(np.random.default_rng(4))
     db.merge(profile_of(g, lambda s: 0.0 if s.op is Op.RESHAPE else 7.0))
-    cost = ProfiledCost(db)
+    cost = MeasuredCost(db)
     mm = g.nodes[0]
     assert cost.node_cost(mm.op, mm.attrs, *g.node_types(mm)) == 7.0
-    cost_cold = ProfiledCost(db, mode="us")
+    cost_cold = MeasuredCost(db, mode="us")
     assert cost_cold.node_cost(mm.op, mm.attrs, *g.node_types(mm)) == 14.0
     assert cost.coverage(g) == 1.0
 
@@ -140,5 +140,5 @@ def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
     db, *_ = calibration_profile(np.random.default_rng(5))
     db.save(tmp_path / "h100.json")
     model = cost_model("h100")
-    assert isinstance(model, ProfiledCost) and len(model.db) == len(db)
+    assert isinstance(model, MeasuredCost) and model.name == "measured-h100" and len(model.db) == len(db)
     assert isinstance(cost_model("h200"), RooflineCost)

@@ -37,7 +37,7 @@ def opaque_call(x):
 
 
 def write_into_numpy_buffer(x):
-    buf = np.zeros(4, np.float32)
+    buf = np.arange(4, dtype=np.float32)  # a NumPy array (np.zeros/ones/empty/full make traced buffers)
     buf[0] = x[0, 0]  # error here
     return x
 

@@ -1,4 +1,8 @@
-"""GPU tests: `@pytest.mark.gpu` tests skip unless CuPy is importable and finds a CUDA device."""
+"""GPU tests: `@pytest.mark.gpu` tests skip unless CuPy is importable and finds a CUDA device.
+
+Tests that need the GPU libraries' wheels but no device (NVRTC through CuPy, cuDNN's
+descriptors, the headers) take the fixtures below: they skip where the wheels are absent, and
+fail there under `--gpu-libs=required` (`make test-gpu-static`, which installs them)."""
 
 from __future__ import annotations
 
@@ -31,6 +35,34 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+def missing_gpu_libs(config, reason: str):
+    """Skip (the wheels are optional) or fail (`--gpu-libs=required`) for want of a GPU library."""
+    if config.getoption("--gpu-libs") == "required":
+        pytest.fail(f"{reason}; `make test-gpu-static` installs the GPU libraries", pytrace=False)
+    pytest.skip(f"{reason} (the GPU libraries' wheels: make test-gpu-static)")
+
+
+@pytest.fixture(scope="session")
+def cupy_module(pytestconfig):
+    """CuPy (no device needed: its NVRTC compiler path runs on the CPU)."""
+    try:
+        import cupy
+    except ImportError as e:
+        missing_gpu_libs(pytestconfig, f"CuPy is not importable ({e})")
+    return cupy
+
+
+@pytest.fixture(scope="session")
+def cudnn_descriptors(pytestconfig):
+    """einsat's cuDNN binding on the real libcudnn.so.9, without a handle (no device needed)."""
+    from einsat.errors import ExecutionError
+    from einsat.gpu.kernels.cudnn import Cudnn
+    try:
+        return Cudnn(with_handle=False)
+    except ExecutionError as e:
+        missing_gpu_libs(pytestconfig, f"libcudnn.so.9 does not load ({e})")
 
 
 def collect(strategy, n: int) -> list:

@@ -41,7 +41,7 @@ def test_cuda_graph_replay_matches_the_interpreter(backend, make):
     from einsat.gpu.program import CompiledProgram
     graph = make()
     prog = CompiledProgram(graph, device=backend.device)
-    assert prog.mode == "graph"
+    assert prog.mode == "graph", prog.graph_fallback
     rng = np.random.default_rng(0)
     for _ in range(3):
         feeds = {n: rng.standard_normal(graph.types[n].shape).astype(np.float32) for n in graph.inputs}

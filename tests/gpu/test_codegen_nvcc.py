@@ -33,7 +33,6 @@ from tests.gpu.conftest import collect
 from tests.gpu.host_device import HostDevice, KernelLibrary
 
 NVCC = shutil.which("nvcc")
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 
 
 def fp16_kernels():
@@ -65,19 +64,28 @@ def recorded_kernels():
     return dry.recorded
 
 
-def test_generated_kernels_compile_for_sm90(tmp_path, monkeypatch):
+def generated_kernels(monkeypatch) -> dict:
+    """Every kernel the op cases and the fp16 variants make, with 32-bit and with 64-bit index
+    arithmetic, by name."""
     from einsat.gpu.kernels import codegen
     from tests.gpu.test_lower_host import clear_kernel_caches
     narrow = recorded_kernels() + fp16_kernels()
-    monkeypatch.setattr(codegen, "NARROW_LIMIT", 0)  # and every kernel again with 64-bit indices
-    clear_kernel_caches()
-    wide = recorded_kernels() + fp16_kernels()
+    with monkeypatch.context() as m:
+        m.setattr(codegen, "NARROW_LIMIT", 0)  # and every kernel again with 64-bit indices
+        clear_kernel_caches()
+        wide = recorded_kernels() + fp16_kernels()
     clear_kernel_caches()
     kernels = {k.name: k for k in narrow + wide}
     assert len(kernels) > len({k.name for k in narrow})
     families = {k.family for k in kernels.values()}
     assert {"ew", "pad", "concat", "gather", "correct", "reduce_sum", "reduce_mean", "reduce_max", "softmax",
             "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul", "eop"} <= families
+    return kernels
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
+def test_generated_kernels_compile_for_sm90(tmp_path, monkeypatch):
+    kernels = generated_kernels(monkeypatch)
     src = tmp_path / "kernels.cu"
     src.write_text("\n".join(k.source for k in kernels.values()))
     out = subprocess.run([NVCC, "-arch=sm_90", "-cubin", "-std=c++17", "-Xptxas", "-v", "-diag-suppress", "177",

@@ -1,12 +1,16 @@
 """plan_gemm: any strided views map to cuBLAS column-major calls computing A @ B.
 
 The calls are executed by an emulation of cuBLAS's definition (tests.gpu.host_device), not by
-np.matmul, so a wrong transpose flag, leading dimension or batch stride shows.
+np.matmul, so a wrong transpose flag, leading dimension or batch stride shows; the emulation
+also refuses the arguments cuBLAS refuses.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,3 +81,17 @@ def test_row_major_product_is_one_transposed_call():
     assert call.first.source == "b" and call.first.trans == OP_N and call.first.ld == 5
     assert call.second.source == "a" and call.second.trans == OP_N and call.second.ld == 3
     assert call.ldc == 5 and call.batch == 1
+
+
+def test_host_gemm_refuses_what_cublas_refuses():
+    a, b, c = np.zeros((4, 3), np.float32), np.zeros((3, 5), np.float32), np.zeros((4, 5), np.float32)
+    (call,) = plan_gemm(a.shape, elems(a), b.shape, elems(b), c.shape, elems(c))
+    dev = HostDevice(KernelLibrary())
+    dev.gemm(call, a, b, c)  # the planned call is valid
+    short = dataclasses.replace(call, first=dataclasses.replace(call.first, ld=call.m - 1))
+    with pytest.raises(AssertionError, match="leading dimension"):
+        dev.gemm(short, a, b, c)
+    with pytest.raises(AssertionError, match="ldc"):
+        dev.gemm(dataclasses.replace(call, ldc=call.m - 1), a, b, c)
+    with pytest.raises(AssertionError, match="overlap"):
+        dev.gemm(dataclasses.replace(call, batch=2, stride_c=call.ldc), a, b, c)

@@ -37,7 +37,7 @@ def test_gpu_package_imports_without_egglog_or_cupy():
 
 
 def test_cost_models_import_without_egglog_or_highspy():
-    """The GPU machine computes ProfiledCost's predictions itself: the cost models, the e-graph
+    """The GPU machine computes MeasuredCost's predictions itself: the cost models, the e-graph
     data format and greedy extraction need neither egglog nor HiGHS."""
     out = run_blocked({"egglog", "highspy", "cupy", "cupyx", "cupy_backends"},
                       ["einsat.extract", "einsat.extract.profiled", "einsat.egraph.data"])

@@ -15,6 +15,7 @@ import pytest
 from einsat.gpu.backend_cupy import GpuBackend
 from einsat.gpu.interpreter import run
 from einsat.gpu.lower import HOST_OPS
+from einsat.ir.ops.control import BodyOp
 from einsat.ir.registry import REGISTRY
 from tests.gpu.cases import strategy
 from tests.gpu.compare import assert_case
@@ -54,8 +55,10 @@ def test_op_matches_numpy_on_host_emulation(host, op):
 
 
 def test_every_op_but_opaque_has_a_device_lowering():
+    """Loop and if are no exception: the interpreter loop runs their bodies, each body op lowered."""
     from einsat.gpu import lower
-    missing = sorted(op.value for op in REGISTRY if op.value not in lower.IMPLS and op.value not in HOST_OPS)
+    missing = sorted(op.value for op, d in REGISTRY.items()
+                     if op.value not in lower.IMPLS and op.value not in HOST_OPS and not isinstance(d, BodyOp))
     assert missing == [], f"ops with no GPU lowering (they would run on the host): {missing}"
 
 

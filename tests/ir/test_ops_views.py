@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from einsat.errors import EinsatError
 from einsat.ir import Graph, Node, Op, TensorType
+from einsat.ir.onnx_export import to_onnx
 from einsat.ir.ops.views import apply_spec, spec_shapes
 from einsat.testing.strategies import arrays, seeds
 from tests.ir.onnx_check import check_op
@@ -103,3 +104,67 @@ def test_dynamic_index_out_of_range_fails_at_run_time():
     assert einsat.run(g, {"x": np.arange(3, dtype=np.float32), "i": np.array(-3)})["y"] == 0
     with pytest.raises(ExecutionError, match="out of bounds"):
         einsat.run(g, {"x": np.arange(3, dtype=np.float32), "i": np.array(3)})
+
+
+@st.composite
+def box_specs(draw):
+    """(shape, spec): unit-stride slices and constant selects, the writes that export as Slice/Concat."""
+    shape = draw(st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple))
+    spec, s = [], shape
+    for _ in range(draw(st.integers(1, 3))):
+        if not s:
+            break
+        axis = draw(st.integers(0, len(s) - 1))
+        start = draw(st.integers(0, s[axis] - 1))
+        if draw(st.booleans()):
+            spec.append(("slice", axis, start, 1, draw(st.integers(1, s[axis] - start))))
+        else:
+            spec.append(("select", axis, start))
+        s = spec_shapes(shape, spec)[-1]
+    return shape, tuple(spec)
+
+
+@given(box_specs(), seeds)
+def test_box_assign_exports_as_slice_and_concat(case, seed):
+    """onnxruntime runs the Slice/Concat form (check_op compares it to NumPy's write)."""
+    shape, spec = case
+    (x,) = arrays(seed, shape)
+    w = arrays(seed + 1, spec_shapes(shape, spec)[-1])[0]
+    g = check_op(Op.ASSIGN, [x, w], {"spec": spec})
+    ops = {n.op_type for n in to_onnx(g).graph.node}
+    assert "ScatterND" not in ops and "Range" not in ops
+
+
+def assign_graph(shape, spec, region):
+    x, w = TensorType(shape, np.float32), TensorType(region, np.float32)
+    return Graph([Node(Op.ASSIGN, ["x", "w"], ["y"], {"spec": spec})], {"x": x, "w": w}, ["y"])
+
+
+def test_a_slice_write_into_a_large_buffer_exports_no_index_table():
+    """The issue's case: out[:, :1024] = w on a [1024, 2048] buffer was a 16.7 MB int64 table."""
+    g = assign_graph((1024, 2048), (("slice", 1, 0, 1, 1024),), (1024, 1024))
+    model = to_onnx(g)
+    assert model.ByteSize() < 10_000
+    assert [n.op_type for n in model.graph.node if n.op_type in ("Slice", "Concat", "ScatterND")] == \
+        ["Slice", "Slice", "Concat"]
+    x = np.random.default_rng(0).standard_normal((1024, 2048)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
+    import onnxruntime as ort
+    (got,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, "w": w})
+    want = x.copy()
+    want[:, :1024] = w
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_strided_write_is_a_scatter_over_positions_computed_at_run_time():
+    g = assign_graph((512, 256), (("slice", 0, 1, 2, 256),), (256, 256))
+    model = to_onnx(g)
+    assert model.ByteSize() < 10_000
+    assert {"Range", "ScatterND"} <= {n.op_type for n in model.graph.node}
+    x = np.random.default_rng(0).standard_normal((512, 256)).astype(np.float32)
+    w = np.ones((256, 256), np.float32)
+    import onnxruntime as ort
+    (got,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x, "w": w})
+    want = x.copy()
+    want[1::2] = w
+    np.testing.assert_array_equal(got, want)

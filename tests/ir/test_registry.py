@@ -1,4 +1,5 @@
-"""The op registry: every op is defined, completely, once, and docs/ops.md summarizes it."""
+"""The op registry: every op is defined, completely, once, and docs/ops.md summarizes it (its flags are
+checked against behaviour in `test_registry_flags.py`)."""
 
 import re
 from pathlib import Path
@@ -31,8 +32,10 @@ def test_definition_is_complete(op):
     assert d.op is op
     for method in ("infer", "numpy", "flops"):
         assert overrides(d, method), f"{op.value} does not define {method}"
-    for flag in ("multilinear", "elementwise", "layout_only"):
+    for flag in ("multilinear", "elementwise", "layout_only", "view", "foldable", "repeats_input"):
         assert isinstance(getattr(d, flag), bool), f"{op.value}.{flag} must be a bool"
+    assert d.tensor_core in (None, "gemm", "conv"), f"{op.value}.tensor_core"
+    assert isinstance(d.bodies, tuple) and set(d.bodies) <= set(d.attrs), f"{op.value}.bodies names no attributes"
     lo, hi = d.arity
     assert 0 <= lo and (hi is None or hi >= lo)
     # the ONNX mapping: an ONNX op type that both directions use, or an export-only expansion
@@ -61,8 +64,8 @@ def test_export_only_ops_are_not_imported():
         assert REGISTRY[op].onnx_type is None
 
 
-def doc_table() -> dict[str, set[str]]:
-    """op name -> its attribute names, read from the table in docs/ops.md."""
+def doc_table() -> dict[str, tuple[set[str], str]]:
+    """op name -> its attribute names and its flags cell, read from the table in docs/ops.md."""
     rows = {}
     for line in DOCS.read_text().splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
@@ -83,7 +86,7 @@ def doc_table() -> dict[str, set[str]]:
             attrs = {m.group(0) for p in parts if (m := re.match(r"\s*\w+", p))}
             attrs = {a.strip() for a in attrs}
         for name in cells[0].split(","):
-            rows[name.strip().strip("`")] = attrs
+            rows[name.strip().strip("`")] = attrs, cells[3]
     return rows
 
 
@@ -96,8 +99,20 @@ def test_docs_table_has_the_registry_attribute_names():
     table = doc_table()
     for op, d in REGISTRY.items():
         if op.value in table:
-            assert table[op.value] == set(d.attrs), \
-                f"docs/ops.md lists {sorted(table[op.value])} for {op.value}, the registry {sorted(d.attrs)}"
+            attrs, _ = table[op.value]
+            assert attrs == set(d.attrs), \
+                f"docs/ops.md lists {sorted(attrs)} for {op.value}, the registry {sorted(d.attrs)}"
+
+
+def test_docs_table_states_the_registry_flags():
+    table = doc_table()
+    for op, d in REGISTRY.items():
+        _, flags = table[op.value]
+        said = {"element-wise": d.elementwise, "layout-only": d.layout_only, "view": d.view,
+                f"tensor-core ({d.tensor_core})": d.tensor_core is not None, "never folded": not d.foldable,
+                f"bodies: {', '.join(d.bodies)}": bool(d.bodies)}
+        for words, flagged in said.items():
+            assert (words in flags) == flagged, f"docs/ops.md: {op.value}'s flags {flags!r} vs {words!r}: {flagged}"
 
 
 F = np.float32

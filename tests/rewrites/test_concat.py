@@ -3,6 +3,7 @@
 import pytest
 from hypothesis import strategies as st
 
+from einsat.egraph.encoding import ctor_name
 from einsat.rewrites.algebra.layout import BINARY, UNARY
 from tests.rewrites.harness import Case, dims, leaves, parametrize, shapes
 from tests.rewrites.test_layout import ACT_ATTRS, ACTS, OPS
@@ -99,7 +100,7 @@ CASES = [
            lambda b, t, p, f=ACTS[op], kw=ACT_ATTRS.get(op, {}): b.concat(getattr(b, f)(t["a"], **kw),
                                                                         getattr(b, f)(t["b"], **kw), axis=p["ax"]),
            lambda b, t, p, f=ACTS[op], kw=ACT_ATTRS.get(op, {}): getattr(b, f)(b.concat(t["a"], t["b"], axis=p["ax"]),
-                                                                             **kw)) for op in UNARY],
+                                                                             **kw)) for op in map(ctor_name, UNARY)],
     Case("concat-matmul-rows", ROWS,
          lambda b, t, p: b.concat(b.matmul(t["a"], t["w"]), b.matmul(t["b"], t["w"]), axis=len(p.inputs["a"]) - 2),
          lambda b, t, p: b.matmul(b.concat(t["a"], t["b"], axis=len(p.inputs["a"]) - 2), t["w"])),

@@ -4,8 +4,9 @@ import numpy as np
 
 from einsat import GraphBuilder, Op
 from einsat.egraph import Limits, Schedule, Session
+from einsat.egraph.weights import weight_only
 from einsat.rewrites.post import fold
-from einsat.rewrites.post.fold import fold_generator, weight_only
+from einsat.rewrites.post.fold import fold_generator
 from tests.egraph.checks import assert_consistent
 
 

@@ -4,6 +4,7 @@ from math import prod
 
 from hypothesis import strategies as st
 
+from einsat.egraph.encoding import ctor_name
 from einsat.rewrites.algebra.layout import BINARY, UNARY
 from tests.rewrites.harness import Case, leaves, parametrize, shapes
 
@@ -61,7 +62,7 @@ def squeezed(s):
 
 
 ALGEBRA = ([binary_case(k, op) for k in ("Transpose", "Reshape") for op in BINARY]
-           + [unary_case(k, op) for k in ("Transpose", "Reshape") for op in UNARY]
+           + [unary_case(k, ctor_name(op)) for k in ("Transpose", "Reshape") for op in UNARY]
            + [scalar_case("Transpose"), scalar_case("Reshape")]
            + [view_case("flatten-reshape", lambda b, x, p: b.flatten(x, axis=1),
                         lambda s: (s[0], prod(s[1:]))),

@@ -3,7 +3,7 @@ import numpy as np
 from einsat.ir import GraphBuilder
 from einsat.testing.mutants import batch_to_width
 from einsat.verify import boxes
-from einsat.verify.boxes import axis_splits, box_ids, cells, count_cells, reshape_splits, uniform_splits
+from einsat.verify.splits import axis_splits, box_ids, cells, count_cells, none, reshape_splits, uniform_splits
 
 
 def conv_graph(shape, k=3, **attrs):
@@ -14,7 +14,7 @@ def conv_graph(shape, k=3, **attrs):
 
 def test_a_padded_3x3_conv_has_the_nine_boxes_of_figure_4():
     g = conv_graph((2, 3, 6, 7), padding=1)
-    s = boxes.propagate(g, {"w": boxes.none((4, 3, 3, 3))})["y"]
+    s = boxes.propagate(g, {"w": none((4, 3, 3, 3))})["y"]
     assert s == ((), (), (1, 5), (1, 6))
     lo, hi = cells(s, (2, 4, 6, 7))
     assert len(lo) == 9 == count_cells(s)
@@ -23,7 +23,7 @@ def test_a_padded_3x3_conv_has_the_nine_boxes_of_figure_4():
 
 def test_strides_dilation_and_uneven_padding_move_the_seams():
     g = conv_graph((1, 2, 9, 9), padding=(2, 0, 0, 2), stride=2, dilation=(2, 1))
-    s = boxes.propagate(g, {"w": boxes.none((4, 2, 3, 3))})["y"]
+    s = boxes.propagate(g, {"w": none((4, 2, 3, 3))})["y"]
     # rows: out o reads 2o-2, 2o, 2o+2: o=0 reads padding at 2o-2; the last row reads row 8 (inside)
     assert s[2] == (1,)
     # columns: out o reads 2o..2o+2 of 9 + 2 end padding: only the last output (o=4) reaches column 9
@@ -33,7 +33,7 @@ def test_strides_dilation_and_uneven_padding_move_the_seams():
 def test_figure_5_box_propagation_of_figure_1():
     n, c, h, w = 4, 2, 5, 6
     g = batch_to_width(n, c, h, w, np.random.default_rng(0).standard_normal((3, c, 3, 3)).astype(np.float32), 0)
-    s = boxes.propagate(g, {"w": boxes.none((3, c, 3, 3))})
+    s = boxes.propagate(g, {"w": none((3, c, 3, 3))})
     side_by_side = next(nd for nd in g.nodes if nd.op.value == "conv")
     assert s[side_by_side.inputs[0]] == ((), (), (), (w,))            # the seam between the two images
     assert s[side_by_side.outputs[0]] == ((), (), (1, h - 1), (1, w - 1, w, w + 1, 2 * w - 1))

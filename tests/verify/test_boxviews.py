@@ -7,21 +7,21 @@ from hypothesis import strategies as st
 from einsat.ir import GraphBuilder
 from einsat.testing.mutants import dilated_as_regular
 from einsat.verify import boxes
-from einsat.verify.boxes import cells, reshape_splits
 from einsat.verify.boxviews import Grid, common_view, count, meet, permute, refine, regroup
+from einsat.verify.splits import cells, none, reshape_splits
 
 
 def test_a_parity_reordering_keeps_the_strided_row_boxes():
     n, c, h, w = 1, 2, 12, 16
     g = dilated_as_regular(n, c, h, w, np.ones((3, c, 3, 3), np.float32), 0)
-    grid = boxes.propagate_grids(g, {"w": boxes.none((3, c, 3, 3))})[g.outputs[0]]
+    grid = boxes.propagate_grids(g, {"w": none((3, c, 3, 3))})[g.outputs[0]]
     # row 2i + j: i in {0}, [1, 5), {5} (the regular conv's seams in each half), j the parity
     assert grid.dims == ((1,), (3,), (6, 2), (8, 2))
     assert grid.splits == ((), (), (1, 5), (1,), (1, 7), (1,))
     assert count(grid) == 36
     # merged back into split points: every row and column, as reshapes always split before views
     assert grid.plain() == ((), (), tuple(range(1, h)), tuple(range(1, w)))
-    assert boxes.propagate(g, {"w": boxes.none((3, c, 3, 3))})[g.outputs[0]] == grid.plain()
+    assert boxes.propagate(g, {"w": none((3, c, 3, 3))})[g.outputs[0]] == grid.plain()
 
 
 def test_regroup_lines_up_the_digits_or_gives_up():

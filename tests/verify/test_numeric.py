@@ -3,7 +3,8 @@ import pytest
 
 from einsat.errors import ShapeError
 from einsat.ir import Graph, GraphBuilder, Node, Op
-from einsat.verify.numeric import equivalent, random_inputs, tolerance
+from einsat.runtime import random_inputs
+from einsat.verify.numeric import equivalent, tolerance
 
 
 def mlp(name="mlp", bias=0.0, dtype=np.float32):

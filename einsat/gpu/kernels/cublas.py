@@ -124,6 +124,18 @@ COMPUTE_32F, COMPUTE_32F_FAST_TF32, COMPUTE_64F = 68, 77, 70
 GEMM_DEFAULT = -1
 WORKSPACE_BYTES = 32 << 20
 
+_vp, _ci, _ll, _sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
+
+# Every cuBLAS function einsat calls: (argument types, return type), checked against the
+# wheel's cublas_api.h by tests/gpu/test_abi.py.
+SIGNATURES = {
+    "cublasCreate_v2": ([ctypes.POINTER(_vp)], _ci), "cublasSetStream_v2": ([_vp, _vp], _ci),
+    "cublasSetWorkspace_v2": ([_vp, _vp, _sz], _ci), "cublasSetMathMode": ([_vp, _ci], _ci),
+    "cublasGetVersion_v2": ([_vp, ctypes.POINTER(_ci)], _ci),
+    "cublasGemmStridedBatchedEx": ([_vp, _ci, _ci, _ci, _ci, _ci, _vp, _vp, _ci, _ci, _ll, _vp, _ci, _ci, _ll,
+                                    _vp, _vp, _ci, _ci, _ll, _ci, _ci, _ci], _ci),
+}
+
 _TYPES = {"float32": (CUDA_R_32F, COMPUTE_32F, ctypes.c_float),
           "float16": (CUDA_R_16F, COMPUTE_32F, ctypes.c_float),
           "float64": (CUDA_R_64F, COMPUTE_64F, ctypes.c_double)}
@@ -137,16 +149,9 @@ class Cublas:
     """A cuBLAS handle of our own (ctypes on libcublas), usable inside CUDA-graph capture."""
 
     def __init__(self, workspace_ptr: int, workspace_bytes: int):
-        from einsat.gpu.kernels.libload import load
-        self.lib = lib = load("cublas")
-        vp, ci, ll, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
-        lib.cublasCreate_v2.argtypes = [ctypes.POINTER(vp)]
-        lib.cublasSetStream_v2.argtypes = [vp, vp]
-        lib.cublasSetWorkspace_v2.argtypes = [vp, vp, sz]
-        lib.cublasSetMathMode.argtypes = [vp, ci]
-        lib.cublasGetVersion_v2.argtypes = [vp, ctypes.POINTER(ci)]
-        lib.cublasGemmStridedBatchedEx.argtypes = [vp, ci, ci, ci, ci, ci, vp, vp, ci, ci, ll, vp, ci, ci, ll,
-                                                   vp, vp, ci, ci, ll, ci, ci, ci]
+        from einsat.gpu.kernels.libload import bind, load
+        self.lib = lib = bind(load("cublas"), SIGNATURES)
+        vp = ctypes.c_void_p
         self.handle = vp()
         self._check(lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
         self._workspace = (workspace_ptr, workspace_bytes)

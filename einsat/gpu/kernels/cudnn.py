@@ -142,37 +142,42 @@ def supported(dtype) -> bool:
     return np.dtype(dtype).name in _DT
 
 
-class Cudnn:
-    """A cuDNN handle, descriptors cached per signature, algorithms chosen by timing."""
+_vp, _ci, _sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+_pi, _pvp = ctypes.POINTER(_ci), ctypes.POINTER(_vp)
 
-    def __init__(self):
-        from einsat.gpu.kernels.libload import load
-        self.lib = lib = load("cudnn")
-        vp, ci, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
-        pi = ctypes.POINTER(ci)
-        sigs = {
-            "cudnnCreate": [ctypes.POINTER(vp)], "cudnnSetStream": [vp, vp],
-            "cudnnCreateTensorDescriptor": [ctypes.POINTER(vp)], "cudnnSetTensorNdDescriptor": [vp, ci, ci, pi, pi],
-            "cudnnCreateFilterDescriptor": [ctypes.POINTER(vp)], "cudnnSetFilterNdDescriptor": [vp, ci, ci, ci, pi],
-            "cudnnCreateConvolutionDescriptor": [ctypes.POINTER(vp)],
-            "cudnnSetConvolutionNdDescriptor": [vp, ci, pi, pi, pi, ci, ci],
-            "cudnnSetConvolutionGroupCount": [vp, ci], "cudnnSetConvolutionMathType": [vp, ci],
-            "cudnnGetConvolutionNdForwardOutputDim": [vp, vp, vp, ci, pi],
-            "cudnnGetConvolutionForwardWorkspaceSize": [vp, vp, vp, vp, vp, ci, ctypes.POINTER(sz)],
-            "cudnnConvolutionForward": [vp, vp, vp, vp, vp, vp, vp, ci, vp, sz, vp, vp, vp],
-            "cudnnGetConvolutionBackwardDataWorkspaceSize": [vp, vp, vp, vp, vp, ci, ctypes.POINTER(sz)],
-            "cudnnConvolutionBackwardData": [vp, vp, vp, vp, vp, vp, vp, ci, vp, sz, vp, vp, vp],
-        }
-        for fn, args in sigs.items():
-            getattr(lib, fn).argtypes = args
-            getattr(lib, fn).restype = ci
-        lib.cudnnGetErrorString.restype = ctypes.c_char_p
-        lib.cudnnGetErrorString.argtypes = [ci]
-        lib.cudnnGetVersion.restype = sz
-        self.handle = vp()
-        self._check(lib.cudnnCreate(ctypes.byref(self.handle)), "cudnnCreate")
+# Every cuDNN function einsat calls: (argument types, return type). tests/gpu/test_abi.py
+# compares them with the declarations in the wheel's cudnn*.h.
+SIGNATURES = {
+    "cudnnGetErrorString": ([_ci], ctypes.c_char_p), "cudnnGetVersion": ([], _sz),
+    "cudnnCreate": ([_pvp], _ci), "cudnnSetStream": ([_vp, _vp], _ci),
+    "cudnnCreateTensorDescriptor": ([_pvp], _ci), "cudnnSetTensorNdDescriptor": ([_vp, _ci, _ci, _pi, _pi], _ci),
+    "cudnnCreateFilterDescriptor": ([_pvp], _ci), "cudnnSetFilterNdDescriptor": ([_vp, _ci, _ci, _ci, _pi], _ci),
+    "cudnnCreateConvolutionDescriptor": ([_pvp], _ci),
+    "cudnnSetConvolutionNdDescriptor": ([_vp, _ci, _pi, _pi, _pi, _ci, _ci], _ci),
+    "cudnnSetConvolutionGroupCount": ([_vp, _ci], _ci), "cudnnSetConvolutionMathType": ([_vp, _ci], _ci),
+    "cudnnGetConvolutionNdForwardOutputDim": ([_vp, _vp, _vp, _ci, _pi], _ci),
+    "cudnnGetConvolutionForwardWorkspaceSize": ([_vp, _vp, _vp, _vp, _vp, _ci, ctypes.POINTER(_sz)], _ci),
+    "cudnnConvolutionForward": ([_vp, _vp, _vp, _vp, _vp, _vp, _vp, _ci, _vp, _sz, _vp, _vp, _vp], _ci),
+    "cudnnGetConvolutionBackwardDataWorkspaceSize": ([_vp, _vp, _vp, _vp, _vp, _ci, ctypes.POINTER(_sz)], _ci),
+    "cudnnConvolutionBackwardData": ([_vp, _vp, _vp, _vp, _vp, _vp, _vp, _ci, _vp, _sz, _vp, _vp, _vp], _ci),
+}
+
+
+class Cudnn:
+    """A cuDNN handle, descriptors cached per signature, algorithms chosen by timing.
+
+    `Cudnn(with_handle=False)` builds descriptors only: that needs no device, so the
+    descriptors are checked against the real library on machines without a GPU."""
+
+    def __init__(self, with_handle: bool = True):
+        from einsat.gpu.kernels.libload import bind, load
+        self.lib = bind(load("cudnn"), SIGNATURES)
+        self.handle = ctypes.c_void_p()
+        if with_handle:
+            self._check(self.lib.cudnnCreate(ctypes.byref(self.handle)), "cudnnCreate")
         self._desc: dict[tuple, tuple] = {}
         self._algo: dict[tuple, tuple[int, int]] = {}
+        self.choices: dict[tuple, dict] = {}
         self._stream = None
 
     def _check(self, status: int, what: str) -> None:
@@ -256,28 +261,38 @@ class Cudnn:
 
     def choose(self, plan, x_strides, dtype, tf32, workspace: Callable[[int], int],
                time_ms: Callable[[Callable[[], None]], float], x_ptr, w_ptr, y_ptr) -> tuple[int, int]:
-        """(algorithm, workspace bytes): the fastest candidate by measurement, cached per signature."""
+        """(algorithm, workspace bytes): the fastest candidate by measurement, cached per signature.
+
+        Every candidate's workspace size is asked first and one workspace of the largest
+        (within WORKSPACE_LIMIT) serves them all. `choices[key]` records the choice and each
+        candidate's time (ms) or why it was left out."""
         key = (plan.key, tuple(x_strides), np.dtype(dtype).name, tf32)
         if key in self._algo:
             return self._algo[key]
         descs = self.descriptors(plan, x_strides, dtype, tf32)
-        best, errors = None, []
+        sizes, times = {}, {}
         for algo in range(BWD_DATA_ALGOS if plan.transposed else FWD_ALGOS):
             size = self._workspace_size(plan, descs, algo)
-            if size is None or size > WORKSPACE_LIMIT:
-                continue
-            ws = workspace(size)
+            if size is None:
+                times[algo] = "not supported"
+            elif size > WORKSPACE_LIMIT:
+                times[algo] = f"needs {size} workspace bytes"
+            else:
+                sizes[algo] = size
+        ws = workspace(max(sizes.values(), default=0))
+        for algo, size in sizes.items():
             st = self._run(plan, descs, algo, x_ptr, w_ptr, y_ptr, ws, size, dtype)
             if st != 0:
-                errors.append(f"algo {algo}: status {st}")
+                times[algo] = f"status {st}"
                 continue
-            ms = time_ms(lambda a=algo, s=size, p=ws: self._check(
-                self._run(plan, descs, a, x_ptr, w_ptr, y_ptr, p, s, dtype), "cuDNN convolution"))
-            if best is None or ms < best[0]:
-                best = (ms, algo, size)
-        if best is None:
-            raise ExecutionError(f"no cuDNN algorithm runs convolution {plan}: {errors}")
-        self._algo[key] = (best[1], best[2])
+            times[algo] = time_ms(lambda a=algo, s=size: self._check(
+                self._run(plan, descs, a, x_ptr, w_ptr, y_ptr, ws, s, dtype), "cuDNN convolution"))
+        timed = {a: t for a, t in times.items() if not isinstance(t, str)}
+        if not timed:
+            raise ExecutionError(f"no cuDNN algorithm runs convolution {plan}: {times}")
+        best = min(timed, key=timed.get)
+        self._algo[key] = (best, sizes[best])
+        self.choices[key] = {"algo": best, "workspace_bytes": sizes[best], "candidates_ms": times}
         return self._algo[key]
 
     def convolve(self, plan, x_strides, dtype, tf32, algo, ws_ptr, ws_bytes, x_ptr, w_ptr, y_ptr) -> None:

@@ -90,3 +90,12 @@ def load(name: str) -> ctypes.CDLL:
         except OSError as e:
             tried.append(f"{path}: {e}")
     raise ExecutionError(f"cannot load the CUDA library {name!r}; tried " + "; ".join(tried[-6:]))
+
+
+def bind(lib: ctypes.CDLL, signatures: dict) -> ctypes.CDLL:
+    """Set argtypes and restype of every function in `signatures` ({name: (argtypes, restype)})
+    on `lib`. Without argtypes a Python int is passed as 32 bits: a pointer would be cut."""
+    for fn, (args, res) in signatures.items():
+        getattr(lib, fn).argtypes = args
+        getattr(lib, fn).restype = res
+    return lib

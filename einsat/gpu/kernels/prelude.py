@@ -3,8 +3,12 @@
 On the device: a 64-bit index type, exact +-inf and NaN, an exact integer power, and
 warp-shuffle reductions over a warp or a whole block. With `EINSAT_HOST` defined (the tests'
 host emulation), the CUDA built-ins become plain C++ and a "block" is one thread, so the same
-kernel source runs on the CPU. The prelude is include-guarded: kernels concatenated into one
-translation unit share it.
+kernel source runs on the CPU. With `EINSAT_HOST_THREADS` as well, a block is `blockDim.x` real
+threads (the launcher runs them): `threadIdx` is per thread, `__syncthreads` is a barrier of the
+block, and `__shfl_xor_sync` exchanges values between the lanes of a warp of 32 through memory
+between two barriers of that warp, so the device's own warp and block reductions run. A barrier
+that waits more than 10 s (threads that diverge around it) sets `einsat_deadlock` and lets go.
+The prelude is include-guarded: kernels concatenated into one translation unit share it.
 """
 
 PRELUDE = r"""
@@ -16,13 +20,11 @@ typedef long long idx_t;
 #include <cmath>
 #include <cstring>
 struct einsat_dim3 { unsigned int x, y, z; };
-static einsat_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
 #define __restrict__ __restrict
-#define __syncthreads() ((void)0)
 using std::sqrt; using std::exp; using std::tanh; using std::erf; using std::fabs; using std::fmax; using std::fmin;
 static inline float einsat_inf_f() { return HUGE_VALF; }
 static inline double einsat_inf_d() { return HUGE_VAL; }
@@ -30,16 +32,53 @@ static inline float einsat_nan_f() { return NAN; }
 static inline double einsat_nan_d() { return NAN; }
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+#ifdef EINSAT_HOST_THREADS
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+static thread_local einsat_dim3 threadIdx = {0, 0, 0};
+static einsat_dim3 blockIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+static int einsat_deadlock = 0;
+struct einsat_barrier {
+    std::mutex m; std::condition_variable cv; int n = 1, count = 0; long long phase = 0;
+    void wait() {
+        std::unique_lock<std::mutex> lock(m);
+        const long long ph = phase;
+        if (++count == n) { count = 0; ++phase; cv.notify_all(); return; }
+        if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return phase != ph; })) {
+            einsat_deadlock = 1; count = 0; ++phase; cv.notify_all();
+        }
+    }
+};
+static einsat_barrier einsat_block_barrier, einsat_warp_barrier[32];
+static unsigned long long einsat_lanes[1024];
+#define __syncthreads() einsat_block_barrier.wait()
+template <typename T> static inline T __shfl_xor_sync(unsigned int, T v, int lane_mask) {
+    const unsigned int t = threadIdx.x;
+    std::memcpy(&einsat_lanes[t], &v, sizeof(T));
+    einsat_warp_barrier[t >> 5].wait();
+    T r;
+    std::memcpy(&r, &einsat_lanes[t ^ (unsigned int)lane_mask], sizeof(T));
+    einsat_warp_barrier[t >> 5].wait();
+    return r;
+}
+#define EINSAT_WARP 32
+#else
+static einsat_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
+#define __syncthreads() ((void)0)
 #define EINSAT_WARP 1
 template <typename T> static inline T einsat_warp_sum(T v) { return v; }
 template <typename T> static inline T einsat_block_sum(T v, T* smem) { (void)smem; return v; }
 template <typename T> static inline T einsat_block_max(T v, T* smem) { (void)smem; return v; }
+#endif
 #else
 __device__ __forceinline__ float einsat_inf_f() { return __int_as_float(0x7f800000); }
 __device__ __forceinline__ double einsat_inf_d() { return __longlong_as_double(0x7ff0000000000000LL); }
 __device__ __forceinline__ float einsat_nan_f() { return __int_as_float(0x7fc00000); }
 __device__ __forceinline__ double einsat_nan_d() { return __longlong_as_double(0x7ff8000000000000LL); }
 #define EINSAT_WARP 32
+#endif
+#if !defined(EINSAT_HOST) || defined(EINSAT_HOST_THREADS)
 /* Reductions over a warp, or a whole block (blockDim.x a multiple of 32); every thread gets
    the result. smem needs 32 elements. */
 template <typename T> __device__ __forceinline__ T einsat_warp_sum(T v) {

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from einsat.gpu.kernels.banded import g2bmm_kernel, gbmm_kernel
-from einsat.gpu.lower import implements, operand, run_kernel
+from einsat.gpu.lower.common import implements, operand, run_kernel
 
 
 @implements("g2bmm")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from einsat.gpu.kernels import cudnn
 from einsat.gpu.kernels.elementwise import Operand, Step, elementwise_kernel
 from einsat.gpu.kernels.layout import pad_kernel
-from einsat.gpu.lower import contiguous, implements, operand, run_kernel
+from einsat.gpu.lower.common import contiguous, implements, operand, run_kernel
 
 
 def _lifted(dev, a, shape):

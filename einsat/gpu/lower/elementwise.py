@@ -7,7 +7,7 @@ Every element-wise op of the registry is one `Step` of `kernels.elementwise`; ba
 from __future__ import annotations
 
 from einsat.gpu.kernels.elementwise import EXPRESSIONS, Operand, Step, elementwise_kernel
-from einsat.gpu.lower import implements, operand, run_kernel
+from einsat.gpu.lower.common import implements, operand, run_kernel
 from einsat.ir.registry import Op
 
 

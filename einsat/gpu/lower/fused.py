@@ -5,7 +5,7 @@ rounding: ((y + bias) + residual), then act)."""
 from __future__ import annotations
 
 from einsat.gpu.kernels.elementwise import Operand, Step, elementwise_kernel
-from einsat.gpu.lower import implements, operand, run_kernel
+from einsat.gpu.lower.common import implements, operand, run_kernel
 from einsat.gpu.lower.conv import conv
 from einsat.gpu.lower.linear import matmul
 

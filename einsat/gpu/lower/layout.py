@@ -8,7 +8,7 @@ pad, concat, gather and `correct` are one generated kernel each; constant upload
 from __future__ import annotations
 
 from einsat.gpu.kernels.layout import concat_kernel, correct_kernel, gather_kernel, pad_kernel
-from einsat.gpu.lower import implements, operand, reshape, run_kernel
+from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
 
 
 @implements("transpose")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from einsat.gpu.kernels import cublas
 from einsat.gpu.kernels.elementwise import copy_kernel
 from einsat.gpu.kernels.reduce import matmul_kernel
-from einsat.gpu.lower import implements, materialize, operand, reshape, run_kernel
+from einsat.gpu.lower.common import implements, materialize, operand, reshape, run_kernel
 
 
 def _elems(a) -> tuple[int, ...]:

@@ -10,7 +10,7 @@ from einsat.gpu.kernels.reduce import (
     reduce_kernel,
     softmax_kernel,
 )
-from einsat.gpu.lower import implements, operand, reshape, run_kernel
+from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
 
 
 def _reduce(dev, x, axes, kind, out_t):

@@ -11,7 +11,7 @@ import numpy as np
 
 from einsat.errors import ExecutionError
 from einsat.gpu.kernels.elementwise import Step, elementwise_kernel
-from einsat.gpu.lower import implements, materialize, operand, reshape, view_strides
+from einsat.gpu.lower.common import implements, materialize, operand, reshape, view_strides
 from einsat.ir.ops.views import slice_key
 
 

@@ -12,17 +12,22 @@ A body is an ordinary `ir.Graph`. Every value it reads from outside is passed in
         then_branch(*captured) -> outs, else_branch(*captured) -> outs (same types)
         outputs: the branch `bool(cond)` selects
 
-The NumPy semantics run a body node by node (its ops' reference semantics), so these ops are
-executable everywhere. FLOPs and bytes are a loop body's per iteration (the trip count is a
-run-time value). ONNX: `Loop` and `If` with subgraphs; captured inputs become outer-scope
-references, body values are prefixed with the node name to keep the model in SSA form.
+The semantics are written once, here, in terms of running a body (`BodyOp.run(args, attrs,
+bodies)`): the runtime passes `bodies`, which runs a body graph through its one interpreter loop
+on the caller's backend (ir cannot import the runtime: data flows one way). So these ops run on
+every backend, and their `numpy` is reached only through `einsat.run`. FLOPs and bytes are a
+loop body's per iteration (the trip count is a run-time value). ONNX: `Loop` and `If` with
+subgraphs; captured inputs become outer-scope references, body values are prefixed with the node
+name to keep the model in SSA form.
 """
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
-from einsat.errors import ExecutionError, describe_node
+from einsat.errors import ExecutionError
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, register
 from einsat.ir.types import TensorType
@@ -34,22 +39,28 @@ def _is_graph(v) -> str | None:
     return None if isinstance(v, Graph) else "must be an einsat Graph"
 
 
-def run_body(body: Graph, args) -> list[np.ndarray]:
-    """Evaluate a body graph on NumPy arrays with each op's reference semantics.
+class Bodies(Protocol):
+    """What running a body needs from the runtime (`einsat.runtime.interpreter.Bodies`)."""
 
-    The interpreter (`einsat.gpu`) cannot be imported from `ir` (data flows one way), so the
-    reference semantics of a body are this small loop over `OpDef.numpy`.
-    """
-    env = dict(zip(body.inputs, args))
-    env.update(body.weights)
-    for node in body.nodes:
-        try:
-            outs = node.definition.numpy([env[i] if i else None for i in node.inputs], node.attrs)
-        except Exception as e:
-            raise ExecutionError(f"in body {body.name!r}: {describe_node(node, body.types)} failed: "
-                                 f"{type(e).__name__}: {e}") from e
-        env.update(zip(node.outputs, outs))
-    return [env[o] for o in body.outputs]
+    def run(self, body: Graph, args: list) -> list:
+        """The body's outputs on `args` (values of the caller's backend)."""
+
+    def read(self, value) -> np.ndarray:
+        """A value (a trip count, a condition) read back as a NumPy array."""
+
+    def value(self, array: np.ndarray):
+        """A NumPy array (an iteration number) as a value of the caller's backend."""
+
+
+class BodyOp(OpDef):
+    """An op whose semantics run body graphs; the runtime calls `run` (never `numpy`)."""
+
+    def run(self, args: list, attrs, bodies: Bodies) -> list:
+        raise NotImplementedError
+
+    def numpy(self, args, attrs):
+        raise ExecutionError(f"{self.op.value} runs body graphs, which only the runtime can do: "
+                             "run the graph that holds it with einsat.run")
 
 
 def _check_signature(body: Graph, want_in: list[TensorType], what: str) -> None:
@@ -59,8 +70,10 @@ def _check_signature(body: Graph, want_in: list[TensorType], what: str) -> None:
 
 
 @register
-class Loop(OpDef):
+class Loop(BodyOp):
     op = Op.LOOP
+    foldable = False
+    bodies = ("body",)
     arity = (1, None)
     attrs = {
         "body": Attr("any", check=_is_graph, doc="body(i, *carried, *captured) -> *carried"),
@@ -85,12 +98,12 @@ class Loop(OpDef):
             raise ShapeError(f"the body returns {outs}, the carried values are {carried}")
         return carried
 
-    def numpy(self, args, attrs):
+    def run(self, args, attrs, bodies):
         k = attrs["n_carried"]
         carried, captured = list(args[1:1 + k]), list(args[1 + k:])
-        for i in range(int(np.asarray(args[0]))):
-            carried = run_body(attrs["body"], [np.asarray(i, np.int64), *carried, *captured])
-        return [np.array(c, copy=True) for c in carried]
+        for i in range(int(bodies.read(args[0]))):
+            carried = bodies.run(attrs["body"], [bodies.value(np.asarray(i, np.int64)), *carried, *captured])
+        return carried
 
     def flops(self, ins, outs, attrs):
         """Per iteration: the body's FLOPs."""
@@ -119,8 +132,10 @@ class Loop(OpDef):
 
 
 @register
-class If(OpDef):
+class If(BodyOp):
     op = Op.IF
+    foldable = False
+    bodies = ("then_branch", "else_branch")
     arity = (1, None)
     attrs = {
         "then_branch": Attr("any", check=_is_graph, doc="then_branch(*captured) -> outs"),
@@ -144,9 +159,9 @@ class If(OpDef):
                              f"{[other.types[o] for o in other.outputs]}")
         return outs
 
-    def numpy(self, args, attrs):
-        branch = attrs["then_branch"] if bool(np.asarray(args[0]).reshape(())) else attrs["else_branch"]
-        return [np.array(v, copy=True) for v in run_body(branch, args[1:])]
+    def run(self, args, attrs, bodies):
+        branch = attrs["then_branch"] if bool(bodies.read(args[0]).reshape(())) else attrs["else_branch"]
+        return bodies.run(branch, list(args[1:]))
 
     def flops(self, ins, outs, attrs):
         """The costlier branch's FLOPs."""

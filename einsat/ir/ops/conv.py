@@ -138,6 +138,7 @@ CONV_ATTRS = {
 @register
 class Conv(OpDef):
     op = Op.CONV
+    tensor_core = "conv"
     arity = (2, 3)
     multilinear = True  # in the input and in the weight (bias aside)
     onnx_type = "Conv"

@@ -100,6 +100,7 @@ def conv_transpose_expression(ins, out_shape, attrs) -> Expr:
 @register
 class ConvTranspose(OpDef):
     op = Op.CONV_TRANSPOSE
+    tensor_core = "conv"
     arity = (2, 3)
     multilinear = True  # in the input and in the weight (bias aside)
     onnx_type = "ConvTranspose"

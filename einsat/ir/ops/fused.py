@@ -73,6 +73,7 @@ class FusedConv(OpDef):
     """act(conv(x, w, bias) + residual): cuDNN's convolution-bias-activation forward."""
 
     op = Op.FUSED_CONV
+    tensor_core = "conv"
     arity = (2, 4)
     attrs = {**Conv.attrs, "activation": Attr("str", "none", one_of(*ACTIVATIONS))}
 
@@ -116,6 +117,7 @@ class FusedMatMul(OpDef):
     """act(a @ b + bias + residual): a GEMM with cuBLASLt's bias and activation epilogue."""
 
     op = Op.FUSED_MATMUL
+    tensor_core = "gemm"
     arity = (2, 4)
     attrs = {"activation": Attr("str", "none", one_of(*ACTIVATIONS))}
 

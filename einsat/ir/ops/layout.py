@@ -37,6 +37,7 @@ class _View(OpDef):
 
     layout_only = True
     multilinear = True
+    view = True
 
     def numpy(self, args, attrs):
         return [args[0].reshape(self.infer([TensorType.of(args[0])], attrs)[0].shape)]
@@ -60,6 +61,7 @@ class Transpose(OpDef):
     op = Op.TRANSPOSE
     layout_only = True
     multilinear = True
+    view = True
     onnx_type = "Transpose"
     attrs = {"perm": Attr("ints", None, doc="default: reversed dims")}
 
@@ -254,7 +256,9 @@ class Expand(OpDef):
 
     op = Op.EXPAND
     layout_only = True
+    repeats_input = True
     multilinear = True
+    view = True
     onnx_type = "Expand"
     attrs = {"shape": Attr("ints")}
 
@@ -285,4 +289,9 @@ class Expand(OpDef):
         return [onode.input[0]], {"shape": const_ints(ctx, onode, 1, "shape")}
 
     def to_onnx(self, ctx, node):
+        one = ctx.graph.weights.get(node.inputs[0])
+        if one is not None and one.size == 1:  # a filled buffer: ONNX's ConstantOfShape
+            ctx.node("ConstantOfShape", [int64s(ctx, node.attrs["shape"], "shape")], node.outputs,
+                     value=np.asarray(one).reshape(1))
+            return
         ctx.node("Expand", [node.inputs[0], int64s(ctx, node.attrs["shape"], "shape")], node.outputs)

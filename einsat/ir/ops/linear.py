@@ -49,6 +49,7 @@ def matmul_expression(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ..
 @register
 class MatMul(OpDef):
     op = Op.MATMUL
+    tensor_core = "gemm"
     arity = (2, 2)
     multilinear = True
     onnx_type = "MatMul"
@@ -78,6 +79,7 @@ class BatchMatMul(OpDef):
     """
 
     op = Op.BATCHMATMUL
+    tensor_core = "gemm"
     arity = (2, 2)
     multilinear = True
 
@@ -128,6 +130,7 @@ class Gemm(OpDef):
     """
 
     op = Op.GEMM
+    tensor_core = "gemm"
     arity = (2, 3)
     multilinear = True
     onnx_type = "Gemm"

@@ -14,9 +14,9 @@ from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, re
 from einsat.ir.types import TensorType
 
 
-def _unary(name: str, op: Op, onnx: str, fn, cost: int = 1, doc: str = "") -> type[OpDef]:
+def _unary(name: str, op: Op, onnx: str, fn, cost: int = 1, doc: str = "", multilinear: bool = False) -> type[OpDef]:
     cls = type(name, (_Unary,), {
-        "op": op, "onnx_type": onnx, "flops_per_element": cost, "__doc__": doc,
+        "op": op, "onnx_type": onnx, "flops_per_element": cost, "__doc__": doc, "multilinear": multilinear,
         "numpy": lambda self, args, attrs: [np.asarray(fn(args[0]), dtype=args[0].dtype)],
     })
     return register(cls)
@@ -25,7 +25,7 @@ def _unary(name: str, op: Op, onnx: str, fn, cost: int = 1, doc: str = "") -> ty
 Exp = _unary("Exp", Op.EXP, "Exp", np.exp, 4, "out = e ** x")
 Log = _unary("Log", Op.LOG, "Log", np.log, 4, "out = ln x (nan below 0, -inf at 0)")
 Sqrt = _unary("Sqrt", Op.SQRT, "Sqrt", np.sqrt, 4, "out = √x")
-Neg = _unary("Neg", Op.NEG, "Neg", np.negative, 1, "out = -x")
+Neg = _unary("Neg", Op.NEG, "Neg", np.negative, 1, "out = -x", multilinear=True)
 Abs = _unary("Abs", Op.ABS, "Abs", np.abs, 1, "out = |x|")
 Floor = _unary("Floor", Op.FLOOR, "Floor", np.floor, 1, "out = ⌊x⌋")
 

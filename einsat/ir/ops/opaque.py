@@ -1,9 +1,11 @@
 """The opaque op: an ONNX node einsat has no op for, carried through unchanged.
 
 An opaque node holds the serialized ONNX `NodeProto` (so its attributes round-trip exactly),
-the opset of its domain and the output types ONNX shape inference gave it at import. It runs
-through `onnx.reference` (one evaluator per distinct node, cached) and exports as the same node.
-The optimizer treats it as a black box: no flags, never rewritten.
+the opset of its domain and the output types ONNX shape inference gave it at import. Its
+registry semantics (`numpy`) are `onnx.reference`'s (one evaluator per distinct node, cached),
+which import-time folding uses; the runtime's NumPy backend runs it in onnxruntime
+(`einsat.runtime.onnx_nodes`) and falls back to these where onnxruntime lacks the op. It
+exports as the same node. The optimizer treats it as a black box: no flags, never rewritten.
 
 The node's inputs are positional: einsat input k is the ONNX node's input k ('' when absent);
 its outputs are the ONNX node's non-empty outputs, in order.
@@ -53,6 +55,28 @@ def renamed_node(node: bytes, inputs, outputs):
     return proto
 
 
+@lru_cache(maxsize=4096)
+def positional_node(node: bytes):
+    """(proto, inputs, outputs): the stored node, unnamed, with its inputs renamed `in{k}` ('' where
+    absent) and its non-empty outputs `out{k}`, by position: equal for equal op, domain and
+    attributes, whatever the values are called in the graph."""
+    proto = parse_node(node)
+    ins = [f"in{k}" if name else "" for k, name in enumerate(proto.input)]
+    outs = [f"out{k}" for k, name in enumerate(proto.output) if name]
+    one = renamed_node(node, ins, outs)
+    one.name = ""
+    return one, ins, outs
+
+
+def check_results(results, attrs, computed_by: str) -> list[np.ndarray]:
+    """`results`, after checking each has the type shape inference promised at import."""
+    for r, t in zip(results, attrs["output_types"]):
+        if r.shape != t.shape or r.dtype != t.dtype:
+            raise ValueError(f"{computed_by} computed {TensorType.of(r)} for {attrs['op_type']}, "
+                             f"but shape inference promised {t}")
+    return results
+
+
 def run_onnx_node(node: bytes, domain: str, opset: int, args) -> list[np.ndarray]:
     """Run one serialized ONNX node on NumPy arrays (None for an absent input) with
     `onnx.reference`; returns the values of its non-empty outputs."""
@@ -87,10 +111,7 @@ def _evaluator(node: bytes, domain: str, opset: int, in_dtypes: tuple):
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
-    proto = parse_node(node)
-    ins = [f"in{k}" if name else "" for k, name in enumerate(proto.input)]
-    outs = [f"out{k}" for k, name in enumerate(proto.output) if name]
-    one = renamed_node(node, ins, outs)
+    one, ins, outs = positional_node(node)
     g_in = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(dt)), None)
             for n, dt in zip(ins, in_dtypes) if n]
     g_out = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None) for n in outs]
@@ -107,6 +128,7 @@ def _REFERENCE_FIXES():
 @register
 class Opaque(OpDef):
     op = Op.OPAQUE
+    foldable = False
     arity = (0, None)
     onnx_type = None  # any ONNX op einsat lacks; never looked up by type
     attrs = {
@@ -116,7 +138,7 @@ class Opaque(OpDef):
         "opset": Attr("int", doc="the opset version of `domain`"),
         "output_types": Attr("any", check=_types_tuple, doc="from ONNX shape inference at import"),
     }
-    doc = "an ONNX node einsat has no op for: runs via onnx.reference, exports unchanged"
+    doc = "an ONNX node einsat has no op for: runs in onnxruntime (else onnx.reference), exports unchanged"
 
     def normalize(self, attrs, types):
         attrs["output_types"] = tuple(attrs["output_types"])
@@ -133,12 +155,8 @@ class Opaque(OpDef):
         return list(attrs["output_types"])
 
     def numpy(self, args, attrs):
-        results = run_onnx_node(attrs["node"], attrs["domain"], attrs["opset"], args)
-        for r, t in zip(results, attrs["output_types"]):
-            if r.shape != t.shape or r.dtype != t.dtype:
-                raise ValueError(f"onnx.reference computed {TensorType.of(r)} for {attrs['op_type']}, "
-                                 f"but shape inference promised {t}")
-        return results
+        return check_results(run_onnx_node(attrs["node"], attrs["domain"], attrs["opset"], args), attrs,
+                             "onnx.reference")
 
     def flops(self, ins, outs, attrs):
         """An estimate, since the op is unknown: one operation per output element."""

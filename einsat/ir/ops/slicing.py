@@ -75,6 +75,7 @@ class Split(_Layout):
     """Cuts x along `axis` into pieces of `sizes` (one output per size)."""
 
     op = Op.SPLIT
+    view = True
     onnx_type = "Split"
     attrs = {"axis": Attr("int", 0), "sizes": Attr("ints", check=non_negative)}
 
@@ -147,6 +148,7 @@ class Slice(_Layout):
     `canonical_slice` bounds."""
 
     op = Op.SLICE
+    view = True
     onnx_type = "Slice"
     attrs = {
         "starts": Attr("ints"),

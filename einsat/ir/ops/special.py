@@ -62,6 +62,8 @@ class Constant(OpDef):
 class Identity(OpDef):
     op = Op.IDENTITY
     layout_only = True
+    view = True
+    multilinear = True
     onnx_type = "Identity"
 
     def infer(self, types, attrs):

@@ -17,8 +17,10 @@ chains compose: `access(access(x, s), t) = access(x, s + t)` and
 `assign(x, assign(access(x, s), w, t), s) = assign(x, w, s + t)`.
 
 Inputs: access (x, *indices), assign (x, w, *indices); the dynamic indices of `dselect` steps.
-ONNX: access becomes the chain Slice / Gather / Reshape / Transpose / Expand; assign becomes a
-ScatterND whose indices are that same chain applied to the flat positions of x.
+ONNX: access becomes the chain Slice / Gather / Reshape / Transpose / Expand; assign of a box
+(unit-stride slices and selects) becomes Slice / Concat around the written block, any other
+assign a ScatterND whose indices are that same chain applied to the flat positions of x
+(computed by `Range`: no table the size of x in the file; see `assign_onnx`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.ops.assign_onnx import assign_box_to_onnx, box_of, flat_positions
 from einsat.ir.ops.onnx_args import int64s
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, register
 from einsat.ir.types import TensorType
@@ -239,8 +242,11 @@ class Assign(_ViewOp):
         t = ctx.type(x)
         spec = node.attrs["spec"]
         region = spec_shapes(t.shape, spec)[-1]
-        flat_positions = ctx.constant(np.arange(t.size, dtype=np.int64).reshape(t.shape), "positions")
-        positions = self._chain_to_onnx(ctx, flat_positions, spec, node.inputs[2:])
+        box = box_of(t.shape, spec)
+        if box is not None:
+            assign_box_to_onnx(ctx, x, w, node.outputs[0], box, region)
+            return
+        positions = self._chain_to_onnx(ctx, flat_positions(ctx, t.shape), spec, node.inputs[2:])
         idx, data, upd, full, scattered = (ctx.fresh(h) for h in ("idx", "flat", "upd", "full", "scat"))
         ctx.node("Reshape", [positions, int64s(ctx, [-1, 1], "shape")], [idx])
         ctx.node("Reshape", [x, int64s(ctx, [-1], "shape")], [data])

@@ -8,54 +8,65 @@ Flatten, squeeze and unsqueeze are reshapes to their output shape.
 
 from __future__ import annotations
 
+from einsat.egraph.encoding import ctor_name
+from einsat.egraph.patterns import apply, pat
 from einsat.egraph.rules import Rule, Ruleset, birewrite, rule
+from einsat.ir.registry import Op
 from einsat.rewrites.guards import same_shape, scalar
 
 BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
-# unary element-wise ops, with the attribute slots their constructor takes first
-UNARY = {"Relu": "", "Sigmoid": "", "Tanh": "", "Erf": "", "Exp": "", "Sqrt": "", "Neg": "",
-         "Gelu": "ap ", "LeakyRelu": "al "}
-LAYOUT = {"Transpose": "transpose(p, {})", "Reshape": "reshape(s, {})"}
+# unary element-wise ops, with their attributes bound to variables (the same on both sides)
+UNARY = {Op.RELU: {}, Op.SIGMOID: {}, Op.TANH: {}, Op.ERF: {}, Op.EXP: {}, Op.SQRT: {}, Op.NEG: {},
+         Op.GELU: {"approximate": "ap"}, Op.LEAKY_RELU: {"alpha": "al"}}
+# layout ops with their one attribute bound to a variable, and their law
+LAYOUT = {Op.TRANSPOSE: ({"perm": "p"}, "transpose(p, {})"), Op.RESHAPE: ({"shape": "s"}, "reshape(s, {})")}
+
+
+def unary(op: Op, x: str) -> str:
+    return apply(op, x, **UNARY[op])
+
+
+def _layout(op: Op, x: str) -> str:
+    return apply(op, x, **LAYOUT[op][0])
 
 
 def _binary_rules() -> list[Rule]:
     out = []
-    for layout, law in LAYOUT.items():
-        v = "p" if layout == "Transpose" else "s"
+    for layout, (_, law) in LAYOUT.items():
         for op, sym in BINARY.items():
             out.append(Rule(
-                f"{layout.lower()}-{op.lower()}",
+                f"{layout.value}-{op.lower()}",
                 f"{law.format(f'a {sym} b')} = {law.format('a')} {sym} {law.format('b')}  (same shapes)",
-                birewrite(f"({layout} {v} ({op} a b))", f"({op} ({layout} {v} a) ({layout} {v} b))",
+                birewrite(_layout(layout, f"({op} a b)"), f"({op} {_layout(layout, 'a')} {_layout(layout, 'b')})",
                           same_shape("a", "b"))))
     return out
 
 
 def _unary_rules() -> list[Rule]:
     out = []
-    for layout, law in LAYOUT.items():
-        v = "p" if layout == "Transpose" else "s"
-        for op, attrs in UNARY.items():
+    for layout, (_, law) in LAYOUT.items():
+        for op in UNARY:
+            name = ctor_name(op).lower()
             out.append(Rule(
-                f"{layout.lower()}-{op.lower()}",
-                f"{law.format(f'{op.lower()}(x)')} = {op.lower()}({law.format('x')})",
-                birewrite(f"({layout} {v} ({op} {attrs}x))", f"({op} {attrs}({layout} {v} x))")))
+                f"{layout.value}-{name}", f"{law.format(f'{name}(x)')} = {name}({law.format('x')})",
+                birewrite(_layout(layout, unary(op, "x")), unary(op, _layout(layout, "x")))))
     return out
 
 
-RULES = tuple(_binary_rules() + _unary_rules()) + (
-    Rule("transpose-scalar", "transpose(p, s * x) = s * transpose(p, x) for a scalar s",
-         birewrite("(Transpose p (Mul s x))", "(Mul s (Transpose p x))", scalar("s"))),
-    Rule("reshape-scalar", "reshape(n, s * x) = s * reshape(n, x) for a scalar s",
-         birewrite("(Reshape n (Mul s x))", "(Mul s (Reshape n x))", scalar("s"))),
-    Rule("flatten-reshape", "flatten(x) = reshape(x, shape(flatten(x)))",
-         rule(["(= t (Flatten _ x))", "(= s (shape t))"], ["(union t (Reshape s x))"])),
-    Rule("squeeze-reshape", "squeeze(x) = reshape(x, shape(squeeze(x)))",
-         rule(["(= t (Squeeze _ x))", "(= s (shape t))"], ["(union t (Reshape s x))"])),
-    Rule("unsqueeze-reshape", "unsqueeze(x) = reshape(x, shape(unsqueeze(x)))",
-         rule(["(= t (Unsqueeze _ x))", "(= s (shape t))"], ["(union t (Reshape s x))"])),
-)
+def _view_rules() -> tuple[Rule, ...]:
+    return (
+        Rule("transpose-scalar", "transpose(p, s * x) = s * transpose(p, x) for a scalar s",
+             birewrite(pat.transpose("(Mul s x)", perm="p"), f"(Mul s {pat.transpose('x', perm='p')})", scalar("s"))),
+        Rule("reshape-scalar", "reshape(n, s * x) = s * reshape(n, x) for a scalar s",
+             birewrite(pat.reshape("(Mul s x)", shape="n"), f"(Mul s {pat.reshape('x', shape='n')})", scalar("s"))),
+        Rule("flatten-reshape", "flatten(x) = reshape(x, shape(flatten(x)))",
+             rule([f"(= t {pat.flatten('x')})", "(= s (shape t))"], [f"(union t {pat.reshape('x', shape='s')})"])),
+        Rule("squeeze-reshape", "squeeze(x) = reshape(x, shape(squeeze(x)))",
+             rule([f"(= t {pat.squeeze('x')})", "(= s (shape t))"], [f"(union t {pat.reshape('x', shape='s')})"])),
+        Rule("unsqueeze-reshape", "unsqueeze(x) = reshape(x, shape(unsqueeze(x)))",
+             rule([f"(= t {pat.unsqueeze('x')})", "(= s (shape t))"], [f"(union t {pat.reshape('x', shape='s')})"])),
+    )
 
 
 def layout_rules() -> Ruleset:
-    return Ruleset("layout", RULES, varying=True)
+    return Ruleset("layout", tuple(_binary_rules() + _unary_rules()) + _view_rules(), varying=True)

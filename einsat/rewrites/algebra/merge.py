@@ -16,24 +16,25 @@ computed operands (e.g. `x @ (Wq @ K^T)` after reassociation) never merge.
 from __future__ import annotations
 
 from einsat.egraph.data import ABSENT, EGraphData
+from einsat.egraph.patterns import NO_INPUT, pat
 from einsat.egraph.rules import Generator, Rule, Ruleset, rule
 from einsat.egraph.terms import Term
+from einsat.egraph.weights import weight_only
 from einsat.ir.registry import Op
+from einsat.rewrites.algebra.conv import conv
 from einsat.rewrites.guards import rank, shape
-from einsat.rewrites.post.fold import weight_only
 
-CONV = "(Conv st pd dl g x {w} {b})"
 ORDERED = "(= o1 (ord t1)) (= o2 (ord t2)) (< o1 o2)"
 
 
 def _merge_conv(bias: bool) -> str:
-    b1, b2 = ("b1", "b2") if bias else ("(Absent)", "(Absent)")
-    merged_bias = "(Concat 0 [b1 b2])" if bias else "(Absent)"
-    facts = [f"(= t1 {CONV.format(w='w1', b=b1)})", f"(= t2 {CONV.format(w='w2', b=b2)})", ORDERED,
+    b1, b2 = ("b1", "b2") if bias else (NO_INPUT, NO_INPUT)
+    merged_bias = pat.concat("b1", "b2", axis=0) if bias else NO_INPUT
+    facts = [f"(= t1 {conv('x', 'w1', b1)})", f"(= t2 {conv('x', 'w2', b2)})", ORDERED,
              "(const w1)", "(const w2)", "(= g 1)", shape("w1", "s1"), shape("w2", "s2"),
              "(= (vec-set s1 0 0) (vec-set s2 0 0))"] + ([rank("b1", 1), rank("b2", 1)] if bias else [])
-    conv = CONV.format(w="(Concat 0 [w1 w2])", b=merged_bias)
-    return rule(facts, [f"(let m (Split 1 (vec-of (vec-get s1 0) (vec-get s2 0)) {conv}))",
+    merged = conv("x", pat.concat("w1", "w2", axis=0), merged_bias)
+    return rule(facts, [f"(let m {pat.split(merged, axis=1, sizes='(vec-of (vec-get s1 0) (vec-get s2 0))')})",
                         "(union t1 (Get m 0))", "(union t2 (Get m 1))"])
 
 
@@ -41,33 +42,37 @@ def _enlarge() -> str:
     """conv(x, w1) with a kernel smaller than w2's, both 'same'-padded: pad w1 with zeros."""
     d = ["(/ (- (vec-get s2 2) (vec-get s1 2)) 2)", "(/ (- (vec-get s2 3) (vec-get s1 3)) 2)"]
     pads = f"(vec-of 0 0 {d[0]} {d[1]} 0 0 {d[0]} {d[1]})"
+    zero_padded = pat.pad("w1", pads=pads, mode='"constant"', value="0.0")
     return rule(
-        ["(= t1 (Conv st p1 dl 1 x w1 b1))", "(= t2 (Conv st p2 dl 1 x w2 b2))", "(ord t1)", "(ord t2)",
+        [f"(= t1 {conv('x', 'w1', 'b1', padding='p1', groups=1)})",
+         f"(= t2 {conv('x', 'w2', 'b2', padding='p2', groups=1)})", "(ord t1)", "(ord t2)",
          "(const w1)", "(const w2)", rank("w1", 4), rank("w2", 4), shape("w1", "s1"), shape("w2", "s2"),
          "(= dl (vec-of 1 1))", "(<= (vec-get s1 2) (vec-get s2 2))", "(<= (vec-get s1 3) (vec-get s2 3))",
          "(< (+ (vec-get s1 2) (vec-get s1 3)) (+ (vec-get s2 2) (vec-get s2 3)))",
          "(= 0 (% (- (vec-get s2 2) (vec-get s1 2)) 2))", "(= 0 (% (- (vec-get s2 3) (vec-get s1 3)) 2))",
          f"(= p2 (vec-of (+ (vec-get p1 0) {d[0]}) (+ (vec-get p1 1) {d[1]}) (+ (vec-get p1 2) {d[0]})"
          f" (+ (vec-get p1 3) {d[1]})))"],
-        [f"(union t1 (Conv st p2 dl 1 x (Pad {pads} \"constant\" 0.0 w1) b1))"])
+        [f"(union t1 {conv('x', zero_padded, 'b1', padding='p2', groups=1)})"])
 
 
-RULES = (
-    Rule("merge-matmul", "A @ B, A @ C = split(A @ concat(B, C))  (B, C weight matrices)",
-         rule(["(= t1 (Matmul a b))", "(= t2 (Matmul a c))", ORDERED, "(const b)", "(const c)",
-               rank("b", 2), rank("c", 2), shape("a", "sa"), shape("b", "sb"), shape("c", "sc"),
-               "(>= (vec-length sa) 2)"],
-              ["(let m (Split (- (vec-length sa) 1) (vec-of (vec-get sb 1) (vec-get sc 1))"
-               " (Matmul a (Concat 1 [b c]))))", "(union t1 (Get m 0))", "(union t2 (Get m 1))"])),
-    Rule("merge-conv", "conv(x, W1, b1), conv(x, W2, b2) = split(conv(x, concat(W1, W2), concat(b1, b2)))",
-         _merge_conv(False) + "\n" + _merge_conv(True)),
-    Rule("conv-enlarge", "conv(x, W) = conv(x, zero-pad(W), padding + d)  (to merge with a larger kernel)",
-         _enlarge()),
-)
+def _rules() -> tuple[Rule, ...]:
+    merged = pat.split(f"(Matmul a {pat.concat('b', 'c', axis=1)})", axis="(- (vec-length sa) 1)",
+                       sizes="(vec-of (vec-get sb 1) (vec-get sc 1))")
+    return (
+        Rule("merge-matmul", "A @ B, A @ C = split(A @ concat(B, C))  (B, C weight matrices)",
+             rule(["(= t1 (Matmul a b))", "(= t2 (Matmul a c))", ORDERED, "(const b)", "(const c)",
+                   rank("b", 2), rank("c", 2), shape("a", "sa"), shape("b", "sb"), shape("c", "sc"),
+                   "(>= (vec-length sa) 2)"],
+                  [f"(let m {merged})", "(union t1 (Get m 0))", "(union t2 (Get m 1))"])),
+        Rule("merge-conv", "conv(x, W1, b1), conv(x, W2, b2) = split(conv(x, concat(W1, W2), concat(b1, b2)))",
+             _merge_conv(False) + "\n" + _merge_conv(True)),
+        Rule("conv-enlarge", "conv(x, W) = conv(x, zero-pad(W), padding + d)  (to merge with a larger kernel)",
+             _enlarge()),
+    )
 
 
 def merge_rules() -> Ruleset:
-    return Ruleset("merge", RULES, first_steps=2)
+    return Ruleset("merge", _rules(), first_steps=2)
 
 
 def _sibling_key(data: EGraphData, cid: int, const) -> tuple | None:

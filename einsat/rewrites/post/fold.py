@@ -1,7 +1,7 @@
 """Weight preprocessing (PET §6.3, EinNet §6.3): weight-only subgraphs evaluated at compile time.
 
-A generator: an e-class computable from weights alone (its leaves are weights and constants,
-through ops with NumPy semantics) gets a new weight leaf holding its value, e.g. the
+A generator: an e-class computable from weights alone (`egraph.weights.weight_only`, asked
+without limits: this module picks what to fold) gets a new weight leaf holding its value, e.g. the
 concatenated weights of merged matmuls or a batch norm folded into a convolution's weight.
 Folded weights are named by their content, so two derivations of one value meet in one e-class.
 Memory is bounded: values above `FOLD_BYTES` stay computations (extraction folds the chosen
@@ -13,47 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.egraph.data import ABSENT, EGraphData, ENode
+from einsat.egraph.data import ABSENT, EGraphData
 from einsat.egraph.rules import Generator
-from einsat.ir.registry import Op, opdef
+from einsat.egraph.weights import weight_only
+from einsat.ir.registry import opdef
 
 FOLD_BYTES = 1 << 20
 ROUND_BYTES = 16 << 20
 ROUND_FLOPS = 1e8  # NumPy work per round (a 1024^3 weight product is 2e9: left to extraction)
-NOT_FOLDED = {Op.OPAQUE, Op.LOOP, Op.IF}
-
-
-def weight_only(data: EGraphData) -> dict[int, ENode]:
-    """E-class -> an e-node computing it from weights alone, chosen so the derivation is acyclic
-    (a worklist from the weight leaves up: each e-class from e-classes found before it)."""
-    found: dict[int, ENode] = {}
-    users: dict[int, list[tuple[int, ENode]]] = {}
-    missing: dict[int, int] = {}
-    ready: list[tuple[int, ENode]] = []
-    for cid, cls in data.classes.items():
-        for n in cls.nodes:
-            if n.leaf is not None:
-                if n.leaf[0] == "weight":
-                    ready.append((cid, n))
-                continue
-            if n.op in NOT_FOLDED:
-                continue
-            kids = {c for c in n.children if c != ABSENT}
-            missing[id(n)] = len(kids)
-            for c in kids:
-                users.setdefault(c, []).append((cid, n))
-            if not kids:
-                ready.append((cid, n))
-    while ready:
-        cid, n = ready.pop()
-        if cid in found:
-            continue
-        found[cid] = n
-        for p, m in users.get(cid, ()):
-            missing[id(m)] -= 1
-            if missing[id(m)] == 0 and p not in found:
-                ready.append((p, m))
-    return found
 
 
 def fold_weights(session, data: EGraphData) -> int:

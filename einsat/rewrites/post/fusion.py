@@ -9,25 +9,26 @@ becomes its `activation`. A product directly under an activation fuses at once.
 
 from __future__ import annotations
 
+from einsat.egraph.patterns import NO_INPUT, pat
 from einsat.egraph.rules import Rule, Ruleset, rewrite
+from einsat.rewrites.algebra.conv import ATTRS, conv
 
 ACTIVATIONS = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh"}
-CONV = "(Conv st pd dl g x w b)"
 
 
-def _fused_conv(act: str, b: str = "b", z: str = "(Absent)") -> str:
-    return f'(FusedConv st pd dl g "{act}" x w {b} {z})'
+def _fused_conv(act: str, b: str = "b", z: str = NO_INPUT) -> str:
+    return pat.fused_conv("x", "w", b, z, activation=f'"{act}"', **ATTRS)
 
 
-def _fused_mm(act: str, c: str = "(Absent)", z: str = "(Absent)") -> str:
-    return f'(FusedMatmul "{act}" a b {c} {z})'
+def _fused_mm(act: str, c: str = NO_INPUT, z: str = NO_INPUT) -> str:
+    return pat.fused_matmul("a", "b", c, z, activation=f'"{act}"')
 
 
 def _activation_rules() -> list[Rule]:
     out = []
     for op, act in ACTIVATIONS.items():
         out.append(Rule(f"conv-{act}-fuse", f"{act}(conv(x, W, b)) = fused_conv(x, W, b; {act})",
-                        rewrite(f"({op} {CONV})", _fused_conv(act))))
+                        rewrite(f"({op} {conv('x', 'w', 'b')})", _fused_conv(act))))
         out.append(Rule(f"fused-conv-{act}", f"{act}(fused_conv(...)) = fused_conv(...; {act})",
                         rewrite(f"({op} {_fused_conv('none', z='z')})", _fused_conv(act, z="z"))))
         out.append(Rule(f"matmul-{act}-fuse", f"{act}(A @ B) = fused_matmul(A, B; {act})",
@@ -37,20 +38,23 @@ def _activation_rules() -> list[Rule]:
     return out
 
 
-RULES = tuple(_activation_rules()) + (
-    Rule("conv-residual-fuse", "conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape)",
-         rewrite(f"(Add {CONV} z)", _fused_conv("none", z="z"), f"(= (shape z) (shape {CONV}))")),
-    Rule("fused-conv-residual", "fused_conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape)",
-         rewrite(f"(Add {_fused_conv('none')} z)", _fused_conv("none", z="z"),
-                 f"(= (shape z) (shape {_fused_conv('none')}))")),
-    Rule("matmul-bias-fuse", "A @ B + c = fused_matmul(A, B, c)  (c broadcasts to the output's shape)",
-         rewrite("(Add (Matmul a b) c)", _fused_mm("none", "c"),
-                 "(= (shape (Add (Matmul a b) c)) (shape (Matmul a b)))")),
-    Rule("fused-matmul-residual", "fused_matmul(A, B, c) + z = fused_matmul(A, B, c, z)  (z broadcasts to the output)",
-         rewrite(f"(Add {_fused_mm('none', 'c')} z)", _fused_mm("none", "c", "z"),
-                 f"(= (shape (Add {_fused_mm('none', 'c')} z)) (shape {_fused_mm('none', 'c')}))")),
-)
+def _rules() -> tuple[Rule, ...]:
+    return tuple(_activation_rules()) + (
+        Rule("conv-residual-fuse", "conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape)",
+             rewrite(f"(Add {conv('x', 'w', 'b')} z)", _fused_conv("none", z="z"),
+                     f"(= (shape z) (shape {conv('x', 'w', 'b')}))")),
+        Rule("fused-conv-residual", "fused_conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape)",
+             rewrite(f"(Add {_fused_conv('none')} z)", _fused_conv("none", z="z"),
+                     f"(= (shape z) (shape {_fused_conv('none')}))")),
+        Rule("matmul-bias-fuse", "A @ B + c = fused_matmul(A, B, c)  (c broadcasts to the output's shape)",
+             rewrite("(Add (Matmul a b) c)", _fused_mm("none", "c"),
+                     "(= (shape (Add (Matmul a b) c)) (shape (Matmul a b)))")),
+        Rule("fused-matmul-residual",
+             "fused_matmul(A, B, c) + z = fused_matmul(A, B, c, z)  (z broadcasts to the output)",
+             rewrite(f"(Add {_fused_mm('none', 'c')} z)", _fused_mm("none", "c", "z"),
+                     f"(= (shape (Add {_fused_mm('none', 'c')} z)) (shape {_fused_mm('none', 'c')}))")),
+    )
 
 
 def fusion_rules() -> Ruleset:
-    return Ruleset("fusion", RULES)
+    return Ruleset("fusion", _rules())

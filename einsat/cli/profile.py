@@ -25,6 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=float, help="stop after this many seconds (default: no limit)")
     p.add_argument("--tf32", action="store_true", help="allow TF32 in cuBLAS and cuDNN (default: strict fp32)")
     p.add_argument("--force", action="store_true", help="re-time signatures the profile already holds")
+    p.set_defaults(handler=cmd_profile)
 
 
 def read_sources(paths: list[str]):

@@ -6,7 +6,8 @@ shrinks it to a minimal case, printed as builder code that reproduces it.
 
 Targets:
   optimize   random programs -> `einsat.optimize` -> numeric equivalence (and over the field
-             when both programs are multi-linear); looked up at call time, used when it exists
+             when both programs are multi-linear); when the caller passes `optimize` (this package
+             sits below the top level, which passes `einsat.optimize`: `einsat fuzz` does)
   onnx       random programs -> `to_onnx` -> `load_onnx` -> numeric equivalence
   verify     the verifier itself: mutant pairs with known regions -> `find_differences` must
              report exactly those regions, and the corrected mutant must be equivalent
@@ -25,8 +26,15 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from einsat.ir.graph import Graph
+from einsat.ir.onnx_io import load_onnx, to_onnx
 from einsat.testing.codegen import builder_code
+from einsat.testing.mutants import mutant_pairs
+from einsat.testing.programs import programs
+from einsat.verify.correction import correct
+from einsat.verify.corrector import content_key, find_differences
 from einsat.verify.field import NotMultilinearError
+from einsat.verify.fieldtable import exact_over_field
+from einsat.verify.numeric import equivalent
 
 
 @dataclass
@@ -67,26 +75,21 @@ class FuzzReport:
 
 
 def _programs():
-    from einsat.testing.programs import programs
     return programs(max_nodes=5, max_side=4, max_size=512)
 
 
 def _is_multilinear(g: Graph) -> bool:
-    from einsat.verify.fieldops import RULES
-    return all(node.op in RULES for node in g.nodes)
+    return all(exact_over_field(node) for node in g.nodes)
 
 
 def _new_weights(graph: Graph, out: Graph) -> list[str]:
     """Weights of `out` whose values are not those of any weight of `graph`."""
-    from einsat.verify.corrector import content_key
     have = {content_key(np.asarray(a)) for a in graph.weights.values()}
     return [n for n, a in out.weights.items() if content_key(np.asarray(a)) not in have]
 
 
 def check_transform(fn: Callable[[Graph], Graph], graph: Graph) -> str | None:
     """None when `fn(graph)` computes what `graph` does; else what differs (or what was raised)."""
-    from einsat.verify.corrector import find_differences
-    from einsat.verify.numeric import equivalent
     try:
         out = fn(graph)
         report = equivalent(graph, out)
@@ -108,9 +111,6 @@ def check_transform(fn: Callable[[Graph], Graph], graph: Graph) -> str | None:
 
 def check_verifier(pair) -> str | None:
     """None when the corrector finds exactly `pair`'s regions and its correction is equivalent."""
-    from einsat.verify.correction import correct
-    from einsat.verify.corrector import find_differences
-    from einsat.verify.numeric import equivalent
     try:
         diffs = find_differences(pair.original, pair.mutant)
         for o in pair.original.outputs:
@@ -130,14 +130,12 @@ def check_verifier(pair) -> str | None:
 
 
 def onnx_round_trip(graph: Graph) -> Graph:
-    import einsat
-    return einsat.load_onnx(graph.to_onnx())
+    return load_onnx(to_onnx(graph))
 
 
-def optimize_transform(graph: Graph) -> Graph:
-    import einsat
-    result = einsat.optimize(graph, verify=False, extractor="greedy")
-    return getattr(result, "graph", result[0] if isinstance(result, tuple) else result)
+def optimize_transform(optimize: Callable) -> Callable[[Graph], Graph]:
+    """The transformation `einsat.optimize` (passed in) makes, unverified and greedy."""
+    return lambda graph: optimize(graph, verify=False, extractor="greedy").graph
 
 
 TARGETS: dict[str, Target] = {}
@@ -148,22 +146,15 @@ def register_transform(name: str, fn: Callable[[Graph], Graph], strategy=None) -
     TARGETS[name] = Target(strategy or _programs, lambda g: check_transform(fn, g))
 
 
-def _mutants():
-    from einsat.testing.mutants import mutant_pairs
-    return mutant_pairs()
-
-
 register_transform("onnx", onnx_round_trip)
-TARGETS["verify"] = Target(_mutants, check_verifier, graph_of=lambda pair: pair.mutant)
+TARGETS["verify"] = Target(mutant_pairs, check_verifier, graph_of=lambda pair: pair.mutant)
 
 
-def available_targets() -> list[str]:
-    """The default targets: `optimize` first when `einsat.optimize` exists, then the rest."""
-    import einsat
-    names = [n for n in TARGETS if n != "optimize"]
-    if callable(getattr(einsat, "optimize", None)) and "optimize" not in TARGETS:
-        register_transform("optimize", optimize_transform)
-    return (["optimize"] if "optimize" in TARGETS else []) + names
+def available_targets(optimize: Callable | None = None) -> list[str]:
+    """The default targets: `optimize` first when `optimize` is given (and registers it), then the rest."""
+    if optimize is not None:
+        register_transform("optimize", optimize_transform(optimize))
+    return (["optimize"] if "optimize" in TARGETS else []) + [n for n in TARGETS if n != "optimize"]
 
 
 def _code(target: str, case, graph: Graph) -> str:
@@ -171,12 +162,15 @@ def _code(target: str, case, graph: Graph) -> str:
     if target == "verify":
         return ("# original:\n" + builder_code(case.original).replace("graph = b.build", "original = b.build")
                 + "\n# mutant:\n" + code)
-    return code + f"\n# check: einsat.verify.fuzz.TARGETS[{target!r}].check(graph)\n"
+    return code + f"\n# check: einsat.testing.fuzz.TARGETS[{target!r}].check(graph)\n"
 
 
-def fuzz(budget: int = 200, seed: int = 0, targets: list[str] | None = None) -> FuzzReport:
-    """Spend `budget` cases over `targets` (default `available_targets()`); shrink any failure."""
-    default = available_targets()  # registers `optimize` when einsat has it
+def fuzz(budget: int = 200, seed: int = 0, targets: list[str] | None = None,
+         optimize: Callable | None = None, progress=None) -> FuzzReport:
+    """Spend `budget` cases over `targets` (default `available_targets(optimize)`); shrink any
+    failure. `optimize` is `einsat.optimize`, for the `optimize` target; `progress(target, cases
+    run, cases allotted)` hears of each case (the CLI shows it)."""
+    default = available_targets(optimize)
     names = targets or default
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
@@ -189,8 +183,10 @@ def fuzz(budget: int = 200, seed: int = 0, targets: list[str] | None = None) -> 
         target = TARGETS[name]
         calls = [0]
 
-        def failing(case, target=target, calls=calls):
+        def failing(case, target=target, calls=calls, name=name, n=n):
             calls[0] += 1
+            if progress is not None:
+                progress(name, calls[0], n)
             return target.check(case) is not None
 
         conf = settings(max_examples=n, database=None, deadline=None, derandomize=False,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import einsat
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("fuzz", help="fuzz optimize, the ONNX round trip and the verifier with random programs")
@@ -11,22 +13,32 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--target", action="append", default=None,
                    help="a target to fuzz (repeatable; default: all available, e.g. optimize, onnx, verify)")
+    p.set_defaults(handler=cmd_fuzz)
 
 
 def cmd_fuzz(args) -> int:
     """Exit status 0 when every target passed, 1 when one failed (its minimal case is printed)."""
     try:
-        from einsat.verify.fuzz import fuzz
+        from einsat.testing.fuzz import fuzz
     except ImportError as e:  # hypothesis is a test extra
         print(f"einsat: error: einsat fuzz needs hypothesis (pip install 'einsat[test]'): {e}", file=sys.stderr)
         return 2
     if args.budget < 1:
         print("einsat: error: --budget must be at least 1", file=sys.stderr)
         return 2
+    from einsat.progress import ProgressDisplay, ProgressEvent
+    display = ProgressDisplay(sys.stderr)
+
+    def show(target: str, done: int, total: int) -> None:  # cases past `total` are hypothesis shrinking
+        what = f"{target}: case {done} of {total}" if done <= total else f"{target}: shrinking a failure"
+        display(ProgressEvent("fuzz", what, step=done))
+
     try:
-        report = fuzz(args.budget, args.seed, args.target)
+        report = fuzz(args.budget, args.seed, args.target, optimize=einsat.optimize, progress=show)
     except ValueError as e:
         print(f"einsat: error: {e}", file=sys.stderr)
         return 2
+    finally:
+        display.close()
     print(report)
     return 0 if report.ok else 1

@@ -6,14 +6,16 @@ import time
 
 from einsat.cli import main
 from einsat.ir import Node, Op
-from einsat.verify import fuzz as fuzz_module
+from einsat.testing import fuzz as fuzz_module
 
 
 def test_fuzz_budget_200_passes(capsys):
     t0 = time.perf_counter()
     assert main(["fuzz", "--budget", "200"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "all passed" in out and "budget 200" in out
+    assert "fuzz" in captured.err and "case 1 of" in captured.err  # progress on stderr
     for target in ("onnx", "verify"):
         assert f"{target}: " in out
     if callable(getattr(__import__("einsat"), "optimize", None)):

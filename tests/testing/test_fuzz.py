@@ -2,10 +2,10 @@
 
 
 from einsat.ir import Graph, Node, Op
+from einsat.testing import fuzz as fuzz_module
 from einsat.testing.codegen import rebuild
+from einsat.testing.fuzz import check_transform, fuzz, register_transform
 from einsat.testing.strategies import programs
-from einsat.verify import fuzz as fuzz_module
-from einsat.verify.fuzz import check_transform, fuzz, register_transform
 
 
 def swap_sub_operands(g: Graph) -> Graph:

@@ -1,0 +1,66 @@
+"""The time budget of one run, and its cancellation (Ctrl-C).
+
+    budget = Budget(10.0)                  # seconds for the whole optimization; None: no deadline
+    with budget.interruptible():           # Ctrl-C now cancels the budget instead of raising
+        ...                                # saturation and the ILP stop early, keeping their best
+
+A `Budget` is shared by the phases of one run: the saturation session checks it between
+phases, the ILP from HiGHS's interrupt callback. `remaining()` is the time left (inf without a
+deadline); `exhausted` is true once the deadline passed or the budget was cancelled. A second
+Ctrl-C inside `interruptible()` raises `KeyboardInterrupt` as usual, for a user who wants out now.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from contextlib import contextmanager
+
+
+class Budget:
+    """A deadline (`seconds` from now, None for none) and a cancellation flag."""
+
+    def __init__(self, seconds: float | None = None):
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"a time budget must be positive, got {seconds}")
+        self.seconds = seconds
+        self.start = time.monotonic()
+        self.cancelled = False
+
+    def remaining(self) -> float:
+        if self.cancelled:
+            return 0.0
+        return math.inf if self.seconds is None else self.seconds - (time.monotonic() - self.start)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.remaining() <= 0
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    @contextmanager
+    def interruptible(self):
+        """While open (in the main thread), the first Ctrl-C cancels this budget; a second one
+        raises `KeyboardInterrupt`. Elsewhere it changes nothing."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+
+        def handler(signum, frame):
+            if self.cancelled:
+                raise KeyboardInterrupt
+            self.cancel()
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def of(budget: Budget | float | None) -> Budget:
+    """A `Budget` from seconds (or None), or the given one."""
+    return budget if isinstance(budget, Budget) else Budget(budget)

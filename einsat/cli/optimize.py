@@ -1,0 +1,121 @@
+"""`einsat optimize in.onnx -o out.onnx`: the optimizer from the command line.
+
+`--cost` names the cost model as `einsat.optimize(cost=...)` does (`einsat.extract.models`;
+`--device` is its deprecated old name). Progress goes to stderr (one redrawn line on a terminal,
+plain lines otherwise; `-q` for none); the summary table goes to stdout. The output paths (`-o`,
+`--report`) are checked before any work. `--time-limit` is the budget of the whole run; a first
+Ctrl-C stops the search, and the best program found so far is verified and written (a second one
+aborts). The output file is written only after verification passed, and atomically
+(`einsat.save_onnx`): a failure never leaves a half-written file. `--report out.json|out.html`
+keeps the report (the HTML is one self-contained page with its pictures inline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from einsat.cli.info import add_model_options, load_model
+from einsat.errors import EinsatError
+from einsat.extract.models import COST_MODELS, DEFAULT_COST
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: stores like the new one, and says so on stderr."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"einsat: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+REPORT_FORMATS = (".json", ".html")
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("optimize", help="optimize an ONNX model and write the result",
+                       description="Grow an e-graph of the model with einsat's rewrites, extract the "
+                                   "cheapest equivalent program under a cost model, check it "
+                                   "numerically against the input, and write it as ONNX.")
+    p.add_argument("model", type=Path, help="the input ONNX file")
+    p.add_argument("-o", "--output", type=Path, required=True, help="where to write the optimized ONNX file")
+    add_model_options(p)
+    p.add_argument("--cost", default=DEFAULT_COST, metavar="NAME",
+                   help=f"cost model: {', '.join(COST_MODELS)} (default {DEFAULT_COST})")
+    p.add_argument("--device", dest="cost", action=_Deprecated, new="--cost")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds for the whole run (search, extraction and verification share it)")
+    p.add_argument("--nodes", type=int, default=None, metavar="N",
+                   help="the e-graph's node limit (default 30000)")
+    p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="extraction method (default ilp)")
+    p.add_argument("--report", type=Path, default=None, metavar="FILE",
+                   help="also write the report: FILE.json (data) or FILE.html (tables and pictures)")
+    p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress display, errors only")
+    p.set_defaults(handler=cmd_optimize)
+
+
+def check_writable(path: Path, what: str) -> None:
+    """Fail now, not after the optimization, when `path` cannot be written."""
+    parent = path.resolve().parent
+    if not parent.is_dir():
+        raise EinsatError(f"{path}: the directory {parent} does not exist (for the {what})")
+    if not os.access(parent, os.W_OK):
+        raise EinsatError(f"{path}: the directory {parent} is not writable (for the {what})")
+    if path.is_dir():
+        raise EinsatError(f"{path}: is a directory (for the {what})")
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    import einsat
+    from einsat.progress import ProgressDisplay
+
+    if args.output.resolve() == args.model.resolve():
+        raise EinsatError(f"{args.output}: refusing to overwrite the input model")
+    check_writable(args.output, "optimized model")
+    if args.report is not None:
+        if args.report.suffix not in REPORT_FORMATS:
+            raise EinsatError(f"--report {args.report}: the file name must end in .json or .html")
+        check_writable(args.report, "report")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise EinsatError(f"--time-limit must be positive, got {args.time_limit}")
+    if args.nodes is not None and args.nodes < 1:
+        raise EinsatError(f"--nodes must be positive, got {args.nodes}")
+    from einsat.budget import Budget
+    budget = Budget(args.time_limit)  # the whole run's, loading included
+    graph = load_model(args)
+    display = None if args.quiet else ProgressDisplay(sys.stderr)
+    try:
+        result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes),
+                                 budget=budget, progress=display)
+    finally:
+        if display is not None:
+            display.close()
+    einsat.save_onnx(result.graph, args.output)
+    print(result.report)
+    print(f"wrote {args.output}")
+    if args.report is not None:
+        write_report(result, args.report)
+        print(f"wrote {args.report}")
+    return 0
+
+
+def write_report(result, path: Path) -> None:
+    """The report as JSON data or as one self-contained HTML page, by the file's suffix."""
+    if path.suffix == ".json":
+        path.write_text(result.report.to_json() + "\n")
+    else:
+        from einsat.viz.report import report_html
+        path.write_text(report_html(result.report, before=result.input, after=result.graph))
+
+
+def _limits(nodes: int | None):
+    if nodes is None:
+        return None
+    from einsat.egraph.session import Limits
+    return Limits(nodes=nodes)

@@ -1,0 +1,54 @@
+"""Cost models by name: the one table of the names `optimize(cost=...)`, `extract(cost=...)` and
+`einsat optimize --cost` accept, and the default.
+
+    cost_model("h100")       # the committed H100 profile as a MeasuredCost, else the H100 roofline
+    cost_model("h100-tf32")  # the H100 roofline with TF32 tensor cores
+    cost_model(my_model)     # a CostModel passes through
+
+`register_cost_model(name, factory)` adds a name (a profile measured elsewhere, a model of your
+own). Each name builds a fresh model when asked, so a profile committed or registered later is
+picked up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from einsat.errors import EinsatError
+from einsat.extract.cost import CostModel, RooflineCost
+from einsat.extract.profile_db import committed_profile
+from einsat.extract.profiled import MeasuredCost
+
+DEFAULT_COST = "h100"
+
+
+def gpu_model(kind: str) -> CostModel:
+    """The committed profile of GPU `kind` (einsat/gpu/profiles/<kind>.json) as a MeasuredCost,
+    or the datasheet roofline of `kind` while none is committed."""
+    if committed_profile(kind):
+        return MeasuredCost(kind)
+    return RooflineCost(kind)
+
+
+COST_MODELS: dict[str, Callable[[], CostModel]] = {
+    "h100": partial(gpu_model, "h100"),
+    "h200": partial(gpu_model, "h200"),
+    "h100-tf32": partial(RooflineCost, "h100", tf32=True),
+    "h200-tf32": partial(RooflineCost, "h200", tf32=True),
+}
+
+
+def register_cost_model(name: str, factory: Callable[[], CostModel]) -> None:
+    """Make `cost_model(name)` (and `optimize(cost=name)`) build models with `factory`."""
+    COST_MODELS[name] = factory
+
+
+def cost_model(spec: str | CostModel = DEFAULT_COST) -> CostModel:
+    """A cost model from its name (see `COST_MODELS`) or the model itself."""
+    if isinstance(spec, CostModel):
+        return spec
+    if spec not in COST_MODELS:
+        raise EinsatError(f"unknown cost model {spec!r}; choose one of {sorted(COST_MODELS)} "
+                          "or pass a CostModel")
+    return COST_MODELS[spec]()

@@ -1,0 +1,84 @@
+"""An optimization report as HTML: the summary table, the pictures, the search and the check.
+
+    html = report_html(result.report, before=result.input, after=result.graph)
+    Path("report.html").write_text(html)          # one self-contained file: every picture inline
+
+The pictures are inline SVG (program graphs before and after, drawn by `viz.graph`, changed
+nodes marked; the e-graph's growth, per-op cost bars and time per phase, drawn by
+`viz.charts`). Programs above `MAX_DRAWN` nodes are not drawn (the table still counts their
+ops). `standalone=False` gives the fragment a notebook shows (`Report._repr_html_`).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from einsat.viz import charts
+from einsat.viz.graph import changed_nodes, graph_svg
+
+MAX_DRAWN = 250
+PAGE_STYLE = "body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 24px; color: #222; }"
+STYLE = """
+.einsat-report table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
+.einsat-report td, .einsat-report th { border-bottom: 1px solid #dee2e6; padding: 3px 10px; text-align: right; }
+.einsat-report td:first-child, .einsat-report th:first-child { text-align: left; }
+.einsat-report .pictures { display: flex; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+.einsat-report figure { margin: 0; overflow-x: auto; max-width: 100%; }
+.einsat-report figcaption { font-size: 12px; color: #555; }
+.einsat-report p { font-size: 13px; }
+"""
+
+
+def _table(rows, head: bool = True) -> str:
+    out = []
+    for k, row in enumerate(rows):
+        tag = "th" if head and k == 0 else "td"
+        out.append("<tr>" + "".join(f"<{tag}>{escape(str(c))}</{tag}>" for c in row) + "</tr>")
+    return "<table>" + "".join(out) + "</table>"
+
+
+def _figure(svg: str, caption: str) -> str:
+    return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def report_html(report, before=None, after=None, standalone: bool = True) -> str:
+    r = report
+    parts = [f"<h2>einsat optimize: {escape(r.name)}</h2>"]
+    if r.interrupted:
+        parts.append("<p><b>Interrupted</b>: the best program found so far, verified.</p>")
+    parts.append(f"<p>modeled speedup <b>{r.speedup:.3f}x</b> ({r.reduction:+.1%} of the modeled cost removed, "
+                 f"{escape(r.model)} cost model, {escape(r.unit)})</p>")
+    parts.append(_table(r.table()))
+    programs = []
+    if before is not None and len(before.nodes) <= MAX_DRAWN:
+        programs.append(_figure(graph_svg(before, title="input"), f"input: {len(before.nodes)} nodes"))
+    if after is not None and len(after.nodes) <= MAX_DRAWN:
+        changed = changed_nodes(before, after) if before is not None else set()
+        programs.append(_figure(graph_svg(after, changed=changed, title="optimized"),
+                                f"optimized: {len(after.nodes)} nodes, {len(changed)} new (orange)"))
+    if programs:
+        parts.append("<h3>Programs</h3><div class='pictures'>" + "".join(programs) + "</div>")
+    pictures = []
+    s = r.saturation
+    if s is not None and s.phases:
+        pictures.append(_figure(charts.growth_svg(s.phases), f"{s.enodes:,} e-nodes in {s.eclasses:,} e-classes"))
+    if r.cost_by_op_before or r.cost_by_op_after:
+        pictures.append(_figure(charts.cost_bars_svg(r.cost_by_op_before, r.cost_by_op_after, r.unit),
+                                "modeled cost per op"))
+    if r.times:
+        pictures.append(_figure(charts.times_svg(r.times), "measured time per phase of this run"))
+    if pictures:
+        parts.append("<h3>Search and cost</h3><div class='pictures'>" + "".join(pictures) + "</div>")
+    if s is not None:
+        parts.append(f"<p><b>e-graph</b>: {escape(str(s))}</p>")
+        top = s.busiest(10)
+        if top:
+            parts.append(_table([("rule", "matches")] + [(k, f"{v:,}") for k, v in top]))
+    parts.append(f"<p><b>extraction</b>: {escape(r.extraction_text())}</p>")
+    check = "NOT RUN: the result is unchecked" if r.verification is None else str(r.verification)
+    parts.append(f"<p><b>verification</b>: {escape(check)}</p>")
+    body = "<div class='einsat-report'>" + "".join(parts) + "</div>"
+    if not standalone:
+        return f"<style>{STYLE}</style>{body}"
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>einsat report: {escape(r.name)}</title>"
+            f"<style>{PAGE_STYLE}{STYLE}</style></head><body>{body}</body></html>\n")

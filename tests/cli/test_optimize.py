@@ -1,0 +1,212 @@
+import pytest
+
+from einsat.cli import main, parser
+from einsat.extract.models import COST_MODELS, DEFAULT_COST
+
+
+def test_missing_input_is_a_clear_error(tmp_path, capsys):
+    assert main(["optimize", str(tmp_path / "nope.onnx"), "-o", str(tmp_path / "out.onnx")]) == 2
+    assert "nope.onnx: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_refuses_to_overwrite_the_input(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"not a model")
+    assert main(["optimize", str(model), "-o", str(model)]) == 2
+    assert "refusing to overwrite" in capsys.readouterr().err
+    assert model.read_bytes() == b"not a model"
+
+
+def test_unreadable_model_leaves_no_output(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"not a model")
+    assert main(["optimize", str(model), "-o", str(tmp_path / "out.onnx"), "--quiet"]) == 2
+    assert "error" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_extractor_choices_are_checked(tmp_path):
+    with pytest.raises(SystemExit):
+        main(["optimize", "m.onnx", "-o", "o.onnx", "--extractor", "anneal"])
+
+
+def test_cost_names_the_cost_model_and_device_is_its_old_name(tmp_path, capsys):
+    args = parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx"])
+    assert args.cost == DEFAULT_COST
+    assert parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx", "--cost", "h100-tf32"]).cost == "h100-tf32"
+    assert parser().parse_args(["optimize", "m.onnx", "-o", "o.onnx", "--device", "h200"]).cost == "h200"
+    assert "--device is deprecated; use --cost" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["optimize", "--help"])
+    assert "--cost NAME" in (shown := capsys.readouterr().out) and "--device" not in shown
+    small_model(tmp_path / "block.onnx")
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), "--cost", "a100"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown cost model 'a100'" in err and all(name in err for name in COST_MODELS)
+    assert not (tmp_path / "o.onnx").exists()
+
+
+def small_model(path):
+    import einsat
+    from benchmarks.workloads.layers import Net
+    from benchmarks.workloads.resnet import basic_block
+    net = Net("block")
+    x = net.b.input("x", (1, 8, 10, 10))
+    graph = net.build(basic_block(net, x, 8, 1))
+    einsat.save_onnx(graph, path)
+    return graph
+
+
+def test_optimize_writes_a_verified_model_and_prints_a_summary(tmp_path, capsys):
+    import numpy as np
+
+    import einsat
+    small_model(tmp_path / "block.onnx")
+    out = tmp_path / "fast.onnx"
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--cost", "h200",
+                 "--time-limit", "6"]) == 0
+    captured = capsys.readouterr()
+    assert "modeled cost (h200, µs)" in captured.out and "verification: passed" in captured.out
+    assert f"wrote {out}" in captured.out
+    assert "saturate" in captured.err and "extract" in captured.err and "\r" not in captured.err
+    before, after = einsat.load_onnx(tmp_path / "block.onnx"), einsat.load_onnx(out)
+    # fused convs export as standard ONNX (Conv, Add, Relu); the batchnorms are folded away
+    assert "batchnorm" in before.op_counts() and "batchnorm" not in after.op_counts()
+    x = np.random.default_rng(0).standard_normal((1, 8, 10, 10)).astype(np.float32)
+    want, got = einsat.run(before, {"x": x}), einsat.run(after, {"x": x})
+    for name in before.outputs:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-5)
+
+
+def test_a_failed_verification_writes_nothing(tmp_path, capsys, monkeypatch):
+    import importlib
+
+    from einsat.egraph.data import EClass, EGraphData, ENode
+    from einsat.ir import Op
+    from einsat.optimize_report import SaturationSummary
+    graph = small_model(tmp_path / "block.onnx")
+    name = graph.outputs[0]
+    t = graph.types[name]
+    broken = EGraphData({0: EClass(0, [ENode(None, leaf=("input", "x"))], t),
+                         1: EClass(1, [ENode(Op.RELU, (0,))], t)}, [1], [name], {"x": t}, {})
+    monkeypatch.setattr(importlib.import_module("einsat.optimize"), "_saturate",
+                        lambda *args: (broken, SaturationSummary(2, 2, "saturated")))
+    out = tmp_path / "out.onnx"
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--cost", "h100", "--quiet"]) == 2
+    assert "differs from" in capsys.readouterr().err
+    assert not out.exists() and list(tmp_path.iterdir()) == [tmp_path / "block.onnx"]
+
+
+def test_version(capsys):
+    import einsat
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"einsat {einsat.__version__}"
+
+
+@pytest.mark.parametrize("flag", ["-o", "--report"])
+def test_output_paths_are_checked_before_any_work(tmp_path, capsys, monkeypatch, flag):
+    import importlib
+    small_model(tmp_path / "block.onnx")
+    monkeypatch.setattr(importlib.import_module("einsat.optimize"), "_saturate",
+                        lambda *a: pytest.fail("optimized before checking the output path"))
+    out, report = tmp_path / "out.onnx", tmp_path / "r.html"
+    missing = tmp_path / "missing" / "dir" / ("out.onnx" if flag == "-o" else "r.html")
+    args = ["optimize", str(tmp_path / "block.onnx"), "-o", str(missing if flag == "-o" else out),
+            "--report", str(missing if flag == "--report" else report), "-q"]
+    assert main(args) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["block.onnx"]
+
+
+def test_report_format_is_checked(tmp_path, capsys):
+    small_model(tmp_path / "block.onnx")
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"),
+                 "--report", str(tmp_path / "r.txt")]) == 2
+    assert ".json or .html" in capsys.readouterr().err
+
+
+def test_symbolic_dims_are_fixed_with_input_shape(tmp_path, capsys):
+    """The shell user's way (onnxsim's habit), and the error tells them about it."""
+    import onnx
+    small_model(tmp_path / "block.onnx")
+    m = onnx.load(tmp_path / "block.onnx")
+    del m.graph.value_info[:]  # an exporter with a symbolic batch dim
+    for v in (m.graph.input[0], m.graph.output[0]):
+        v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(m, tmp_path / "sym.onnx")
+    assert main(["optimize", str(tmp_path / "sym.onnx"), "-o", str(tmp_path / "o.onnx"), "-q"]) == 2
+    assert "--input-shape x=D1,D2,..." in capsys.readouterr().err
+    assert main(["optimize", str(tmp_path / "sym.onnx"), "-o", str(tmp_path / "o.onnx"), "-q",
+                 "--input-shape", "x=2,8,10,10", "--nodes", "500", "--cost", "h200",
+                 "--report", str(tmp_path / "r.json")]) == 0
+    import json
+
+    import einsat
+    assert einsat.load_onnx(tmp_path / "o.onnx").types["x"].shape == (2, 8, 10, 10)
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["model"] == "h200" and data["verified"] and data["saturation"]["node_limit"] == 500
+    assert data["saturation"]["phases"] and all("nodes" in p for p in data["saturation"]["phases"])
+
+
+def test_html_report_is_one_self_contained_file(tmp_path, capsys):
+    small_model(tmp_path / "block.onnx")
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), "-q",
+                 "--device", "h100", "--report", str(tmp_path / "r.html")]) == 0
+    assert_self_contained_report(tmp_path / "r.html")
+
+
+def assert_self_contained_report(path):
+    """One HTML file, its pictures inline SVG: nothing it refers to lies outside it."""
+    import re
+    html = path.read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert html.count("<svg") >= 3  # programs, growth, cost bars, times
+    assert not re.search(r"""(src|href)=["'](?!#|data:)""", html), "the report refers to another file"
+    assert "modeled cost" in html and "verification" in html
+
+
+def test_fill_weights_on_optimize(tmp_path, capsys):
+    from einsat.cli.demo import demo_model_path
+    assert main(["optimize", str(demo_model_path()), "-o", str(tmp_path / "o.onnx"), "-q", "--fill-weights",
+                 "random", "--time-limit", "4", "--extractor", "greedy", "--nodes", "3000"]) == 0
+    assert "verification: passed" in capsys.readouterr().out
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    import subprocess
+    import sys
+    small_model(tmp_path / "block.onnx")
+    code = ("import sys; from einsat.cli import main; sys.exit(main(['info', sys.argv[1]]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "block.onnx")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdout.readline()
+    proc.stdout.close()  # `| head -1`
+    err = proc.stderr.read().decode()
+    assert proc.wait(60) == 0 and "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_ctrl_c_stops_the_search_and_writes_the_best_program(tmp_path):
+    """SIGINT during saturation: no traceback, a verified program written, the report says so."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from einsat.cli.demo import demo_model_path
+    out = tmp_path / "o.onnx"
+    proc = subprocess.Popen([sys.executable, "-m", "einsat.cli", "optimize", str(demo_model_path()), "-o", str(out),
+                             "--fill-weights", "random", "--time-limit", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    line, start = "", time.monotonic()
+    while "step" not in line and time.monotonic() - start < 60:  # saturation has begun
+        line = proc.stderr.readline()
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stdout and "verification: passed" in stdout and out.is_file()
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]

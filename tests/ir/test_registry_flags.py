@@ -1,0 +1,228 @@
+"""Every flag of the op registry, checked against what the op does.
+
+A flag is a promise (see `einsat.ir.registry`): for every op that sets one, the promise is
+checked on cases drawn by `tests.gpu.cases.strategy(op)` (the case's last node applies the op;
+its arguments are computed by the NumPy backend):
+
+- view: with a contiguous first input holding its own flat positions, every output holds
+  `offset + index · strides` (a strided view), and the GPU backend launches nothing for it;
+- layout_only: every output element is an input element or a fill value (a float attribute);
+- elementwise: an output element is unchanged when every input element but the ones it is
+  computed from (after broadcasting) is redrawn;
+- multilinear: in float64, the op is affine in each float input (the other inputs fixed) and
+  maps all-zero float inputs to zero: a multi-linear polynomial without a constant term;
+- foldable: the reference semantics are deterministic and leave the arguments untouched;
+- repeats_input: the output is the first input broadcast to the output's shape (a weight-only
+  application is never folded into a weight: it would store the repetition);
+- tensor_core: on float inputs the GPU backend calls cuBLAS ("gemm") or cuDNN ("conv"), and
+  no op without the flag calls either;
+- bodies: exactly those attributes hold `ir.Graph`s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import einsat
+from einsat.gpu.backend_cupy import GpuBackend
+from einsat.ir import Graph
+from einsat.ir.registry import REGISTRY, Op, OpDef
+from tests.gpu.cases import strategy
+from tests.gpu.conftest import collect
+from tests.gpu.host_device import HostDevice
+
+NOT_FLAGS = {"op", "attrs", "arity", "onnx_type", "doc"}
+FLAGS = ("multilinear", "elementwise", "layout_only", "view", "foldable", "repeats_input", "tensor_core", "bodies")
+NO_CASES = {Op.OPAQUE}  # a black box: it promises nothing
+EXAMPLES = 12
+CASE_OPS = sorted((op for op in REGISTRY if op not in NO_CASES), key=lambda op: op.value)
+
+
+def ops_with(flag: str) -> list[Op]:
+    return [op for op in CASE_OPS if getattr(REGISTRY[op], flag)]
+
+
+def cases(op: Op) -> list:
+    out = collect(strategy(op.value), EXAMPLES)
+    assert out and all(c.graph.nodes[-1].op is op for c in out), f"tests/gpu/cases.py draws no {op.value} cases"
+    return out
+
+
+def call(case):
+    """The node under test (the case's last node) and its arguments, by the NumPy backend."""
+    g = case.graph
+    *before, node = g.nodes
+    values = {**case.inputs, **g.weights}
+    if before:
+        prefix = Graph(before, g.input_types(), [o for n in before for o in n.outputs], g.weights)
+        values.update(einsat.run(prefix, case.inputs))
+    return node, [values[i] if i else None for i in node.inputs]
+
+
+def apply(node, args) -> list[np.ndarray]:
+    with np.errstate(all="ignore"):
+        return [np.asarray(o) for o in node.definition.numpy(args, node.attrs)]
+
+
+def is_float(a) -> bool:
+    return a is not None and np.issubdtype(a.dtype, np.floating)
+
+
+def redraw(rng, like: np.ndarray) -> np.ndarray:
+    """Fresh values of `like`'s shape and dtype."""
+    if like.dtype == np.bool_:
+        return np.asarray(rng.random(like.shape) < 0.5)
+    if np.issubdtype(like.dtype, np.integer):
+        return np.asarray(rng.integers(-5, 6, like.shape), like.dtype)
+    return np.asarray(rng.standard_normal(like.shape) * 3, like.dtype)
+
+
+def test_every_flag_has_a_check_here():
+    flags = {name for name in OpDef.__annotations__ if name not in NOT_FLAGS}
+    assert flags == set(FLAGS), f"a flag without a behaviour check here: {sorted(flags - set(FLAGS))}"
+
+
+def test_ops_without_cases_promise_nothing():
+    for op in NO_CASES:
+        d = REGISTRY[op]
+        assert not (d.multilinear or d.elementwise or d.layout_only or d.view or d.foldable or d.tensor_core)
+
+
+@pytest.mark.parametrize("op", ops_with("view"), ids=lambda o: o.value)
+def test_view_ops_return_strided_views_and_launch_nothing(op):
+    assert REGISTRY[op].layout_only, "a view moves no data: it is layout-only"
+    for case in cases(op):
+        node, args = call(case)
+        positions = np.arange(args[0].size, dtype=np.int64).reshape(args[0].shape)
+        for out in apply(node, [positions, *args[1:]]):
+            index = np.indices(out.shape)
+            if out.size:
+                origin = out[(0,) * out.ndim]
+                strides = [out[tuple(int(k == d) for k in range(out.ndim))] - origin if n > 1 else 0
+                           for d, n in enumerate(out.shape)]
+                want = origin + sum(i * s for i, s in zip(index, strides))
+                assert np.array_equal(out, want), f"{case}: output is no strided view of the input"
+        single = Graph([node], {n: case.graph.types[n] for n in node.inputs if n}, node.outputs)
+        device = HostDevice(None, dry=True)
+        einsat.run(single, dict(zip(node.inputs, (np.array(a, order="C") for a in args))),
+                   backend=GpuBackend(device, name="host-dry"))
+        assert device.launches == 0, f"{case}: the GPU backend launched {device.launches} kernel(s)"
+
+
+@pytest.mark.parametrize("op", ops_with("repeats_input"), ids=lambda o: o.value)
+def test_repeating_ops_broadcast_their_input(op):
+    grew = 0
+    for case in cases(op):
+        node, args = call(case)
+        (out,) = apply(node, args)
+        np.testing.assert_array_equal(out, np.broadcast_to(args[0], out.shape), err_msg=str(case))
+        grew += out.size > args[0].size
+    assert grew, f"no {op.value} case repeated its input"
+
+
+@pytest.mark.parametrize("op", ops_with("layout_only"), ids=lambda o: o.value)
+def test_layout_only_ops_only_move_elements(op):
+    d = REGISTRY[op]
+    checked = 0
+    for case in cases(op):
+        node, args = call(case)
+        fills = {float(node.attrs[n]) for n, spec in d.attrs.items() if spec.kind == "float"}
+        probes, start = [], 10.0
+        for a in args:
+            if is_float(a):  # distinct values of both signs, disjoint between inputs
+                k = np.arange(a.size)
+                a = ((start + k) * np.where(k % 2, -0.5, 0.5)).reshape(a.shape)
+                start += a.size + 1
+            probes.append(a)
+        data = {float(v) for a in probes if is_float(a) for v in a.ravel()}
+        if not data:
+            continue
+        for out in apply(node, probes):
+            assert out.dtype == np.float64, f"{case}: a layout op changed the dtype to {out.dtype}"
+            assert set(out.ravel().tolist()) <= data | fills, f"{case}: an output element is no input element"
+        checked += 1
+    assert checked, f"no {op.value} case had float data"
+
+
+@pytest.mark.parametrize("op", ops_with("elementwise"), ids=lambda o: o.value)
+def test_elementwise_outputs_depend_on_their_own_elements(op):
+    rng = np.random.default_rng(0)
+    for case in cases(op):
+        node, args = call(case)
+        (out,) = apply(node, args)
+        for at in zip(*(rng.integers(0, n, 3) for n in out.shape)) if out.size else []:
+            kept = []
+            for a in args:
+                src = tuple(0 if n == 1 else at[out.ndim - a.ndim + k] for k, n in enumerate(a.shape))
+                b = redraw(rng, a)
+                b[src] = a[src]
+                kept.append(b)
+            (other,) = apply(node, kept)
+            assert np.array_equal(other[at], out[at], equal_nan=True), \
+                f"{case}: output {at} changed when other input elements did"
+
+
+@pytest.mark.parametrize("op", ops_with("multilinear"), ids=lambda o: o.value)
+def test_multilinear_ops_are_affine_in_each_input_and_vanish_at_zero(op):
+    rng = np.random.default_rng(0)
+    checked = 0
+    for case in cases(op):
+        node, args = call(case)
+        if not node.definition.is_multilinear(node.attrs):
+            continue
+        args = [a.astype(np.float64) if is_float(a) else a for a in args]
+        slots = [k for k, a in enumerate(args) if is_float(a)]
+        if not slots:
+            continue  # integer data: the field of reals says nothing about it
+        zeros = [np.zeros_like(a) if k in slots else a for k, a in enumerate(args)]
+        for out in apply(node, zeros):
+            assert not out.any(), f"{case}: all-zero inputs give a nonzero output (a constant term)"
+        for k in slots:
+            def f(v):
+                return apply(node, args[:k] + [v] + args[k + 1:])
+            x, y = rng.standard_normal(args[k].shape), rng.standard_normal(args[k].shape)
+            a, b = rng.standard_normal(2)
+            for mixed, fx, fy, f0 in zip(f(a * x + b * y), f(x), f(y), f(np.zeros_like(x))):
+                want = a * (fx - f0) + b * (fy - f0)
+                scale = 1e-9 * max(1.0, float(np.abs(fx).max(initial=0)), float(np.abs(fy).max(initial=0)))
+                np.testing.assert_allclose(mixed - f0, want, rtol=1e-9, atol=scale,
+                                           err_msg=f"{case}: not affine in input {k}")
+        checked += 1
+    assert checked, f"no {op.value} case was multi-linear"
+
+
+@pytest.mark.parametrize("op", ops_with("foldable"), ids=lambda o: o.value)
+def test_foldable_ops_are_deterministic_and_pure(op):
+    for case in cases(op)[:4]:
+        node, args = call(case)
+        before = [None if a is None else a.copy() for a in args]
+        first, second = apply(node, args), apply(node, args)
+        for a, b in zip(first, second):
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"), f"{case}"
+        for a, b in zip(args, before):
+            assert a is None or np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"), f"{case}: an argument changed"
+
+
+@pytest.mark.parametrize("op", CASE_OPS, ids=lambda o: o.value)
+def test_tensor_core_ops_and_only_they_call_cublas_or_cudnn(op):
+    family = REGISTRY[op].tensor_core
+    assert family in (None, "gemm", "conv")
+    checked = 0
+    for case in cases(op)[:6]:
+        if not all(np.issubdtype(a.dtype, np.floating) for a in case.inputs.values()):
+            continue  # integer products run on einsat's own kernels
+        device = HostDevice(None, dry=True)
+        einsat.run(case.graph, case.inputs, backend=GpuBackend(device, name="host-dry"))
+        calls = {"gemm": device.gemm_calls, "conv": device.conv_calls}
+        assert {f for f, n in calls.items() if n} == ({family} if family else set()), f"{case}: {calls}"
+        checked += 1
+    assert checked or family is None, f"no float {op.value} case"
+
+
+@pytest.mark.parametrize("op", CASE_OPS, ids=lambda o: o.value)
+def test_bodies_are_the_attributes_that_hold_graphs(op):
+    for case in cases(op)[:3]:
+        node = case.graph.nodes[-1]
+        graphs = {name for name, value in node.attrs.items() if isinstance(value, Graph)}
+        assert graphs == set(REGISTRY[op].bodies), f"{case}"

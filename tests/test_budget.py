@@ -1,0 +1,124 @@
+"""A run's time budget and its cancellation: the library stops early and keeps the best program."""
+
+import importlib
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import einsat
+from einsat.budget import Budget
+from einsat.egraph import Limits, Session, StopReason
+from einsat.extract.ilp_watch import IlpWatch
+from einsat.ir import GraphBuilder
+from einsat.rewrites.schedule import default_schedule
+
+
+def block():
+    b = GraphBuilder("block")
+    x = b.input("x", (8, 16))
+    w1, w2 = b.weight("w1", (16, 16)), b.weight("w2", (16, 16))
+    return b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2))))
+
+
+def test_a_budget_counts_down_and_cancels():
+    b = Budget(0.2)
+    assert 0 < b.remaining() <= 0.2 and not b.exhausted
+    b.cancel()
+    assert b.exhausted and b.remaining() == 0
+    assert Budget().remaining() == float("inf")
+    with pytest.raises(ValueError):
+        Budget(0)
+
+
+def test_first_ctrl_c_cancels_the_budget_second_raises():
+    b = Budget()
+    with b.interruptible():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.01)  # the handler runs between bytecodes
+        assert b.cancelled
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_cancelled_budget_stops_saturation_before_its_next_phase():
+    s = Session(Limits(nodes=5000, iterations=10, time_s=30))
+    s.add_graph(block())
+    b = Budget()
+    b.cancel()
+    report = s.run(default_schedule(), budget=b)
+    assert report.stop_reason is StopReason.INTERRUPTED and not report.phases
+
+
+def test_an_interrupted_optimize_returns_the_best_program_verified(monkeypatch):
+    """Ctrl-C during saturation (here: the budget cancelled by the first phase's progress)."""
+    optimize_module = importlib.import_module("einsat.optimize")
+    budget = Budget()
+    real = optimize_module._saturate
+
+    def saturate(graph, rules, limits, notify, run):
+        def cancel_after_first(event):
+            if event.step is not None:
+                budget.cancel()
+            notify(event)
+        return real(graph, rules, limits, cancel_after_first, run)
+
+    monkeypatch.setattr(optimize_module, "_saturate", saturate)
+    g = block()
+    result = einsat.optimize(g, budget=budget)
+    r = result.report
+    assert r.interrupted and r.verified and r.saturation.stop_reason == "interrupted"
+    assert len(r.saturation.phases) == 1
+    assert "interrupted" in str(r) and r.cost_after <= r.cost_before
+    x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    np.testing.assert_allclose(einsat.run(result.graph, {"x": x})[g.outputs[0]],
+                               einsat.run(g, {"x": x})[g.outputs[0]], rtol=1e-5, atol=1e-5)
+
+
+def test_a_whole_run_budget_bounds_saturation_and_extraction():
+    result = einsat.optimize(block(), budget=1.0)
+    assert result.report.saturation.seconds <= 0.5 + 1.0  # its share, passed by one phase at most
+    assert result.report.verified
+
+
+class Event:
+    """What HiGHS hands a callback: its outputs, and an interrupt flag."""
+
+    class Out:
+        objective_function_value = mip_primal_bound = 10.0
+        mip_dual_bound = 5.0
+
+    def __init__(self):
+        self.data_out = self.Out()
+        self.interrupted = False
+
+    def interrupt(self):
+        self.interrupted = True
+
+
+def test_the_ilp_watch_stops_when_no_better_program_comes():
+    messages = []
+    watch = IlpWatch(progress=lambda m, c: messages.append(m), stall_s=0.05)
+    watch._on_solution(Event())
+    e = Event()
+    watch._on_interrupt(e)
+    assert not e.interrupted and messages == ["better program found: 10.00"]
+    time.sleep(0.12)
+    watch._on_interrupt(e)
+    assert e.interrupted and watch.reason == "stopped improving"
+
+
+@pytest.mark.parametrize("cancel,reason", [(True, "interrupted"), (False, "time limit")])
+def test_the_ilp_watch_stops_on_the_runs_budget(cancel, reason):
+    b = Budget(0.01)
+    if cancel:
+        b.cancel()
+    time.sleep(0.02)
+    e = Event()
+    watch = IlpWatch(b)
+    watch._on_interrupt(e)
+    assert e.interrupted and watch.reason == reason

@@ -1,0 +1,61 @@
+"""The optimize report as data to keep (issue 16: asdict failed, stop reasons in egglog rows,
+starts that disagreed with the input's cost, rules with no match listed as the busiest)."""
+
+import dataclasses
+import json
+
+import pytest
+
+import einsat
+from einsat.egraph import Limits
+from einsat.ir import GraphBuilder
+from einsat.optimize_report import SaturationSummary
+
+
+@pytest.fixture(scope="module")
+def result():
+    b = GraphBuilder("block")
+    x = b.input("x", (8, 16))
+    w1, w2 = b.weight("w1", (16, 16)), b.weight("w2", (16, 16))
+    return einsat.optimize(b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2)))),
+                           limits=Limits(nodes=2000, iterations=4, time_s=5), time_limit=2)
+
+
+def test_asdict_to_dict_and_to_json_keep_everything(result):
+    r = result.report
+    plain = dataclasses.asdict(r)
+    assert plain["cost_before"] == r.cost_before and plain["extraction"]["method"] == "ilp"
+    data = json.loads(r.to_json())
+    assert data["speedup"] == pytest.approx(r.speedup) and data["verified"] is True
+    assert data["saturation"]["phases"][0].keys() >= {"step", "phase", "nodes", "growth", "time_s"}
+    assert {k: v["matches"] for k, v in data["saturation"]["rules"].items()} == r.saturation.rule_matches
+    assert sum(data["cost_by_op_after"].values()) == pytest.approx(r.cost_after)
+    assert sum(data["cost_by_op_before"].values()) == pytest.approx(r.cost_before)
+
+
+def test_stop_reason_in_words_with_its_limit(result):
+    text = str(result.report)
+    assert "egglog" not in text and "rows" not in text
+    assert "stopped: saturated: no rule adds anything new" in text or "stopped: node limit" in text \
+        or "stopped: iteration limit: 4 rewrite steps" in text
+
+
+def test_the_input_start_is_the_input_programs_cost(result):
+    """Every cost in the report is a program's cost: the input's start equals the input's cost
+    (this program has no weight-only subprogram to precompute)."""
+    r = result.report
+    assert r.extraction.starts["input"] == pytest.approx(r.cost_before)
+    assert r.extraction.cost == pytest.approx(r.cost_after)
+
+
+def test_rules_that_never_matched_are_left_out():
+    s = SaturationSummary(5, 5, "saturated", 1, rule_matches={"merge-siblings": 0, "add-comm": 3})
+    assert s.busiest() == [("add-comm", 3)]
+    s = SaturationSummary(5, 5, "saturated", 1, rule_matches={"merge-siblings": 0})
+    assert s.busiest() == []
+
+
+def test_report_and_result_draw_themselves(result):
+    html = result._repr_html_()
+    assert html.count("<svg") >= 4 and "optimized" in html
+    assert result.report._repr_html_().count("<svg") >= 2

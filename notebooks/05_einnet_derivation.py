@@ -131,6 +131,7 @@ program = instantiate(e6, types, weights)
 print(program)
 ops = [n.op for n in program.nodes]
 assert ops.count(Op.MATMUL) == 1 and ops.count(Op.EOP) == 1 and Op.CONV not in ops
+program  # drawn in a notebook: the weight's transpose (folded in the e-graph), the Matmul, E7
 
 # %% [markdown]
 # The program computes the convolution: on NumPy (any inputs), and over the integers mod

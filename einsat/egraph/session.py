@@ -87,6 +87,7 @@ class Limits:
     generator_s: float = 3.0  # the deadline of one generator round
     subprograms: int = 32     # PET: subprograms mutated per round
     mutants: int = 64         # PET: mutants tried per subprogram
+    derive_depth: int = 4  # EinNet's MaxDepth: explorative derivations per expression (rewrites.derive)
 
 
 @dataclass

@@ -2,10 +2,10 @@
 
 An `OpDef` subclass carries everything about its op: attributes (with defaults and
 validation), arity, shape inference, NumPy reference semantics, the ONNX mapping both ways,
-FLOP and byte counts and the facts the other layers read (the flags below). Every other layer
-looks the op up here with `opdef(op)` and keeps no table of ops of its own;
-`tests/ir/test_registry.py` walks the registry and checks each op has all of them, and checks
-every flag against the op's behaviour.
+FLOP and byte counts, the facts the other layers read (the flags below) and, for ops that are
+tensor algebra, their expression (EinNet §3). Every other layer looks the op up here with
+`opdef(op)` and keeps no table of ops of its own; `tests/ir/test_registry.py` walks the
+registry and checks each op has all of them, and checks every flag against the op's behaviour.
 
 A flag is a promise: True is checked against the NumPy reference (or, for `tensor_core`, the
 GPU lowering) on drawn cases; False is always the safe answer (a pass that relies on a fact
@@ -117,6 +117,8 @@ class Op(enum.Enum):
     IDENTITY = "identity"
     CORRECT = "correct"
     OPAQUE = "opaque"
+    # EinNet's eOperator: a node carrying its tensor-algebra expression
+    EOP = "eop"
 
 
 REQUIRED = object()
@@ -267,6 +269,13 @@ class OpDef:
               attrs: Mapping[str, Any]) -> int:
         """Bytes moved to and from memory if each input is read once and each output written once."""
         return sum(t.nbytes for t in ins if t is not None) + sum(t.nbytes for t in outs)
+
+    # -- tensor algebra (EinNet §3) -------------------------------------------------------
+    def expression(self, inputs: Sequence[TensorType | None], attrs: Mapping[str, Any]):
+        """The op as a tensor-algebra expression (`einsat.ir.expr.Expr`) reading its inputs by
+        position, or None: the op has none (a data-dependent index, a normalization) or none for
+        these attributes (e.g. maxpool with padding, which pads with -inf, not 0)."""
+        return None
 
     # -- ONNX ---------------------------------------------------------------------------
     def from_onnx(self, ctx, onode) -> tuple[list[str], dict[str, Any]]:

@@ -5,6 +5,12 @@ PET's mutation generator (first four steps; it needs the session's cost model), 
 and commutativity (back-off), the other algebra theories, the multi-pattern merges (first two
 steps only), the post rules, and every fourth step the weight folding generator. `Session.run` repeats steps until
 saturation or a limit.
+
+`einnet_schedule()` adds EinNet's derivations (`rewrites.derive`): the search in the first
+step, then the merging of derived matmuls and the fusion of eOperators every step. It is not
+the default: on GCN its searches take about as long as the rest of saturation, which then ends
+at the time limit instead of the node limit (not deterministic); see
+benchmarks/results/derive_bench.md.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
 from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
+from einsat.rewrites.derive.generator import derive_generator
+from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_generator
 from einsat.rewrites.mutate.generate import mutate_generator
 from einsat.rewrites.post.fold import fold_generator
 from einsat.rewrites.post.fusion import fusion_rules
@@ -34,3 +42,10 @@ def default_rules() -> list[Rule]:
 
 def default_schedule() -> Schedule:
     return Schedule((merge_generator(), mutate_generator()) + tuple(default_rulesets()) + (fold_generator(),))
+
+
+def einnet_schedule(rank=None) -> Schedule:
+    """The default schedule with EinNet's derivations (`rank`: a candidate ranking, e.g. a cost
+    model's `graph_cost`)."""
+    return Schedule((derive_generator(rank=rank),)) + default_schedule() + \
+        Schedule((matmul_merge_generator(), eop_fusion_generator()))

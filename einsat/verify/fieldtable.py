@@ -17,6 +17,7 @@ from einsat.verify.field import NotMultilinearError
 from einsat.verify.fieldbase import Rule
 from einsat.verify.fieldcontract import CONTRACTIONS
 from einsat.verify.fieldconv import Conv
+from einsat.verify.fieldexpr import Eop
 from einsat.verify.fieldops import Concat, Constant, Correct, Expand, Generic, Pad, Same, Slice, Split, Transpose
 from einsat.verify.fieldwindows import AvgPool, BatchNorm, Divide, Elementwise, GlobalAvgPool, Reduce
 
@@ -28,6 +29,7 @@ AFFINE = {
     Op.DIV: "division by a weight-only divisor",
     Op.PAD: "a constant fill: affine when the fill is not 0",
     Op.CORRECT: "the mutant's value or the fix's, by a static region",
+    Op.EOP: "an expression that is a sum of products of reads and constants (its rule refuses any other)",
 }
 # flagged multi-linear, with no field rule yet: the verifier refuses them
 NOT_YET_EVALUABLE: frozenset[Op] = frozenset()
@@ -40,7 +42,7 @@ RULES: dict[Op, Rule] = {
     Op.SPLIT: Split(), Op.CORRECT: Correct(), Op.CONSTANT: Constant(), Op.GATHER: Generic(), Op.ACCESS: Generic(),
     Op.AVGPOOL: AvgPool(), Op.GLOBAL_AVGPOOL: GlobalAvgPool(), Op.REDUCE_SUM: Reduce(False),
     Op.REDUCE_MEAN: Reduce(True), Op.CONV: Conv(), Op.CONV_TRANSPOSE: Conv(transposed=True),
-    **CONTRACTIONS,
+    Op.EOP: Eop(), **CONTRACTIONS,
 }
 
 

@@ -471,13 +471,38 @@ def control(draw, op: str):
                               else_branch=else_b.build(else_b.neg(ev))), "exact")
 
 
+EOP_SOURCES = ("conv", "conv_transpose", "fused_conv", "g2bmm", "gbmm", "matmul", "avgpool", "reshape", "concat",
+               "correct", "gelu")
+
+
+@st.composite
+def eop(draw):
+    """An eOperator: the last node of another op's case, replaced by the eop of its expression
+    (windows, guards of dilated transposed convs, scopes of biases and epilogues, div/mod of
+    reshapes, functions)."""
+    from einsat.ir.expr import fingerprint
+    from einsat.ir.expr.nodes import relabel_inputs
+    from einsat.ir.graph import Graph, Node
+    from einsat.ir.registry import Op
+
+    source = draw(strategy(draw(st.sampled_from(EOP_SOURCES))))
+    g = source.graph
+    node = g.nodes[-1]
+    e = node.definition.expression([g.types[i] if i else None for i in node.inputs], node.attrs)
+    present = [k for k, i in enumerate(node.inputs) if i]
+    e = relabel_inputs(e, {k: j for j, k in enumerate(present)})
+    eop_node = Node(Op.EOP, [node.inputs[k] for k in present], node.outputs, {"expr": fingerprint(e)})
+    graph = Graph(list(g.nodes[:-1]) + [eop_node], g.input_types(), g.outputs, g.weights, "eop")
+    return Case("eop", graph, source.inputs, "sum" if source.tolerance == "exact" else source.tolerance)
+
+
 def strategy(op: str):
     """The case strategy of one op (by `Op.value`)."""
     if op in UNARY:
         return unary(op)
     if op in BINARY | COMPARE | LOGIC:
         return binary(op)
-    simple = {"logical_not": logical_not, "where": where, "cast": cast, "gemm": gemm,
+    simple = {"eop": eop, "logical_not": logical_not, "where": where, "cast": cast, "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
               "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
               "einsum": einsum, "lrn": lrn}

@@ -79,7 +79,7 @@ def generated_kernels(monkeypatch) -> dict:
     assert len(kernels) > len({k.name for k in narrow})
     families = {k.family for k in kernels.values()}
     assert {"ew", "pad", "concat", "gather", "correct", "reduce_sum", "reduce_mean", "reduce_max", "softmax",
-            "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul"} <= families
+            "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul", "eop"} <= families
     return kernels
 
 

@@ -10,6 +10,7 @@ from einsat.ir.ops import (  # noqa: F401
     conv_transpose,
     einsum,
     elementwise,
+    eop,  # EinNet's eOperators: nodes carrying their expression
     extrema,
     fused,  # conv/matmul epilogues, made by rewrites
     indexing,

@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from einsat.ir.expr import Call, Expr, var
+from einsat.ir.expr.build import iters, read
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, positive, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -69,6 +71,13 @@ class G2BMM(OpDef):
         band = band_rows(b, attrs["width"], attrs["dilation"])          # [Z, M, K, J]
         return [np.matmul(a[:, :, None, :], band)[:, :, 0, :]]
 
+    def expression(self, inputs, attrs):
+        """L_{z,i,j} Σ_k a[z, i, k] · b[z, i + D·(j − W), k] (EinNet Table 2's G2BMM)."""
+        z, i, j = iters("o", self.infer(inputs, attrs)[0].shape)
+        (k,) = iters("k", (inputs[0].shape[2],))
+        row = var(i.name) + (var(j.name) - attrs["width"]) * attrs["dilation"]
+        return Expr((z, i, j), (k,), Call("mul", (read(0, z.name, i.name, k.name), read(1, z.name, row, k.name))))
+
     def flops(self, ins, outs, attrs):
         """2·K per output element."""
         return 2 * outs[0].size * ins[0].shape[2]
@@ -103,6 +112,13 @@ class GBMM(OpDef):
         width = (p.shape[2] - 1) // 2
         band = band_rows(v, width, attrs["dilation"])                   # [Z, M, N, J]
         return [np.matmul(band, p[:, :, :, None])[:, :, :, 0]]
+
+    def expression(self, inputs, attrs):
+        """L_{z,i,n} Σ_j p[z, i, j] · v[z, i + D·(j − W), n]."""
+        z, i, n = iters("o", inputs[1].shape)
+        (j,) = iters("j", (inputs[0].shape[2],))
+        row = var(i.name) + (var(j.name) - (inputs[0].shape[2] - 1) // 2) * attrs["dilation"]
+        return Expr((z, i, n), (j,), Call("mul", (read(0, z.name, i.name, j.name), read(1, z.name, row, n.name))))
 
     def flops(self, ins, outs, attrs):
         """2·(2W+1) per output element."""

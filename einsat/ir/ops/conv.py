@@ -11,6 +11,8 @@ from math import prod
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from einsat.ir.expr import Call, Expr, var
+from einsat.ir.expr.build import epilogue, iters, read, window
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, positive, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -99,6 +101,32 @@ def conv_numpy(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, stride, dilat
     return np.ascontiguousarray(y)
 
 
+def grouped_loops(out_shape, groups: int, cg: int, fg: int):
+    """(traversals n, f, *spatial; the channel summation c; the input channel (f // Fg)·Cg + c)
+    of a grouped window op's expression."""
+    loops = iters("o", out_shape)
+    c = iters("c", (cg,))
+    chan = var(c[0].name) + (var(loops[1].name).floordiv(fg) * cg if groups > 1 else 0)
+    return loops, c, chan
+
+
+def conv_expression(ins, out_shape, attrs) -> Expr:
+    """L_{n,f,o} Σ_{c,k} x[n, (f // Fg)·Cg + c, o·stride + k·dilation − pad] · w[f, c, k], plus
+    bias[f] (a scope) when there is a bias input."""
+    x, w = ins[0], ins[1]
+    nsp, g = x.rank - 2, attrs["groups"]
+    loops, c, chan = grouped_loops(out_shape, g, w.shape[1], w.shape[0] // g)
+    n, f, sp = loops[0], loops[1], loops[2:]
+    taps = iters("k", w.shape[2:])
+    xs = [window(o, k, s, d, p) for o, k, s, d, p in zip(sp, taps, attrs["stride"], attrs["dilation"],
+                                                         attrs["padding"][:nsp])]
+    body = Call("mul", (read(0, n.name, chan, *xs), read(1, f.name, c[0].name, *(k.name for k in taps))))
+    core = Expr(loops, c + taps, body)
+    if len(ins) > 2 and ins[2] is not None:
+        return epilogue(core, loops, read(2, f.name))
+    return core
+
+
 CONV_ATTRS = {
     "stride": Attr("ints", (1,), positive),
     "padding": Attr("ints", (0,), non_negative, "ONNX pads: begins, then ends"),
@@ -141,6 +169,9 @@ class Conv(OpDef):
         x, w = args[0], args[1]
         b = args[2] if len(args) > 2 else None
         return [conv_numpy(x, w, b, attrs["stride"], attrs["dilation"], attrs["padding"], attrs["groups"])]
+
+    def expression(self, inputs, attrs):
+        return conv_expression(inputs, self.infer(inputs, attrs)[0].shape, attrs)
 
     def flops(self, ins, outs, attrs):
         w = ins[1]

@@ -17,7 +17,9 @@ from math import prod
 
 import numpy as np
 
-from einsat.ir.ops.conv import CONV_ATTRS, IM2COL_BYTES, onnx_window_attrs, spatial_attrs
+from einsat.ir.expr import Call, Expr, Guard, var
+from einsat.ir.expr.build import epilogue, iters, read
+from einsat.ir.ops.conv import CONV_ATTRS, IM2COL_BYTES, grouped_loops, onnx_window_attrs, spatial_attrs
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -69,6 +71,32 @@ def conv_transpose_numpy(x, w, b, stride, dilation, padding, output_padding, gro
     return np.asarray(y, order="C")
 
 
+def conv_transpose_expression(ins, out_shape, attrs) -> Expr:
+    """The gather form over input pixels: L_{n,f,o} Σ_{c,p} x[n, chan, p] · w[chan, f % Fg, k]
+    with chan = (f // Fg)·Cg + c and k = (o + pad − p·stride) / dilation (a guard keeps the
+    terms where the division is exact); taps outside the kernel read 0 (plus bias[f])."""
+    x, w = ins[0], ins[1]
+    nsp, g = x.rank - 2, attrs["groups"]
+    fg = w.shape[1]
+    loops, c, chan = grouped_loops(out_shape, g, x.shape[1] // g, fg)
+    n, f, sp = loops[0], loops[1], loops[2:]
+    pix = iters("p", x.shape[2:])
+    wf = var(f.name).mod(fg) if g > 1 else var(f.name)
+    taps, guards = [], []
+    for o, p, s, d, pad in zip(sp, pix, attrs["stride"], attrs["dilation"], attrs["padding"][:nsp]):
+        k = var(o.name) - var(p.name) * s + pad
+        taps.append(k.floordiv(d))
+        if d > 1:
+            guards.append(k.mod(d))
+    body = Call("mul", (read(0, n.name, chan, *(p.name for p in pix)), read(1, chan, wf, *taps)))
+    for guard in guards:
+        body = Guard(guard, 0, 1, body)
+    core = Expr(loops, c + pix, body)
+    if len(ins) > 2 and ins[2] is not None:
+        return epilogue(core, loops, read(2, f.name))
+    return core
+
+
 @register
 class ConvTranspose(OpDef):
     op = Op.CONV_TRANSPOSE
@@ -111,6 +139,9 @@ class ConvTranspose(OpDef):
         a = attrs
         return [conv_transpose_numpy(x, w, b, a["stride"], a["dilation"], a["padding"], a["output_padding"],
                                      a["groups"])]
+
+    def expression(self, inputs, attrs):
+        return conv_transpose_expression(inputs, self.infer(inputs, attrs)[0].shape, attrs)
 
     def flops(self, ins, outs, attrs):
         """2·N·C·prod(in spatial)·(F/groups)·prod(kernel): every input element meets its group's

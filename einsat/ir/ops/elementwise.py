@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from einsat.ir.expr.build import elementwise
+from einsat.ir.expr.nodes import BINARY, UNARY
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -20,6 +22,12 @@ class _Binary(OpDef):
 
     def flops(self, ins, outs, attrs):
         return outs[0].size
+
+    def expression(self, inputs, attrs):
+        """L_out op(a[...], b[...]) with broadcasting (arithmetic ops only)."""
+        if self.op.value not in BINARY:
+            return None
+        return elementwise(self.op.value, [t.shape for t in inputs], self.infer(inputs, attrs)[0].shape)
 
 
 @register
@@ -74,6 +82,12 @@ class _Unary(OpDef):
 
     def flops(self, ins, outs, attrs):
         return self.flops_per_element * outs[0].size
+
+    def expression(self, inputs, attrs):
+        """L_out fn(x[...]) (functions with their default attributes only)."""
+        if self.op.value not in UNARY or any(v != self.attrs[k].default for k, v in attrs.items()):
+            return None
+        return elementwise(self.op.value, [inputs[0].shape], inputs[0].shape)
 
 
 @register

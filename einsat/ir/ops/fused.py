@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.ir.ops.conv import Conv, conv_numpy
-from einsat.ir.ops.linear import matmul_shape
+from einsat.ir.expr import Call, Expr
+from einsat.ir.expr.build import broadcast_read, epilogue, scope_read
+from einsat.ir.ops.conv import Conv, conv_expression, conv_numpy
+from einsat.ir.ops.linear import matmul_expression, matmul_shape
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, one_of, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -50,6 +52,18 @@ def _epilogue_onnx(ctx, first: str, outs, residual: str, activation: str, hint: 
         ctx.node(_ONNX_ACT[activation], [cur], [out])
 
 
+def _epilogue_expression(core: Expr, ins, first: int, activation: str) -> Expr:
+    """act(core + ins[first] + ins[first + 1] ...) as scopes over `core` (absent inputs skipped)."""
+    loops = core.loops
+    e = core
+    for k in range(first, len(ins)):
+        if ins[k] is not None:
+            e = epilogue(e, loops, broadcast_read(k, ins[k].shape, loops))
+    if ACTIVATIONS[activation] is not None:
+        e = Expr(loops, (), Call(ACTIVATIONS[activation].value, (scope_read(e, loops),)))
+    return e
+
+
 def _input(node, k: int) -> str:
     return node.inputs[k] if len(node.inputs) > k else ""
 
@@ -80,6 +94,10 @@ class FusedConv(OpDef):
         if len(args) > 3 and args[3] is not None:
             y = y + args[3]
         return [activate(y, attrs["activation"])]
+
+    def expression(self, inputs, attrs):
+        out = self.infer(inputs, attrs)[0].shape
+        return _epilogue_expression(conv_expression(inputs[:3], out, attrs), inputs, 3, attrs["activation"])
 
     def flops(self, ins, outs, attrs):
         conv = Conv.flops(self, list(ins[:3]), outs, attrs)
@@ -123,6 +141,11 @@ class FusedMatMul(OpDef):
             if extra is not None:
                 y = y + extra
         return [activate(y, attrs["activation"])]
+
+    def expression(self, inputs, attrs):
+        a, b = inputs[0], inputs[1]
+        core = matmul_expression(a.shape, b.shape, self.infer(inputs, attrs)[0].shape)
+        return _epilogue_expression(core, inputs, 2, attrs["activation"])
 
     def flops(self, ins, outs, attrs):
         k = ins[0].shape[-1]

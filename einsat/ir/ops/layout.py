@@ -13,6 +13,8 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.expr import Expr, Read, var
+from einsat.ir.expr.build import broadcast_read, iters, reshape_read
 from einsat.ir.ops.onnx_args import const_ints, int64s
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register
 from einsat.ir.types import TensorType
@@ -39,6 +41,11 @@ class _View(OpDef):
 
     def numpy(self, args, attrs):
         return [args[0].reshape(self.infer([TensorType.of(args[0])], attrs)[0].shape)]
+
+    def expression(self, inputs, attrs):
+        """L_out x[unravel(ravel(out))]: floor divisions and modulos of the flat position."""
+        loops = iters("o", self.infer(inputs, attrs)[0].shape)
+        return Expr(loops, (), reshape_read(0, inputs[0].shape, loops))
 
     def flops(self, ins, outs, attrs):
         return 0
@@ -76,6 +83,14 @@ class Transpose(OpDef):
 
     def numpy(self, args, attrs):
         return [np.transpose(args[0], attrs["perm"]).copy()]
+
+    def expression(self, inputs, attrs):
+        """L_out x[i_perm⁻¹]: output dim k reads input dim perm[k]."""
+        loops = iters("o", self.infer(inputs, attrs)[0].shape)
+        idx = [None] * len(loops)
+        for k, p in enumerate(attrs["perm"]):
+            idx[p] = var(loops[k].name)
+        return Expr(loops, (), Read(0, tuple(idx)))
 
     def flops(self, ins, outs, attrs):
         return 0
@@ -262,6 +277,10 @@ class Expand(OpDef):
 
     def numpy(self, args, attrs):
         return [np.array(np.broadcast_to(args[0], attrs["shape"]))]
+
+    def expression(self, inputs, attrs):
+        loops = iters("o", attrs["shape"])
+        return Expr(loops, (), broadcast_read(0, inputs[0].shape, loops))
 
     def flops(self, ins, outs, attrs):
         return 0

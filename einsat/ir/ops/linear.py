@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from einsat.ir.expr import Call, Const, Expr, var
+from einsat.ir.expr.build import broadcast_read, epilogue, iters
+from einsat.ir.expr.nodes import Read
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, one_of, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -29,6 +32,25 @@ def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b).astype(a.dtype, copy=False)
 
 
+def matmul_expression(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> Expr:
+    """L_{batch,m,n} Σ_k a[batch, m, k] · b[batch, k, n] with NumPy's batch broadcasting and
+    1-d promotion (a vector operand has no m or no n)."""
+    loops = iters("o", out)
+    k = iters("k", (a[-1],))[0]
+    m = var(loops[-1 - (len(b) > 1)].name) if len(a) > 1 else None
+    n = var(loops[-1].name) if len(b) > 1 else None
+    nbatch = len(out) - (m is not None) - (n is not None)
+    batch = loops[:nbatch]
+
+    def operand(src, shape, tail):
+        lead = broadcast_read(src, shape[:len(shape) - len(tail)], batch).idx if len(shape) > len(tail) else ()
+        return Read(src, lead + tail)
+
+    ra = operand(0, a, (m, var(k.name)) if m is not None else (var(k.name),))
+    rb = operand(1, b, (var(k.name), n) if n is not None else (var(k.name),))
+    return Expr(loops, (k,), Call("mul", (ra, rb)))
+
+
 @register
 class MatMul(OpDef):
     op = Op.MATMUL
@@ -43,6 +65,10 @@ class MatMul(OpDef):
 
     def numpy(self, args, attrs):
         return [_matmul(*args)]
+
+    def expression(self, inputs, attrs):
+        a, b = inputs
+        return matmul_expression(a.shape, b.shape, matmul_shape(a.shape, b.shape))
 
     def flops(self, ins, outs, attrs):
         """2·K per output element (a multiply-add counts 2)."""
@@ -74,6 +100,10 @@ class BatchMatMul(OpDef):
 
     def numpy(self, args, attrs):
         return [_matmul(*args)]
+
+    def expression(self, inputs, attrs):
+        a, b = inputs
+        return matmul_expression(a.shape, b.shape, self.infer(inputs, attrs)[0].shape)
 
     def flops(self, ins, outs, attrs):
         """2·B·M·N·K."""
@@ -136,6 +166,23 @@ class Gemm(OpDef):
         if c is not None:
             y = y + (c if attrs["beta"] == 1.0 else c * np.asarray(attrs["beta"], c.dtype))
         return [np.asarray(y, dtype=np.result_type(*(t for t in args if t is not None)), order="C")]
+
+    def expression(self, inputs, attrs):
+        """alpha · Σ_k op(a)[m, k] · op(b)[k, n], plus beta · c[...] (a scope) when c is given."""
+        m, n, kd = _gemm_mnk(inputs[0], inputs[1], attrs)
+        loops = iters("o", (m, n))
+        k = iters("k", (kd,))[0]
+        im, inn, ik = (var(x.name) for x in (*loops, k))
+        ra = Read(0, (ik, im) if attrs["trans_a"] else (im, ik))
+        rb = Read(1, (inn, ik) if attrs["trans_b"] else (ik, inn))
+        body = Call("mul", (ra, rb))
+        if attrs["alpha"] != 1.0:
+            body = Call("mul", (Const(attrs["alpha"]), body))
+        core = Expr(loops, (k,), body)
+        if len(inputs) < 3 or inputs[2] is None:
+            return core
+        c = broadcast_read(2, inputs[2].shape, loops)
+        return epilogue(core, loops, c if attrs["beta"] == 1.0 else Call("mul", (Const(attrs["beta"]), c)))
 
     def flops(self, ins, outs, attrs):
         """2·M·N·K, + M·N when alpha != 1, + M·N for adding c, + M·N when c is scaled (beta != 1)."""

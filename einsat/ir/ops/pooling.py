@@ -20,6 +20,8 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.expr import Call, Const, Expr
+from einsat.ir.expr.build import iters, read, window
 from einsat.ir.ops.conv import conv_out_dims, onnx_window_attrs, same_pads, spatial_attrs, windows
 from einsat.ir.ops.onnx_args import first_output_only
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, one_of, positive, register
@@ -90,6 +92,20 @@ def _from_onnx_pool(ctx, onode, with_dilation: bool):
 _BIT = one_of(0, 1)
 
 
+def pool_expression(out_shape, kernel, attrs, reduce: str) -> Expr:
+    """L_{n,c,o} Σ_k x[n, c, o·stride + k·dilation − pad] / |k| (reduce "sum": the mean) or
+    max_k x[...] (reduce "max")."""
+    loops = iters("o", out_shape)
+    taps = iters("k", kernel)
+    nsp = len(kernel)
+    dil = attrs.get("dilation", (1,) * nsp)
+    idx = [window(o, k, s, d, p) for o, k, s, d, p in zip(loops[2:], taps, attrs["stride"], dil,
+                                                         attrs["padding"][:nsp])]
+    x = read(0, loops[0].name, loops[1].name, *idx)
+    body = x if reduce == "max" else Call("mul", (x, Const(1.0 / prod(kernel))))
+    return Expr(loops, taps, body, reduce)
+
+
 @register
 class AvgPool(OpDef):
     """The mean of each window (ONNX AveragePool without dilation)."""
@@ -133,6 +149,13 @@ class AvgPool(OpDef):
         count = count[(Ellipsis,) + tuple(slice(0, o) for o in out_dims) + (slice(None),) * nsp]
         count = count.sum(axis=tuple(range(-nsp, 0)))
         return [(total / count).astype(x.dtype)]
+
+    def expression(self, inputs, attrs):
+        """The window mean, when every divisor is the kernel size (padding counted, no partial
+        ceil-mode window)."""
+        if attrs["ceil_mode"] or (any(attrs["padding"]) and not attrs["count_include_pad"]):
+            return None
+        return pool_expression(self.infer(inputs, attrs)[0].shape, attrs["kernel"], attrs, "sum")
 
     def flops(self, ins, outs, attrs):
         """One add per window element, one divide per output."""
@@ -178,6 +201,12 @@ class MaxPool(OpDef):
                               out_dims, lowest, np.maximum)
         return [out]
 
+    def expression(self, inputs, attrs):
+        """The window maximum, without padding (expressions pad with 0, maxpool with -inf)."""
+        if attrs["ceil_mode"] or any(attrs["padding"]):
+            return None
+        return pool_expression(self.infer(inputs, attrs)[0].shape, attrs["kernel"], attrs, "max")
+
     def flops(self, ins, outs, attrs):
         """One comparison per window element."""
         return outs[0].size * prod(attrs["kernel"])
@@ -208,6 +237,14 @@ class GlobalAvgPool(OpDef):
     def numpy(self, args, attrs):
         x = args[0]
         return [np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)]
+
+    def expression(self, inputs, attrs):
+        x = inputs[0]
+        loops = iters("o", x.shape[:2] + (1,) * (x.rank - 2))
+        sp = iters("k", x.shape[2:])
+        body = Call("mul", (read(0, loops[0].name, loops[1].name, *(k.name for k in sp)),
+                            Const(1.0 / prod(x.shape[2:]))))
+        return Expr(loops, sp, body)
 
     def flops(self, ins, outs, attrs):
         """One add per input element, one divide per output."""

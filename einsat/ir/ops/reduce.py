@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from einsat.ir.expr import Call, Const, Expr, Read, var
+from einsat.ir.expr.build import iters
 from einsat.ir.ops.layout import normalize_axes
 from einsat.ir.ops.onnx_args import const_ints, int64s
 from einsat.ir.ops.slicing import _axis
@@ -36,6 +38,28 @@ class _Reduce(OpDef):
         else:
             shape = tuple(d for k, d in enumerate(x.shape) if k not in axes)
         return [TensorType(shape, x.dtype)]
+
+    def expression(self, inputs, attrs):
+        """L_kept Σ_reduced x[...] (times 1/count for the mean)."""
+        x, axes = inputs[0], attrs["axes"]
+        loops = iters("o", self.infer(inputs, attrs)[0].shape)
+        sums = iters("r", [x.shape[a] for a in axes])
+        kept, summed = iter(loops), iter(sums)
+        idx = []
+        for k in range(x.rank):
+            if k in axes:
+                if attrs["keepdims"]:
+                    next(kept)
+                idx.append(var(next(summed).name))
+            else:
+                idx.append(var(next(kept).name))
+        body = Read(0, tuple(idx))
+        if self.op is Op.REDUCE_MEAN:
+            count = 1
+            for a in axes:
+                count *= x.shape[a]
+            body = Call("mul", (body, Const(1.0 / max(count, 1))))
+        return Expr(loops, sums, body)
 
     def from_onnx(self, ctx, onode):
         a = ctx.attrs(onode)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from einsat.ir.expr import Expr, Read, var
+from einsat.ir.expr.build import iters
+from einsat.ir.expr.nodes import add
 from einsat.ir.ops.onnx_args import const_input, const_ints, int64s
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, one_of, register, same_dtype
 from einsat.ir.types import TensorType
@@ -48,6 +51,17 @@ class Concat(_Layout):
 
     def numpy(self, args, attrs):
         return [np.concatenate(args, axis=attrs["axis"])]
+
+    def expression(self, inputs, attrs):
+        """L_out Σ_k input_k[..., i − offset_k, ...]: each input reads 0 outside its own part."""
+        loops = iters("o", self.infer(inputs, attrs)[0].shape)
+        a, offset, parts = attrs["axis"], 0, []
+        for k, t in enumerate(inputs):
+            idx = [var(it.name) for it in loops]
+            idx[a] = idx[a] - offset
+            parts.append(Read(k, tuple(idx)))
+            offset += t.shape[a]
+        return Expr(loops, (), add(*parts))
 
     def from_onnx(self, ctx, onode):
         return list(onode.input), {"axis": ctx.attrs(onode)["axis"]}
@@ -177,6 +191,11 @@ class Slice(_Layout):
         """Reads only what it keeps."""
         return 2 * outs[0].nbytes
 
+    def expression(self, inputs, attrs):
+        loops = iters("o", self.infer(inputs, attrs)[0].shape)
+        idx = (var(it.name) * st + s for it, s, st in zip(loops, attrs["starts"], attrs["steps"]))
+        return Expr(loops, (), Read(0, tuple(idx)))
+
     def from_onnx(self, ctx, onode):
         attrs = {"starts": const_ints(ctx, onode, 1, "starts"), "ends": const_ints(ctx, onode, 2, "ends"),
                  "axes": const_ints(ctx, onode, 3, "axes"), "steps": const_ints(ctx, onode, 4, "steps")}
@@ -233,6 +252,13 @@ class Pad(_Layout):
         if attrs["mode"] == "constant":
             return [np.pad(x, widths, constant_values=np.asarray(attrs["value"]).astype(x.dtype))]
         return [np.pad(x, widths, mode=attrs["mode"])]
+
+    def expression(self, inputs, attrs):
+        """L_out x[i − pad_begin]: zero padding only (the expressions' own padding)."""
+        if attrs["mode"] != "constant" or attrs["value"] != 0.0:
+            return None
+        loops = iters("o", self.infer(inputs, attrs)[0].shape)
+        return Expr(loops, (), Read(0, tuple(var(it.name) - p for it, p in zip(loops, attrs["pads"]))))
 
     def from_onnx(self, ctx, onode):
         a = ctx.attrs(onode)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from einsat.ir.expr import Call, Expr, Guard, Read, var
+from einsat.ir.expr.build import iters
 from einsat.ir.ops.onnx_args import int64s
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, register, same_dtype
 from einsat.ir.types import TensorType
@@ -70,6 +72,10 @@ class Identity(OpDef):
     def numpy(self, args, attrs):
         return [args[0]]
 
+    def expression(self, inputs, attrs):
+        loops = iters("o", inputs[0].shape)
+        return Expr(loops, (), Read(0, tuple(var(it.name) for it in loops)))
+
     def flops(self, ins, outs, attrs):
         return 0
 
@@ -112,6 +118,17 @@ class Correct(OpDef):
         out = np.array(mutant)
         out[tuple(slice(s, e) for s, e in zip(starts, ends))] = fix
         return [out]
+
+    def expression(self, inputs, attrs):
+        """L_out mutant[i] − (mutant[i] inside the region) + fix[i − start] (fix reads 0 outside)."""
+        starts, ends = _region(attrs, inputs[0])
+        loops = iters("o", inputs[0].shape)
+        here = tuple(var(it.name) for it in loops)
+        inside = Read(0, here)
+        for it, s, e in zip(loops, starts, ends):
+            inside = Guard(var(it.name), s, e, inside)
+        fix = Read(1, tuple(i - s for i, s in zip(here, starts)))
+        return Expr(loops, (), Call("add", (Call("sub", (Read(0, here), inside)), fix)))
 
     def flops(self, ins, outs, attrs):
         return 0

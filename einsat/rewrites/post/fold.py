@@ -74,8 +74,9 @@ def frontier(data: EGraphData, const) -> set[int]:
     return out
 
 
-def reachable(data: EGraphData) -> set[int]:
-    seen, stack = set(), list(data.roots)
+def reachable(data: EGraphData, starts=None) -> set[int]:
+    """The e-classes reachable from `starts` (default: the roots) through e-nodes' children."""
+    seen, stack = set(), list(data.roots if starts is None else starts)
     while stack:
         c = stack.pop()
         if c in seen:

@@ -1,0 +1,118 @@
+"""`eop`, the eOperator: NumPy semantics from its expression, ONNX that onnxruntime runs, FLOPs from
+its ranges, a canonical attribute, clear errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from einsat.errors import EinsatError
+from einsat.ir import GraphBuilder, Op, TensorType
+from einsat.ir.expr import Call, Const, Expr, Guard, Iter, fingerprint, var
+from einsat.ir.expr.build import read
+from einsat.ir.registry import opdef
+from tests.gpu.cases import strategy
+from tests.ir.onnx_check import check_op
+
+F = np.float32
+
+
+def arrays(rng, *shapes):
+    return [rng.standard_normal(s).astype(F) for s in shapes]
+
+
+def offset_reduce(h=5, w=6, f=3):
+    """EinNet Fig. 5's E7: out[f, h, w] = Σ_{r,s} T[r, s, f, h + r, w + s] (r, s in [-1, 2))."""
+    loops = (Iter("f", 0, f), Iter("h", 0, h), Iter("w", 0, w))
+    sums = (Iter("r", -1, 2), Iter("s", -1, 2))
+    return Expr(loops, sums, read(0, var("r") + 1, var("s") + 1, "f", var("h") + var("r"), var("w") + var("s")))
+
+
+CASES = {
+    "offset_reduce": (offset_reduce(), [(3, 3, 3, 5, 6)]),
+    "guarded_stride": (Expr((Iter("o", 0, 7),), (Iter("i", 0, 4),),
+                            Guard((var("o") - var("i") * 2 + 1).mod(2), 0, 1,
+                                  Call("mul", (read(0, "i"), read(1, (var("o") - var("i") * 2 + 1).floordiv(2)))))),
+                       [(4,), (3,)]),
+    "max_window": (Expr((Iter("o", 0, 3),), (Iter("k", 0, 2),), read(0, var("o") * 2 + var("k")), "max"), [(6,)]),
+    "reshape_divmod": (Expr((Iter("a", 0, 6), Iter("b", 0, 2)), (),
+                            read(0, (var("a") * 2 + var("b")).floordiv(4), (var("a") * 2 + var("b")).mod(4))),
+                       [(3, 4)]),
+    "scope_with_offsets": (Expr((Iter("i", 0, 4),), (),
+                                Call("relu", (read(Expr((Iter("t", -1, 5),), (),
+                                                        Call("mul", (read(0, "t"), Const(-2.0)))), var("i") - 1),))),
+                           [(4,)]),
+    "broadcast_unused_iterator": (Expr((Iter("i", 0, 3), Iter("j", 0, 2)), (Iter("k", 0, 4),), read(0, "i")), [(3,)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_eop_runs_on_numpy_and_onnxruntime(name, rng):
+    e, shapes = CASES[name]
+    g = check_op(Op.EOP, arrays(rng, *shapes), {"expr": fingerprint(e)})
+    assert g.types[g.outputs[0]].shape == e.shape
+
+
+@pytest.mark.parametrize("op", ["conv", "conv_transpose", "g2bmm", "gbmm", "matmul", "avgpool", "reshape", "concat"])
+def test_eop_of_an_ops_expression_is_the_op(op):
+    @settings(max_examples=6)
+    @given(strategy(op))
+    def check(case):
+        node = case.graph.nodes[-1]
+        ins = [case.graph.types[i] for i in node.inputs if i]
+        e = node.definition.expression(ins, node.attrs)
+        if e is None:
+            return
+        env = dict(case.inputs)
+        for n in case.graph.nodes:
+            env.update(zip(n.outputs, n.definition.numpy([env[i] if i else None for i in n.inputs], n.attrs)))
+        args = [env[i] for i in node.inputs if i]
+        if len({a.dtype for a in args}) > 1:
+            return
+        check_op(Op.EOP, args, {"expr": fingerprint(e)}, rtol=1e-4, atol=1e-4)
+        want = env[node.outputs[0]]
+        got = opdef(Op.EOP).numpy(args, {"expr": fingerprint(e)})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(want).max(initial=0))))
+
+    check()
+
+
+def test_the_attribute_is_canonical():
+    a = fingerprint(offset_reduce())
+    renamed = a.replace("s0", "tmp").replace("s1", "s0").replace("tmp", "s1")  # summations swapped
+    assert renamed != a
+    b = GraphBuilder("canon")
+    t = b.input("t", (3, 3, 3, 5, 6))
+    y1 = b.eop(t, expr=a)
+    y2 = b.eop(t, expr=renamed)
+    g = b.build(y1, y2)
+    assert g.nodes[0].attrs["expr"] == g.nodes[1].attrs["expr"] == a
+
+
+def test_flops_and_bytes_come_from_the_ranges():
+    d = opdef(Op.EOP)
+    e = offset_reduce()
+    ins, outs = [TensorType((3, 3, 3, 5, 6))], [TensorType((3, 5, 6))]
+    attrs = {"expr": fingerprint(e)}
+    assert d.flops(ins, outs, attrs) == 3 * 5 * 6 * 9 * 1  # one add per grid point
+    assert d.bytes(ins, outs, attrs) == 4 * (3 * 3 * 3 * 5 * 6 + 3 * 5 * 6)
+
+
+def test_multilinearity_is_read_from_the_body():
+    d = opdef(Op.EOP)
+    mm = Expr((Iter("m", 0, 2),), (Iter("k", 0, 3),), Call("mul", (read(0, "m", "k"), read(1, "k"))))
+    square = Expr((Iter("m", 0, 2),), (), Call("mul", (read(0, "m"), read(0, "m"))))
+    relu = Expr((Iter("m", 0, 2),), (), Call("relu", (read(0, "m"),)))
+    assert d.is_multilinear({"expr": fingerprint(mm)})
+    assert not d.is_multilinear({"expr": fingerprint(square)})
+    assert not d.is_multilinear({"expr": fingerprint(relu)})
+
+
+def test_bad_eops_name_the_node_and_the_reason():
+    b = GraphBuilder("bad")
+    t = b.input("t", (3, 4))
+    with pytest.raises(EinsatError, match=r"e1'? \(eop\).*reads input 0 with 1 subscripts"):
+        b.eop(t, expr="(E (L 0:3) (S) (T 0 i0))", name="e1")
+    with pytest.raises(EinsatError, match=r"e2'? \(eop\).*unknown iterator"):
+        b.eop(t, expr="(E (L 0:3) (S) (T 0 i0 s3))", name="e2")
+    with pytest.raises(EinsatError, match=r"e3'? \(eop\).*reads input 1"):
+        b.eop(t, expr="(E (L 0:3) (S) (T 1 i0 i0))", name="e3")

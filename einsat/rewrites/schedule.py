@@ -1,7 +1,8 @@
 """The default rules and schedule, assembled in exactly one place.
 
 One step of the default schedule runs, in order: the n-ary sibling merge (first step only),
-PET's mutation generator (first four steps; it needs the session's cost model), associativity
+PET's mutation generator (first four steps; it needs the session's cost model), the fusion of
+the corrections' convolutions (`mutate.correction_fusion`: one chain step a step), associativity
 and commutativity (back-off), the other algebra theories, the multi-pattern merges (first two
 steps only), the post rules, and every fourth step the weight folding generator. `Session.run` repeats steps until
 saturation or a limit.
@@ -24,6 +25,7 @@ from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
 from einsat.rewrites.derive.generator import derive_generator
 from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_generator
+from einsat.rewrites.mutate.correction_fusion import correction_fusion_generator
 from einsat.rewrites.mutate.generate import mutate_generator
 from einsat.rewrites.post.fold import fold_generator
 from einsat.rewrites.post.fusion import fusion_rules
@@ -41,7 +43,8 @@ def default_rules() -> list[Rule]:
 
 
 def default_schedule() -> Schedule:
-    return Schedule((merge_generator(), mutate_generator()) + tuple(default_rulesets()) + (fold_generator(),))
+    return Schedule((merge_generator(), mutate_generator(), correction_fusion_generator()) + tuple(default_rulesets())
+                    + (fold_generator(),))
 
 
 def einnet_schedule(rank=None) -> Schedule:

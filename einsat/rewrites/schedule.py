@@ -4,7 +4,8 @@ One step of the default schedule runs, in order: the n-ary sibling merge (first 
 PET's mutation generator (first four steps; it needs the session's cost model), the fusion of
 the corrections' convolutions (`mutate.correction_fusion`: one chain step a step), associativity
 and commutativity (back-off), the other algebra theories, the multi-pattern merges (first two
-steps only), the post rules, and every fourth step the weight folding generator. `Session.run` repeats steps until
+steps only), the post rules (`post.correct`: a correction fused into the layout chain after
+it), and every fourth step the weight folding generator. `Session.run` repeats steps until
 saturation or a limit.
 
 `einnet_schedule()` adds EinNet's derivations (`rewrites.derive`): the search in the first
@@ -27,6 +28,7 @@ from einsat.rewrites.derive.generator import derive_generator
 from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_generator
 from einsat.rewrites.mutate.correction_fusion import correction_fusion_generator
 from einsat.rewrites.mutate.generate import mutate_generator
+from einsat.rewrites.post.correct import correct_fusion_rules
 from einsat.rewrites.post.fold import fold_generator
 from einsat.rewrites.post.fusion import fusion_rules
 from einsat.rewrites.post.layout import layout_post_rules
@@ -34,7 +36,7 @@ from einsat.rewrites.post.layout import layout_post_rules
 
 def default_rulesets() -> list[Ruleset]:
     return [ac_rules(), elementwise_rules(), matmul_rules(), layout_rules(), concat_rules(), conv_rules(),
-            merge_rules(), layout_post_rules(), fusion_rules()]
+            merge_rules(), layout_post_rules(), fusion_rules(), correct_fusion_rules()]
 
 
 def default_rules() -> list[Rule]:

@@ -34,7 +34,7 @@ from einsat.ir.registry import Op, normalize_attrs, opdef
 from einsat.rewrites.mutate.fusion import Join, join
 from einsat.rewrites.post.fold import reachable
 
-CORRECTIONS = frozenset({Op.CORRECT})
+CORRECTIONS = frozenset({Op.CORRECT, Op.FUSED_CORRECT})
 THROUGH = frozenset({Op.CONCAT, Op.SPLIT, Op.PAD, Op.SLICE})  # besides the registry's layout-only ops
 DEPTH = 8
 MAX_PAIRS = 16

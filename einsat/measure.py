@@ -70,7 +70,7 @@ def profile(model: TargetCost, sigs, budget_s: float | None = PROFILE_BUDGET_S,
     cached = len(sigs) - len(todo)
     run = None
     if todo:
-        run = profile_signatures(todo, reps=reps, budget_s=budget_s, progress=progress)
+        run = profile_signatures(todo, reps=reps, budget_s=budget_s, progress=progress, threads=model.threads)
         model.add(run.entries, run.method, run.failures, todo)
         model.save()
     return ProfileSummary(model.target, model.path, len(sigs), cached, len(run.entries) if run else 0,
@@ -85,6 +85,6 @@ def profile_candidates(model: TargetCost, data, graph: Graph, budget_s: float | 
     return profile(model, [*model.unit_signatures(graph), *signatures_of_egraph(data)], budget_s, progress)
 
 
-def check_measured(baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:
-    """The input and the result timed side by side on onnxruntime (see `compare_programs`)."""
-    return compare_programs(baseline, candidate, reps=reps)
+def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:
+    """The input and the result timed side by side on the model's target (`compare_programs`)."""
+    return compare_programs(baseline, candidate, reps=reps, threads=model.threads)

@@ -144,7 +144,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     if measure.measured(model) and not run.cancelled:
         notify(ProgressEvent("measure", f"the input and the result side by side on {model.target}"))
         measure.profile(model, model.unit_signatures(result), None)  # the result's fused groups, for the prediction
-        result, measured, kept_input = _never_slower(graph, result, check_reps or measure.CHECK_REPS)
+        result, measured, kept_input = _never_slower(model, graph, result, check_reps or measure.CHECK_REPS)
         t = phase("measure", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
@@ -174,11 +174,11 @@ def same_program(a: Graph, b: Graph) -> bool:
         return False
 
 
-def _never_slower(graph: Graph, result: Graph, reps: int):
+def _never_slower(model, graph: Graph, result: Graph, reps: int):
     """(the program to return, the measured comparison or None, why the input is returned or None)."""
     if same_program(graph, result):
         return graph, None, "the extraction chose the input program itself"
-    comparison = measure.check_measured(graph, result, reps)
+    comparison = measure.check_measured(model, graph, result, reps)
     if comparison.faster:
         return result, comparison, None
     return graph, comparison, (f"the optimized program was not measured faster beyond noise on {comparison.backend} "

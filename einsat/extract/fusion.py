@@ -11,9 +11,10 @@ fuses back, and whose time the profiler measures as that unit.
     units = ort_units(graph)       # [Unit], every node in exactly one unit, in program order
 
 A group grows from a conv (or a fused conv without epilogue) or a matmul along its value's only
-consumer, while that value is no graph output: first an Add (a residual of the output's shape,
-or for a matmul a bias vector of the output's last extent), then one activation (relu, sigmoid,
-tanh). Pure: depends on `einsat.ir` alone.
+consumer, while that value is no graph output: first an Add (a residual of the output's shape;
+for a conv a constant per-channel bias, [C, 1, 1] or [1, C, 1, 1], which onnxruntime folds into
+the conv's own; for a matmul a bias vector of the output's last extent), then one activation
+(relu, sigmoid, tanh). Pure: depends on `einsat.ir` alone.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def _absorb_add(op: Op, ins: list, add: Node, value: str, graph: Graph, out: Ten
         return [*ins[:3], t]
     if op is Op.FUSED_MATMUL and ins[2] is None and t.shape == out.shape[-1:]:
         return [ins[0], ins[1], t]
+    channels = out.shape[1] if out.rank > 1 else -1
+    if op is Op.FUSED_CONV and ins[2] is None and other in graph.weights and t.size == channels \
+            and t.shape[-(out.rank - 1):] in ((channels,) + (1,) * (out.rank - 2),):
+        return [ins[0], ins[1], TensorType((channels,), t.dtype)]  # ConvAddFusion: a constant bias
     return None
 
 

@@ -163,7 +163,7 @@ def cache_path(machine: Mapping[str, Any]) -> str:
     return os.path.join(cache_dir(), machine_key(machine) + ".json")
 
 
-def cpu_machine(threads: int = 0) -> dict[str, Any]:
+def cpu_machine(threads: int = 1) -> dict[str, Any]:
     """What a CPU profile (onnxruntime's CPU execution provider) is valid for: the processor,
     core count, system, threads and the versions of the libraries that run the ops."""
     import platform
@@ -182,5 +182,5 @@ def cpu_machine(threads: int = 0) -> dict[str, Any]:
         except metadata.PackageNotFoundError:
             versions[pkg] = "absent"
     return {"kind": "cpu", "backend": "onnxruntime", "name": cpu, "cpus": os.cpu_count() or 1,
-            "system": f"{platform.system()} {platform.machine()}", "threads": threads or "default",
+            "system": f"{platform.system()} {platform.machine()}", "threads": threads,
             "python": platform.python_version(), "format": FORMAT, **versions}

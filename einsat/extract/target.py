@@ -66,6 +66,11 @@ class TargetCost(MeasuredCost):
 
     # -- the profile ---------------------------------------------------------------------------
     @property
+    def threads(self) -> int:
+        """The intra-op threads the target runs with (a CPU profile is keyed by them)."""
+        return int(self.machine.get("threads", 1))
+
+    @property
     def call_overhead_us(self) -> float:
         """The fixed cost of one run call on the target (a session's `run`), measured with the profile."""
         return float(self.db.method.get("call_overhead_us", 0.0))
@@ -128,6 +133,7 @@ class TargetCost(MeasuredCost):
         return list(out.values())
 
 
-def cpu_model(path: str | os.PathLike | None = None) -> TargetCost:
-    """`cost="cpu"`: onnxruntime on this machine's CPU, profiled on demand into the user's cache."""
-    return TargetCost("onnxruntime", cpu_machine(), path, name="measured-cpu")
+def cpu_model(path: str | os.PathLike | None = None, threads: int = 1) -> TargetCost:
+    """`cost="cpu"`: onnxruntime on this machine's CPU with `threads` intra-op threads (one by
+    default, as `runtime.profiler.THREADS` says why), profiled on demand into the user's cache."""
+    return TargetCost("onnxruntime", cpu_machine(threads), path, name="measured-cpu")

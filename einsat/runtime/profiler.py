@@ -44,6 +44,12 @@ from einsat.runtime.inputs import random_inputs
 BATCH = 16          # signatures timed together (interleaved) before the budget is checked again
 MIN_US = 0.05       # a measured op never costs less than this (the cost contract: positive)
 OUTLIER_MADS = 5.0  # a repetition above median + this many scaled MADs is an outlier
+# onnxruntime's intra-op threads for every timing (profiles, side-by-side checks, benchmarks):
+# one. A multi-threaded session on a shared machine waits for whichever of its threads the OS
+# has descheduled: measured on the 2-core development machine under a load of 8, a 1×1 conv
+# took 2.7 ms at its 10th percentile and 20 ms at its median with 2 threads. The count is part
+# of a CPU profile's machine key (`profile_db.cpu_machine`).
+THREADS = 1
 
 Runner = Callable[[], float]
 
@@ -83,17 +89,19 @@ def wall_runner(call: Callable[[], object]) -> Runner:
 
 
 # -- onnxruntime ------------------------------------------------------------------------------
-def ort_session(graph: Graph):
+def ort_session(graph: Graph, threads: int = THREADS):
     """An onnxruntime CPU session of `graph` with onnxruntime's own optimizations on (what a
-    user runs), the unsafe optimizers of `backend_onnxruntime` off."""
+    user runs), the unsafe optimizers of `backend_onnxruntime` off, `threads` intra-op threads
+    (0: onnxruntime's default, one per core)."""
     from einsat.ir.onnx_export import to_onnx
     from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
-    return new_session(to_onnx(graph).SerializeToString(), disabled_optimizers=unsafe_optimizers(graph))
+    return new_session(to_onnx(graph).SerializeToString(), threads=threads,
+                       disabled_optimizers=unsafe_optimizers(graph))
 
 
-def ort_runner(graph: Graph, seed: int = 0) -> Runner:
+def ort_runner(graph: Graph, seed: int = 0, threads: int = THREADS) -> Runner:
     """A runner of `graph` as one onnxruntime session on random inputs."""
-    session = ort_session(graph)
+    session = ort_session(graph, threads)
     feeds = random_inputs(graph, seed)
     return wall_runner(lambda: session.run(None, feeds))
 
@@ -127,9 +135,9 @@ def signature_graph(sig: Signature, seed: int = 0) -> Graph:
                      weights={n: arrays[n] for n in fixed})
 
 
-def ort_signature_runner(sig: Signature) -> Runner:
+def ort_signature_runner(sig: Signature, threads: int = THREADS) -> Runner:
     """A runner of `sig` as a one-node onnxruntime session (weights as initializers)."""
-    return ort_runner(signature_graph(sig))
+    return ort_runner(signature_graph(sig), threads=threads)
 
 
 def call_overhead_graph() -> Graph:
@@ -153,7 +161,7 @@ class ProfileRun:
 def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 2,
                        budget_s: float | None = None, progress: Callable[[str], None] | None = None,
                        make_runner: Callable[[Signature], Runner] | None = None,
-                       overhead: Runner | None = None) -> ProfileRun:
+                       overhead: Runner | None = None, threads: int = THREADS) -> ProfileRun:
     """Time `sigs` (interleaved in batches of `BATCH`) within `budget_s` seconds.
 
     `make_runner(sig)` builds a signature's runner (default: its one-node onnxruntime session,
@@ -161,11 +169,11 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
     `overhead` is the runner whose median is subtracted from every entry (default: the
     one-element Add's session). A signature whose runner cannot be built or fails is recorded
     in `failures`, and the others go on."""
-    make_runner = make_runner or ort_signature_runner
+    make_runner = make_runner or (lambda sig: ort_signature_runner(sig, threads))
     start = time.monotonic()
     out = ProfileRun(method={"reps": reps, "warmup": warmup, "statistic": "median", "order": "interleaved",
                              "batch": BATCH, "outlier_rule": f"> median + {OUTLIER_MADS} MAD"})
-    overhead = overhead or ort_runner(call_overhead_graph())
+    overhead = overhead or ort_runner(call_overhead_graph(), threads=threads)
     out.call_overhead_us = summarize(interleaved({"o": overhead}, reps=max(reps, 30), warmup=5)["o"])["median_us"]
     out.method["call_overhead_us"] = out.call_overhead_us
     todo = list(sigs)
@@ -258,8 +266,10 @@ def judge(baseline_us: Sequence[float], candidate_us: Sequence[float], backend: 
 
 
 def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: int = 3, seed: int = 0,
-                     runner: Callable[[Graph, int], Runner] = ort_runner) -> Comparison:
+                     runner: Callable[[Graph, int], Runner] | None = None, threads: int = THREADS) -> Comparison:
     """Time `baseline` and `candidate` side by side (`reps` interleaved rounds after `warmup`
-    runs of each, the same random inputs) and judge whether the candidate is faster."""
+    runs of each, the same random inputs; `runner(graph, seed)` builds each one's runner,
+    by default its onnxruntime session) and judge whether the candidate is faster."""
+    runner = runner or (lambda g, seed: ort_runner(g, seed, threads))
     times = interleaved({"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}, reps, warmup)
     return judge(times["baseline"], times["candidate"])

@@ -15,6 +15,7 @@ from einsat.runtime.profiler import (
     judge,
     profile_signatures,
     sign_test,
+    signed_rank_test,
     signature_graph,
     summarize,
 )
@@ -83,7 +84,23 @@ def test_the_verdict_needs_a_clear_majority_and_a_margin():
     mixed = [v * (0.7 if k % 2 else 1.3) for k, v in enumerate(base)]   # wins 7 of 15 rounds
     c = judge(base, mixed)
     assert not c.faster and c.wins == 7 and c.rounds == 15
+    # won by a lot in 11 rounds, lost by a little in 4: faster (a sign test alone would miss it)
+    clear = [v * (0.7 if k % 4 else 1.05) for k, v in enumerate(base)]
+    c = judge(base, clear)
+    assert c.wins == 11 and sign_test(11, 15) > Comparison.ALPHA and c.faster
     assert c.baseline_spread_ms[0] <= c.baseline_ms <= c.baseline_spread_ms[1]
+
+
+def test_signed_rank_test_matches_its_exact_tail():
+    assert signed_rank_test([1.0] * 10) == pytest.approx(2 ** -10)      # every rank positive
+    assert signed_rank_test([-1.0] * 10) == 1.0
+    assert signed_rank_test([0.0, 0.0]) == 1.0
+    # n = 3, ranks 1, 2, 3; W+ = 3; the 8 sign patterns give W+ = 0, 1, 2, 3, 3, 4, 5, 6: 5 reach 3
+    assert signed_rank_test([-0.1, -0.2, 0.3]) == pytest.approx(5 / 8)
+    # ties share their rank: |d| = 1, 1, 2 -> ranks 1.5, 1.5, 3; W+ = 1.5 + 3 = 4.5, reached by
+    # 3 of the 8 patterns (4.5 twice, 6 once)
+    assert signed_rank_test([1.0, -1.0, 2.0]) == pytest.approx(3 / 8)
+    assert signed_rank_test([1.0, -1.0, 2.0]) < signed_rank_test([1.0, -2.0, 1.0])
 
 
 def test_sign_test_is_the_binomial_tail():

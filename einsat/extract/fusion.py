@@ -14,7 +14,9 @@ A group grows from a conv (or a fused conv without epilogue) or a matmul along i
 consumer, while that value is no graph output: first an Add (a residual of the output's shape;
 for a conv a constant per-channel bias, [C, 1, 1] or [1, C, 1, 1], which onnxruntime folds into
 the conv's own; for a matmul a bias vector of the output's last extent), then one activation
-(relu, sigmoid, tanh). Pure: depends on `einsat.ir` alone.
+(relu, sigmoid, tanh). A node computed from weights alone (a layout of weights that `extract.rebuild` keeps
+instead of storing a larger weight) is a `constant` unit: onnxruntime folds it at load time.
+Pure: depends on `einsat.ir` alone.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Unit:
     attrs: dict[str, Any]
     ins: tuple[TensorType | None, ...]
     outs: tuple[TensorType, ...]
+    constant: bool = False  # computed from weights alone: onnxruntime folds it at load time
 
     @property
     def fused(self) -> bool:
@@ -92,8 +95,14 @@ def ort_units(graph: Graph) -> list[Unit]:
     uses = graph.consumers()
     taken: set[int] = set()
     units: list[Unit] = []
+    const = set(graph.weights)
     for node in graph.nodes:
         if id(node) in taken:
+            continue
+        if all(i in const for i in node.inputs if i) and node.definition.foldable:
+            const.update(node.outputs)
+            ins, outs = graph.node_types(node)
+            units.append(Unit((node,), node.op, dict(node.attrs), tuple(ins), tuple(outs), constant=True))
             continue
         head = _head(node, graph) if node.op in HEADS else None
         if head is None:

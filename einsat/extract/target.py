@@ -103,6 +103,9 @@ class TargetCost(MeasuredCost):
 
     # -- whole programs --------------------------------------------------------------------------
     def unit_cost(self, unit) -> float:
+        """A unit's time: its op's, or 0 for a constant one (folded when the model loads)."""
+        if unit.constant:
+            return 0.0
         return self.node_cost(unit.op, unit.attrs, list(unit.ins), list(unit.outs))
 
     def graph_cost(self, graph) -> float:
@@ -122,7 +125,7 @@ class TargetCost(MeasuredCost):
         """The signatures `graph_cost` looks up: every unit's, fused groups included."""
         out: dict[str, Signature] = {}
         for u in ort_units(graph):
-            if opdef(u.op).source:
+            if opdef(u.op).source or u.constant:
                 continue
             try:
                 sig = signature_of(u.op, u.attrs, list(u.ins))

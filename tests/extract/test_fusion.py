@@ -78,3 +78,12 @@ def test_a_value_read_twice_or_returned_ends_the_group():
     y = b.conv(x, b.weight("w", (4, 3, 1, 1)))
     g = b.build(y, b.relu(y))
     assert [u.op for u in ort_units(g)] == [Op.CONV, Op.RELU]
+
+
+def test_a_layout_of_weights_is_a_constant_unit():
+    b = GraphBuilder("laid")
+    x = b.input("x", (1, 4, 8, 8))
+    w = b.pad(b.weight("w", (4, 4, 1, 1)), pads=(0, 0, 1, 1, 0, 0, 1, 1))
+    g = b.build(b.conv(x, w, padding=(1, 1, 1, 1)))
+    units = ort_units(g)
+    assert [(u.op, u.constant) for u in units] == [(Op.PAD, True), (Op.CONV, False)]

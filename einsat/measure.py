@@ -10,8 +10,12 @@ Two steps of the pipeline, for a cost model that measures its target (`TargetCos
    by side on the target (`runtime.profiler.compare_programs`: interleaved rounds, a fixed
    number of them); a result that is not faster beyond noise is not returned (see `optimize`).
 
-`ProfileSummary` is what the report says about step 1. This module sits at the top level
-because it joins extract (the model, the e-graph's signatures) and runtime (the timing).
+Both steps run on the model's target through the one profiler (`runtime.profiler`):
+"onnxruntime" (`cost="cpu"`) times one-node sessions and whole-program sessions; "cupy"
+(`cupy_model()`) times compiled programs on a CUDA device (`gpu.profiler.program_runner`), or on
+any `gpu.device` (the tests' host emulation). `ProfileSummary` is what the report says about
+step 1. This module sits at the top level because it joins extract (the model, the e-graph's
+signatures), runtime and gpu (the timing).
 """
 
 from __future__ import annotations
@@ -57,6 +61,37 @@ class ProfileSummary:
         return text + f"; profile {self.path}"
 
 
+def cupy_model(device=None, machine: dict | None = None, path=None) -> TargetCost:
+    """A measured model of the CuPy backend on `device` (default: this machine's CUDA device),
+    profiled on demand into the profile cache, keyed by `machine` (default: the device's
+    `gpu.profiler.device_info`: name, driver and library versions)."""
+    if machine is None:
+        from einsat.gpu.profiler import device_info
+        if device is None:
+            from einsat.gpu.device import CupyDevice
+            device = CupyDevice()
+        machine = {**device_info(device), "backend": "cupy"}
+    model = TargetCost("cupy", machine, path, name=f"measured-{machine.get('kind', 'gpu')}-cupy")
+    model.device = device
+    return model
+
+
+def _runners(model: TargetCost):
+    """(signature runner factory, overhead runner, program runner factory) for the model's
+    target; None where `runtime.profiler`'s onnxruntime defaults apply."""
+    if model.target == "onnxruntime":
+        return None, None, None
+    if model.target == "cupy":
+        from einsat.gpu.profiler import program_runner
+        dev = getattr(model, "device", None)
+        if dev is None:
+            from einsat.gpu.device import CupyDevice
+            dev = model.device = CupyDevice()
+        return (lambda sig: program_runner(sig.graph(), dev)), (lambda: 0.0), \
+            (lambda g, seed: program_runner(g, dev, seed))
+    raise ValueError(f"no profiler for the target {model.target!r}")
+
+
 def measured(model) -> bool:
     """Whether `model` measures its target (and so is profiled and checked by `optimize`)."""
     return isinstance(model, TargetCost)
@@ -70,7 +105,9 @@ def profile(model: TargetCost, sigs, budget_s: float | None = PROFILE_BUDGET_S,
     cached = len(sigs) - len(todo)
     run = None
     if todo:
-        run = profile_signatures(todo, reps=reps, budget_s=budget_s, progress=progress, threads=model.threads)
+        make_runner, overhead, _ = _runners(model)
+        run = profile_signatures(todo, reps=reps, budget_s=budget_s, progress=progress, threads=model.threads,
+                                 make_runner=make_runner, overhead=overhead)
         model.add(run.entries, run.method, run.failures, todo)
         model.save()
     return ProfileSummary(model.target, model.path, len(sigs), cached, len(run.entries) if run else 0,
@@ -87,4 +124,7 @@ def profile_candidates(model: TargetCost, data, graph: Graph, budget_s: float | 
 
 def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:
     """The input and the result timed side by side on the model's target (`compare_programs`)."""
-    return compare_programs(baseline, candidate, reps=reps, threads=model.threads)
+    _, _, program_runner = _runners(model)
+    comparison = compare_programs(baseline, candidate, reps=reps, threads=model.threads, runner=program_runner)
+    comparison.backend = model.target
+    return comparison

@@ -26,7 +26,7 @@ from typing import Any
 
 from einsat.errors import EinsatError
 from einsat.extract.cost import CostModel, RooflineCost
-from einsat.extract.fusion import ort_units
+from einsat.extract.fusion import Unit, ort_units
 from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
 from einsat.extract.profiled import CalibratedRoofline, MeasuredCost, datasheet
 from einsat.ir.registry import opdef
@@ -102,6 +102,13 @@ class TargetCost(MeasuredCost):
         self.db.save(self.path)
 
     # -- whole programs --------------------------------------------------------------------------
+    def units(self, graph) -> list:
+        """What the target runs as one kernel: onnxruntime's fusion groups; on another target
+        (CuPy) every node, as einsat's own fused ops already are the fusions it runs."""
+        if self.target == "onnxruntime":
+            return ort_units(graph)
+        return [Unit((n,), n.op, dict(n.attrs), *map(tuple, graph.node_types(n))) for n in graph.nodes]
+
     def unit_cost(self, unit) -> float:
         """A unit's time: its op's, or 0 for a constant one (folded when the model loads)."""
         if unit.constant:
@@ -111,12 +118,12 @@ class TargetCost(MeasuredCost):
     def graph_cost(self, graph) -> float:
         """The predicted time of `graph` on the target (µs): its fusion groups as units, plus the
         fixed cost of one run call."""
-        return self.call_overhead_us + sum(self.unit_cost(u) for u in ort_units(graph))
+        return self.call_overhead_us + sum(self.unit_cost(u) for u in self.units(graph))
 
     def cost_by_op(self, graph) -> dict[str, float]:
         """The predicted time by op name, a fusion group charged to its first op."""
         out: dict[str, float] = {}
-        for u in ort_units(graph):
+        for u in self.units(graph):
             name = u.nodes[0].op_name
             out[name] = out.get(name, 0.0) + self.unit_cost(u)
         return out
@@ -124,7 +131,7 @@ class TargetCost(MeasuredCost):
     def unit_signatures(self, graph) -> list[Signature]:
         """The signatures `graph_cost` looks up: every unit's, fused groups included."""
         out: dict[str, Signature] = {}
-        for u in ort_units(graph):
+        for u in self.units(graph):
             if opdef(u.op).source or u.constant:
                 continue
             try:

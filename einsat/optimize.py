@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat import budget as budgets
+from einsat import measure
 from einsat.errors import EinsatError, VerificationError
 from einsat.extract.extraction import METHODS
 from einsat.extract.models import DEFAULT_COST, cost_model
@@ -61,7 +62,8 @@ class Result:
 
 
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
-             time_limit: float | None = None, budget=None, verify: bool = True, progress=None) -> Result:
+             time_limit: float | None = None, budget=None, verify: bool = True, progress=None,
+             profile_budget: float | None = None, check_reps: int | None = None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -70,7 +72,12 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         random ones. Index-valued inputs need them: random integers may fall out of range, so
         a program with integer inputs and example inputs is verified on the examples only.
 
-    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", ...).
+    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", "cpu", ...). A model
+        that measures its target ("cpu": onnxruntime on this machine) is profiled after
+        saturation (`einsat.measure`: the candidates' signatures the cached profile lacks, within
+        `profile_budget` seconds, default 120), and the result is timed against the input on
+        the target (`check_reps` interleaved rounds, default 15): a result not faster beyond
+        noise is not returned, the input is, and the report says so (`report.kept_input`).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
@@ -111,6 +118,15 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
         data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
         t = phase("saturate", t)
+        profiled = None
+        if measure.measured(model):
+            seconds = measure.PROFILE_BUDGET_S if profile_budget is None else profile_budget
+            if run.seconds is not None:
+                seconds = min(seconds, max(0.0, 0.5 * run.remaining()))
+            notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
+            profiled = measure.profile_candidates(model, data, graph, seconds,
+                                                  lambda text: notify(ProgressEvent("profile", text)))
+            t = phase("profile", t)
         notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
                              classes=len(data.classes)))
         ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
@@ -124,16 +140,49 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         notify(ProgressEvent("verify", "running both programs on random inputs"))
         verification = verify_equivalent(graph, extraction.graph, examples=examples)
         t = phase("verify", t)
+    result, measured, kept_input = extraction.graph, None, None
+    if measure.measured(model) and not run.cancelled:
+        notify(ProgressEvent("measure", f"the input and the result side by side on {model.target}"))
+        measure.profile(model, model.unit_signatures(result), None)  # the result's fused groups, for the prediction
+        result, measured, kept_input = _never_slower(model, graph, result, check_reps or measure.CHECK_REPS)
+        t = phase("measure", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
+    after = model.graph_cost(result) if measure.measured(model) else extraction.cost
+    if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
+        measured = {**measured.to_dict(), "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
     report = Report(name=graph.name, model=model.name, unit=model.unit, cost_before=before,
-                    cost_after=extraction.cost, ops_before=graph.op_counts(),
-                    ops_after=extraction.graph.op_counts(), saturation=saturation,
+                    cost_after=after, ops_before=graph.op_counts(),
+                    ops_after=result.op_counts(), saturation=saturation,
                     extraction=extraction.summary(), verification=verification, times=times,
-                    cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(extraction.graph),
-                    interrupted=run.cancelled)
-    notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {extraction.cost:,.1f} {model.unit}"))
-    return Result(extraction.graph, report, graph)
+                    cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(result),
+                    interrupted=run.cancelled, profile=profiled.to_dict() if profiled else None,
+                    measured=measured, kept_input=kept_input)
+    notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
+    return Result(result, report, graph)
+
+
+def same_program(a: Graph, b: Graph) -> bool:
+    """Whether `b` is `a` node for node (op, attributes, types) with equal weights: nothing to measure."""
+    if len(a.nodes) != len(b.nodes) or a.weights.keys() != b.weights.keys():
+        return False
+    try:
+        return (all(x.op is y.op and x.attrs == y.attrs and a.node_types(x) == b.node_types(y)
+                    for x, y in zip(a.nodes, b.nodes))
+                and all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights))
+    except (ValueError, TypeError):  # attributes that do not compare (arrays, graphs): measure instead
+        return False
+
+
+def _never_slower(model, graph: Graph, result: Graph, reps: int):
+    """(the program to return, the measured comparison or None, why the input is returned or None)."""
+    if same_program(graph, result):
+        return graph, None, "the extraction chose the input program itself"
+    comparison = measure.check_measured(model, graph, result, reps)
+    if comparison.faster:
+        return result, comparison, None
+    return graph, comparison, (f"the optimized program was not measured faster beyond noise on {comparison.backend} "
+                               f"({comparison}): the input is returned")
 
 
 def _load(program, example_inputs) -> Graph:

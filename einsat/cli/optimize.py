@@ -48,6 +48,9 @@ def add_parser(sub) -> None:
     p.add_argument("--cost", default=DEFAULT_COST, metavar="NAME",
                    help=f"cost model: {', '.join(COST_MODELS)} (default {DEFAULT_COST})")
     p.add_argument("--device", dest="cost", action=_Deprecated, new="--cost")
+    p.add_argument("--profile-budget", type=float, default=None, metavar="S",
+                   help="with a measured cost model (--cost cpu): seconds of op profiling at most "
+                        "(default 120; timings are cached and reused by later runs)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole run (search, extraction and verification share it)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
@@ -84,6 +87,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         check_writable(args.report, "report")
     if args.time_limit is not None and args.time_limit <= 0:
         raise EinsatError(f"--time-limit must be positive, got {args.time_limit}")
+    if args.profile_budget is not None and args.profile_budget < 0:
+        raise EinsatError(f"--profile-budget must not be negative, got {args.profile_budget}")
     if args.nodes is not None and args.nodes < 1:
         raise EinsatError(f"--nodes must be positive, got {args.nodes}")
     from einsat.budget import Budget
@@ -92,7 +97,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     try:
         result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes),
-                                 budget=budget, progress=display)
+                                 budget=budget, progress=display, profile_budget=args.profile_budget)
     finally:
         if display is not None:
             display.close()

@@ -61,7 +61,7 @@ class Result:
 
 
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
-             time_limit: float | None = None, budget=None, verify: bool = True, progress=None) -> Result:
+             time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -80,7 +80,10 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         keeping a fifth for the rebuild and verification. The run may pass it by the e-graph's
         set-up and one saturation phase (egglog cannot be interrupted) and by the verification.
     verify: check the result numerically against the input on random inputs (default: yes;
-        a mismatch raises `VerificationError`). Turning it off is reported loudly.
+        a mismatch raises `VerificationError`; the report says whether the check "proved" the
+        result or was "inconclusive": outputs that do not vary could not have failed).
+        "prove": an inconclusive check raises `VerificationError` too. Turning it off
+        (False) is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
     """
     method = extractor
@@ -122,7 +125,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     verification = None
     if verify:
         notify(ProgressEvent("verify", "running both programs on random inputs"))
-        verification = verify_equivalent(graph, extraction.graph, examples=examples)
+        verification = verify_equivalent(graph, extraction.graph, examples=examples, require_proof=verify == "prove")
         t = phase("verify", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
@@ -208,15 +211,21 @@ def _extract(data, model, method: str, seconds: float, graph: Graph, run: budget
 
 
 def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = None,
-                      seed: int = 0, examples: dict | None = None) -> Verification:
+                      seed: int = 0, examples: dict | None = None, require_proof: bool = False) -> Verification:
     """Run both programs on the same random inputs and compare every output.
 
     The comparison is `einsat.verify.numeric.equivalent` (standard normal floats; a tolerance
     of eps(dtype) * 8 * (op count + sqrt(longest accumulation)), relative to each element and
-    to the output's scale; NaN and inf must match; integers exactly). `trials`: 2 random input
-    sets for programs under 2 GFLOPs, else 1. Raises `VerificationError` on a mismatch, with
-    the worst element and the nodes behind it. `examples`: inputs checked first; with
+    to the output's scale; NaN and inf must match; integers exactly), on `trials` random input
+    draws (default 2: the least that shows whether an output varies). Raises
+    `VerificationError` on a mismatch, with the worst element and the nodes behind it.
+    `examples`: inputs checked first, with a shuffle of them as a second draw; with
     integer-valued inputs (indices), only they are checked.
+
+    The result's `status` is "proved" when every output varied between the draws (or, for a
+    constant or saturated output, the values feeding its last op did and agree), else
+    "inconclusive": the outputs agree, but the comparison could not have failed.
+    `require_proof` makes an inconclusive verification a `VerificationError` too.
     """
     from einsat.verify.numeric import equivalent
 
@@ -224,19 +233,31 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
         raise VerificationError(f"the optimized program changed the interface of {reference.name!r}: "
                                 f"inputs {reference.input_types()} -> {candidate.input_types()}, "
                                 f"outputs {list(reference.outputs)} -> {list(candidate.outputs)}")
-    if trials is None:
-        trials = 2 if reference.flops() < 2e9 else 1
+    trials = 2 if trials is None else trials
     indexed = any(not np.issubdtype(t.dtype, np.floating) for t in reference.input_types().values())
+    reports = []
     with np.errstate(all="ignore"):  # random inputs may take log of negatives: NaN must match
-        report = equivalent(reference, candidate, examples, trials=1) if examples is not None else None
-        if (report is None or report) and not (examples is not None and indexed):
-            report = equivalent(reference, candidate, trials=trials, seed=seed)
-    if not report:
-        bad = next(o for o in report.outputs if not o.ok)
+        if examples is not None:
+            reports.append(equivalent(reference, candidate, examples, seed=seed))
+        if all(reports) and not (examples is not None and indexed):
+            reports.append(equivalent(reference, candidate, trials=trials, seed=seed))
+    failed = next((r for r in reports if not r), None)
+    if failed is not None:
+        bad = next(o for o in failed.outputs if not o.ok)
+        where = "the values feeding its last op differ" if bad.feeding and not all(f.ok for f in bad.feeding) \
+            else "it differs"
         raise VerificationError(
             f"the optimized program differs from {reference.name!r} on output {bad.name!r} "
-            f"({reference.types[bad.name]}) on random inputs: this is a bug in a rewrite or in "
-            f"extraction.\n{report}")
+            f"({reference.types[bad.name]}) on random inputs ({where}): this is a bug in a rewrite or in "
+            f"extraction.\n{failed}")
+    report = next((r for r in reports if r.status == "proved"), reports[-1])
     worst = max(report.outputs, key=lambda o: o.error)  # error: the fraction of the allowed error
-    return Verification(trials=trials, max_error=worst.error * report.tolerance, tolerance=report.tolerance,
-                        output=worst.name)
+    verification = Verification(trials=report.draws, max_error=worst.error * report.tolerance,
+                                tolerance=report.tolerance, output=worst.name, status=report.status,
+                                notes=report.inconclusive(),
+                                varying={o.name: o.varying for o in report.outputs},
+                                feeding={o.name: [f.name for f in o.feeding] for o in report.outputs if o.feeding})
+    if require_proof and verification.status != "proved":
+        raise VerificationError(f"the verification of {reference.name!r} is inconclusive (require_proof): "
+                                f"the outputs agree, but the comparison could not have failed.\n{report}")
+    return verification

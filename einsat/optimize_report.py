@@ -26,17 +26,38 @@ if TYPE_CHECKING:  # the extractor (and HiGHS behind it) loads only when optimiz
 
 @dataclass
 class Verification:
-    """The numeric check of the optimized program against the input (see `verify_equivalent`)."""
+    """The numeric check of the optimized program against the input (see `verify_equivalent`).
+
+    `status` is "proved" (every output agreed and varied between the input draws, itself or
+    through the values feeding its last op) or "inconclusive" (every output agreed, but some
+    could not have failed: constant or saturated; `notes` says which and why). A failed check
+    is a `VerificationError`, never a report."""
 
     trials: int
     max_error: float      # the worst |optimized - input| / (|input| + max|input|); passes <= tolerance
     tolerance: float      # the relative tolerance
     output: str           # the output where `max_error` was found
     method: str = "einsat.verify.numeric.equivalent on random inputs (NumPy)"
+    status: str = "proved"
+    notes: list[str] = field(default_factory=list)             # why inconclusive, one line per output
+    varying: dict[str, float | None] = field(default_factory=dict)  # per output: fraction of elements that varied
+    feeding: dict[str, list[str]] = field(default_factory=dict)     # outputs checked through the values feeding them
+
+    @property
+    def proved(self) -> bool:
+        return self.status == "proved"
 
     def __str__(self) -> str:
-        return (f"passed: {self.trials} random input set(s), worst relative error {self.max_error:.2g} "
-                f"(output {self.output!r}, tolerance {self.tolerance:.2g})")
+        error = (f"worst relative error {self.max_error:.2g} (output {self.output!r}, "
+                 f"tolerance {self.tolerance:.2g})")
+        if not self.proved:
+            return (f"INCONCLUSIVE: the outputs agree on {self.trials} input set(s), {error}, but the "
+                    "comparison could not have failed: " + "; ".join(self.notes))
+        known = {k: v for k, v in self.varying.items() if v is not None}
+        least = min(known, key=known.get) if known else None
+        varies = f", outputs vary (least: {least!r} in {known[least]:.0%} of elements)" if least else ""
+        behind = "".join(f", {k!r} checked through {', '.join(map(repr, v))}" for k, v in self.feeding.items())
+        return f"proved: {self.trials} random input set(s){varies}{behind}, {error}"
 
 
 @dataclass
@@ -119,12 +140,18 @@ class Report:
 
     @property
     def verified(self) -> bool:
+        """The result was checked and agreed (see `proved` for whether that check could have failed)."""
         return self.verification is not None
+
+    @property
+    def proved(self) -> bool:
+        """The check agreed on outputs that vary with the inputs: it could have failed."""
+        return self.verification is not None and self.verification.proved
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data: its fields, and speedup, reduction and verified."""
         out = dataclasses.asdict(self)
-        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified)
+        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified, proved=self.proved)
         return _finite(out)
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -34,6 +34,7 @@ from einsat.errors import EinsatError, VerificationError
 from einsat.extract.extraction import METHODS
 from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
+from einsat.memory import MemoryWatch
 from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
 
@@ -72,7 +73,11 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
 
     cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", ...).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
-    limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
+    limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults), and the
+        run's memory: `memory_gb` (default 4) bounds the resident memory the run adds to the
+        process (`einsat.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
+        a Ctrl-C stops it: the best program found so far is extracted, verified and returned,
+        `report.stop == "memory limit"`. The peak is in `report.memory` either way.
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
     time_limit: seconds for the ILP (default 5).
     budget: seconds for the whole run (or a `Budget`, which the caller may also cancel):
@@ -106,27 +111,31 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         return now
 
     t = start
-    with run.interruptible():
-        notify(ProgressEvent("load", "reading the program"))
-        graph = _load(program, example_inputs)
-        examples = _examples(graph, example_inputs)
-        t = phase("load", t)
-        notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
-        data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
-        t = phase("saturate", t)
-        notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
-                             classes=len(data.classes)))
-        ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
-        extraction = _extract(data, model, method, min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE))),
-                              graph, run, notify)
-        t = phase("extract", t)
-    if run.cancelled:
-        log.warning("interrupted: verifying the best program found so far")
-    verification = None
-    if verify:
-        notify(ProgressEvent("verify", "running both programs on random inputs"))
-        verification = verify_equivalent(graph, extraction.graph, examples=examples, require_proof=verify == "prove")
-        t = phase("verify", t)
+    limits = _limits(limits)
+    watch = MemoryWatch(None if limits.memory_gb is None else int(limits.memory_gb * 2**30), run)
+    with watch:
+        with run.interruptible():
+            notify(ProgressEvent("load", "reading the program"))
+            graph = _load(program, example_inputs)
+            examples = _examples(graph, example_inputs)
+            t = phase("load", t)
+            notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
+            data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
+            t = phase("saturate", t)
+            notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
+                                 classes=len(data.classes)))
+            ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
+            seconds = min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE)))
+            extraction = _extract(data, model, method, seconds, graph, run, notify)
+            t = phase("extract", t)
+        if run.cancelled:
+            log.warning("%s: verifying the best program found so far", run.reason)
+        verification = None
+        if verify:
+            notify(ProgressEvent("verify", "running both programs on random inputs"))
+            verification = verify_equivalent(graph, extraction.graph, examples=examples,
+                                             require_proof=verify == "prove")
+            t = phase("verify", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
     report = Report(name=graph.name, model=model.name, unit=model.unit, cost_before=before,
@@ -134,7 +143,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                     ops_after=extraction.graph.op_counts(), saturation=saturation,
                     extraction=extraction.summary(), verification=verification, times=times,
                     cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(extraction.graph),
-                    interrupted=run.cancelled)
+                    interrupted=run.cancelled, stop=run.reason, memory=watch.summary())
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {extraction.cost:,.1f} {model.unit}"))
     return Result(extraction.graph, report, graph)
 
@@ -168,11 +177,15 @@ def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
     return dict(zip(graph.inputs, arrays))
 
 
-def _within(limits, run: budgets.Budget):
-    """`limits` (or the defaults) with saturation's time cut to its share of the run's budget."""
+def _limits(limits):
+    """`limits`, or the defaults (`einsat.egraph.session.Limits`)."""
     from einsat.egraph.session import Limits
 
-    limits = limits or Limits()
+    return limits or Limits()
+
+
+def _within(limits, run: budgets.Budget):
+    """`limits` with saturation's time cut to its share of the run's budget."""
     if run.seconds is None:
         return limits
     return dataclasses.replace(limits, time_s=max(0.01, min(limits.time_s, SATURATION_SHARE * run.remaining())))

@@ -126,7 +126,9 @@ class Report:
     times: dict[str, float]
     cost_by_op_before: dict[str, float] = field(default_factory=dict)
     cost_by_op_after: dict[str, float] = field(default_factory=dict)
-    interrupted: bool = False  # the run was cancelled (Ctrl-C): the best program found so far
+    interrupted: bool = False  # the run was cancelled (Ctrl-C, memory limit): the best program found so far
+    stop: str | None = None    # why it was cancelled: "interrupted" (Ctrl-C), "memory limit"
+    memory: dict[str, Any] = field(default_factory=dict)  # `einsat.memory.MemoryWatch.summary()`: bytes
 
     @property
     def speedup(self) -> float:
@@ -168,6 +170,12 @@ class Report:
                                  key=lambda o: (-max(self.ops_before.get(o, 0), self.ops_after.get(o, 0)), o))
                 if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
 
+    def memory_text(self) -> str:
+        m, gb = self.memory, 2**30
+        limit = "unbounded" if m.get("limit_bytes") is None else f"limit {m['limit_bytes'] / gb:.3g} GB"
+        text = f"peak {m['peak_bytes'] / gb:.2f} GB resident, {m['added_bytes'] / gb:.2f} GB added by the run ({limit})"
+        return text + ("; LIMIT REACHED: the search stopped early" if m.get("exceeded") else "")
+
     def extraction_text(self) -> str:
         x = self.extraction
         gap = "" if x.gap is None else f", gap {x.gap:.1%}"
@@ -182,8 +190,8 @@ class Report:
         w0 = max(len(r[0]) for r in rows)
         w1 = max(len(r[1]) for r in rows)
         w2 = max(len(r[2]) for r in rows)
-        lines = [f"einsat optimize: {self.name}" + ("  (interrupted: the best program found so far)"
-                                                   if self.interrupted else "")]
+        lines = [f"einsat optimize: {self.name}" + (f"  ({self.stop or 'interrupted'}: the best program found "
+                                                    "so far)" if self.interrupted else "")]
         lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
         lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
         if self.saturation is not None:
@@ -198,6 +206,8 @@ class Report:
         else:
             lines.append(f"  verification: {self.verification}")
         lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
+        if self.memory:
+            lines.append(f"  memory: {self.memory_text()}")
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:

@@ -209,4 +209,5 @@ def test_ctrl_c_stops_the_search_and_writes_the_best_program(tmp_path):
     assert "interrupted" in stdout and "verification: proved" in stdout and out.is_file(), stdout
 
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]  # the repository root: the subprocess imports this checkout
+# the repository root (the subprocess imports this checkout)
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]

@@ -28,6 +28,7 @@ class Budget:
         self.seconds = seconds
         self.start = time.monotonic()
         self.cancelled = False
+        self.reason: str | None = None  # why it was cancelled: "interrupted" (Ctrl-C), "memory limit", ...
 
     def remaining(self) -> float:
         if self.cancelled:
@@ -38,7 +39,10 @@ class Budget:
     def exhausted(self) -> bool:
         return self.remaining() <= 0
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = "interrupted") -> None:
+        """Cancel the run; the first reason given is kept."""
+        if not self.cancelled:
+            self.reason = reason
         self.cancelled = True
 
     @contextmanager

@@ -35,6 +35,7 @@ from einsat.errors import EinsatError, VerificationError
 from einsat.extract.extraction import METHODS
 from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
+from einsat.memory import MemoryWatch
 from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
 
@@ -62,7 +63,7 @@ class Result:
 
 
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
-             time_limit: float | None = None, budget=None, verify: bool = True, progress=None,
+             time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
              profile_budget: float | None = None, check_reps: int | None = None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
@@ -79,7 +80,11 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         the target (`check_reps` interleaved rounds, default 15): a result not faster beyond
         noise is not returned, the input is, and the report says so (`report.kept_input`).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
-    limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults).
+    limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults), and the
+        run's memory: `memory_gb` (default 4) bounds the resident memory the run adds to the
+        process (`einsat.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
+        a Ctrl-C stops it: the best program found so far is extracted, verified and returned,
+        `report.stop == "memory limit"`. The peak is in `report.memory` either way.
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
     time_limit: seconds for the ILP (default 5).
     budget: seconds for the whole run (or a `Budget`, which the caller may also cancel):
@@ -87,7 +92,10 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         keeping a fifth for the rebuild and verification. The run may pass it by the e-graph's
         set-up and one saturation phase (egglog cannot be interrupted) and by the verification.
     verify: check the result numerically against the input on random inputs (default: yes;
-        a mismatch raises `VerificationError`). Turning it off is reported loudly.
+        a mismatch raises `VerificationError`; the report says whether the check "proved" the
+        result or was "inconclusive": outputs that do not vary could not have failed).
+        "prove": an inconclusive check raises `VerificationError` too. Turning it off
+        (False) is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
     """
     method = extractor
@@ -110,42 +118,46 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         return now
 
     t = start
-    with run.interruptible():
-        notify(ProgressEvent("load", "reading the program"))
-        graph = _load(program, example_inputs)
-        examples = _examples(graph, example_inputs)
-        t = phase("load", t)
-        notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
-        data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
-        t = phase("saturate", t)
-        profiled = None
-        if measure.measured(model):
-            seconds = measure.PROFILE_BUDGET_S if profile_budget is None else profile_budget
-            if run.seconds is not None:
-                seconds = min(seconds, max(0.0, 0.5 * run.remaining()))
-            notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
-            profiled = measure.profile_candidates(model, data, graph, seconds,
-                                                  lambda text: notify(ProgressEvent("profile", text)))
-            t = phase("profile", t)
-        notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
-                             classes=len(data.classes)))
-        ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
-        extraction = _extract(data, model, method, min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE))),
-                              graph, run, notify)
-        t = phase("extract", t)
-    if run.cancelled:
-        log.warning("interrupted: verifying the best program found so far")
-    verification = None
-    if verify:
-        notify(ProgressEvent("verify", "running both programs on random inputs"))
-        verification = verify_equivalent(graph, extraction.graph, examples=examples)
-        t = phase("verify", t)
-    result, measured, kept_input = extraction.graph, None, None
-    if measure.measured(model) and not run.cancelled:
-        notify(ProgressEvent("measure", f"the input and the result side by side on {model.target}"))
-        measure.profile(model, model.unit_signatures(result), None)  # the result's fused groups, for the prediction
-        result, measured, kept_input = _never_slower(model, graph, result, check_reps or measure.CHECK_REPS)
-        t = phase("measure", t)
+    limits = _limits(limits)
+    watch = MemoryWatch(None if limits.memory_gb is None else int(limits.memory_gb * 2**30), run)
+    with watch:
+        with run.interruptible():
+            notify(ProgressEvent("load", "reading the program"))
+            graph = _load(program, example_inputs)
+            examples = _examples(graph, example_inputs)
+            t = phase("load", t)
+            notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
+            data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
+            t = phase("saturate", t)
+            profiled = None
+            if measure.measured(model):
+                seconds = measure.PROFILE_BUDGET_S if profile_budget is None else profile_budget
+                if run.seconds is not None:
+                    seconds = min(seconds, max(0.0, 0.5 * run.remaining()))
+                notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
+                profiled = measure.profile_candidates(model, data, graph, seconds,
+                                                      lambda text: notify(ProgressEvent("profile", text)))
+                t = phase("profile", t)
+            notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
+                                 classes=len(data.classes)))
+            ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
+            seconds = min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE)))
+            extraction = _extract(data, model, method, seconds, graph, run, notify)
+            t = phase("extract", t)
+        if run.cancelled:
+            log.warning("%s: verifying the best program found so far", run.reason)
+        verification = None
+        if verify:
+            notify(ProgressEvent("verify", "running both programs on random inputs"))
+            verification = verify_equivalent(graph, extraction.graph, examples=examples,
+                                             require_proof=verify == "prove")
+            t = phase("verify", t)
+        result, measured, kept_input = extraction.graph, None, None
+        if measure.measured(model) and not run.cancelled:
+            notify(ProgressEvent("measure", f"the input and the result side by side on {model.target}"))
+            measure.profile(model, model.unit_signatures(result), None)  # the result's fused groups, for the prediction
+            result, measured, kept_input = _never_slower(model, graph, result, check_reps or measure.CHECK_REPS)
+            t = phase("measure", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
     after = model.graph_cost(result) if measure.measured(model) else extraction.cost
@@ -156,7 +168,8 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                     ops_after=result.op_counts(), saturation=saturation,
                     extraction=extraction.summary(), verification=verification, times=times,
                     cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(result),
-                    interrupted=run.cancelled, profile=profiled.to_dict() if profiled else None,
+                    interrupted=run.cancelled, stop=run.reason, memory=watch.summary(),
+                    profile=profiled.to_dict() if profiled else None,
                     measured=measured, kept_input=kept_input)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
     return Result(result, report, graph)
@@ -214,11 +227,15 @@ def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
     return dict(zip(graph.inputs, arrays))
 
 
-def _within(limits, run: budgets.Budget):
-    """`limits` (or the defaults) with saturation's time cut to its share of the run's budget."""
+def _limits(limits):
+    """`limits`, or the defaults (`einsat.egraph.session.Limits`)."""
     from einsat.egraph.session import Limits
 
-    limits = limits or Limits()
+    return limits or Limits()
+
+
+def _within(limits, run: budgets.Budget):
+    """`limits` with saturation's time cut to its share of the run's budget."""
     if run.seconds is None:
         return limits
     return dataclasses.replace(limits, time_s=max(0.01, min(limits.time_s, SATURATION_SHARE * run.remaining())))
@@ -257,15 +274,21 @@ def _extract(data, model, method: str, seconds: float, graph: Graph, run: budget
 
 
 def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = None,
-                      seed: int = 0, examples: dict | None = None) -> Verification:
+                      seed: int = 0, examples: dict | None = None, require_proof: bool = False) -> Verification:
     """Run both programs on the same random inputs and compare every output.
 
     The comparison is `einsat.verify.numeric.equivalent` (standard normal floats; a tolerance
     of eps(dtype) * 8 * (op count + sqrt(longest accumulation)), relative to each element and
-    to the output's scale; NaN and inf must match; integers exactly). `trials`: 2 random input
-    sets for programs under 2 GFLOPs, else 1. Raises `VerificationError` on a mismatch, with
-    the worst element and the nodes behind it. `examples`: inputs checked first; with
+    to the output's scale; NaN and inf must match; integers exactly), on `trials` random input
+    draws (default 2: the least that shows whether an output varies). Raises
+    `VerificationError` on a mismatch, with the worst element and the nodes behind it.
+    `examples`: inputs checked first, with a shuffle of them as a second draw; with
     integer-valued inputs (indices), only they are checked.
+
+    The result's `status` is "proved" when every output varied between the draws (or, for a
+    constant or saturated output, the values feeding its last op did and agree), else
+    "inconclusive": the outputs agree, but the comparison could not have failed.
+    `require_proof` makes an inconclusive verification a `VerificationError` too.
     """
     from einsat.verify.numeric import equivalent
 
@@ -273,19 +296,31 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
         raise VerificationError(f"the optimized program changed the interface of {reference.name!r}: "
                                 f"inputs {reference.input_types()} -> {candidate.input_types()}, "
                                 f"outputs {list(reference.outputs)} -> {list(candidate.outputs)}")
-    if trials is None:
-        trials = 2 if reference.flops() < 2e9 else 1
+    trials = 2 if trials is None else trials
     indexed = any(not np.issubdtype(t.dtype, np.floating) for t in reference.input_types().values())
+    reports = []
     with np.errstate(all="ignore"):  # random inputs may take log of negatives: NaN must match
-        report = equivalent(reference, candidate, examples, trials=1) if examples is not None else None
-        if (report is None or report) and not (examples is not None and indexed):
-            report = equivalent(reference, candidate, trials=trials, seed=seed)
-    if not report:
-        bad = next(o for o in report.outputs if not o.ok)
+        if examples is not None:
+            reports.append(equivalent(reference, candidate, examples, seed=seed))
+        if all(reports) and not (examples is not None and indexed):
+            reports.append(equivalent(reference, candidate, trials=trials, seed=seed))
+    failed = next((r for r in reports if not r), None)
+    if failed is not None:
+        bad = next(o for o in failed.outputs if not o.ok)
+        where = "the values feeding its last op differ" if bad.feeding and not all(f.ok for f in bad.feeding) \
+            else "it differs"
         raise VerificationError(
             f"the optimized program differs from {reference.name!r} on output {bad.name!r} "
-            f"({reference.types[bad.name]}) on random inputs: this is a bug in a rewrite or in "
-            f"extraction.\n{report}")
+            f"({reference.types[bad.name]}) on random inputs ({where}): this is a bug in a rewrite or in "
+            f"extraction.\n{failed}")
+    report = next((r for r in reports if r.status == "proved"), reports[-1])
     worst = max(report.outputs, key=lambda o: o.error)  # error: the fraction of the allowed error
-    return Verification(trials=trials, max_error=worst.error * report.tolerance, tolerance=report.tolerance,
-                        output=worst.name)
+    verification = Verification(trials=report.draws, max_error=worst.error * report.tolerance,
+                                tolerance=report.tolerance, output=worst.name, status=report.status,
+                                notes=report.inconclusive(),
+                                varying={o.name: o.varying for o in report.outputs},
+                                feeding={o.name: [f.name for f in o.feeding] for o in report.outputs if o.feeding})
+    if require_proof and verification.status != "proved":
+        raise VerificationError(f"the verification of {reference.name!r} is inconclusive (require_proof): "
+                                f"the outputs agree, but the comparison could not have failed.\n{report}")
+    return verification

@@ -26,17 +26,38 @@ if TYPE_CHECKING:  # the extractor (and HiGHS behind it) loads only when optimiz
 
 @dataclass
 class Verification:
-    """The numeric check of the optimized program against the input (see `verify_equivalent`)."""
+    """The numeric check of the optimized program against the input (see `verify_equivalent`).
+
+    `status` is "proved" (every output agreed and varied between the input draws, itself or
+    through the values feeding its last op) or "inconclusive" (every output agreed, but some
+    could not have failed: constant or saturated; `notes` says which and why). A failed check
+    is a `VerificationError`, never a report."""
 
     trials: int
     max_error: float      # the worst |optimized - input| / (|input| + max|input|); passes <= tolerance
     tolerance: float      # the relative tolerance
     output: str           # the output where `max_error` was found
     method: str = "einsat.verify.numeric.equivalent on random inputs (NumPy)"
+    status: str = "proved"
+    notes: list[str] = field(default_factory=list)             # why inconclusive, one line per output
+    varying: dict[str, float | None] = field(default_factory=dict)  # per output: fraction of elements that varied
+    feeding: dict[str, list[str]] = field(default_factory=dict)     # outputs checked through the values feeding them
+
+    @property
+    def proved(self) -> bool:
+        return self.status == "proved"
 
     def __str__(self) -> str:
-        return (f"passed: {self.trials} random input set(s), worst relative error {self.max_error:.2g} "
-                f"(output {self.output!r}, tolerance {self.tolerance:.2g})")
+        error = (f"worst relative error {self.max_error:.2g} (output {self.output!r}, "
+                 f"tolerance {self.tolerance:.2g})")
+        if not self.proved:
+            return (f"INCONCLUSIVE: the outputs agree on {self.trials} input set(s), {error}, but the "
+                    "comparison could not have failed: " + "; ".join(self.notes))
+        known = {k: v for k, v in self.varying.items() if v is not None}
+        least = min(known, key=known.get) if known else None
+        varies = f", outputs vary (least: {least!r} in {known[least]:.0%} of elements)" if least else ""
+        behind = "".join(f", {k!r} checked through {', '.join(map(repr, v))}" for k, v in self.feeding.items())
+        return f"proved: {self.trials} random input set(s){varies}{behind}, {error}"
 
 
 @dataclass
@@ -105,7 +126,9 @@ class Report:
     times: dict[str, float]
     cost_by_op_before: dict[str, float] = field(default_factory=dict)
     cost_by_op_after: dict[str, float] = field(default_factory=dict)
-    interrupted: bool = False  # the run was cancelled (Ctrl-C): the best program found so far
+    interrupted: bool = False  # the run was cancelled (Ctrl-C, memory limit): the best program found so far
+    stop: str | None = None    # why it was cancelled: "interrupted" (Ctrl-C), "memory limit"
+    memory: dict[str, Any] = field(default_factory=dict)  # `einsat.memory.MemoryWatch.summary()`: bytes
     # a model that measures its target (cost="cpu"): how its figures were profiled (`measure.ProfileSummary`),
     # the input and the result timed side by side (`runtime.profiler.Comparison.to_dict`), and why
     # the input was returned instead of the result (None: the result was returned)
@@ -133,12 +156,18 @@ class Report:
 
     @property
     def verified(self) -> bool:
+        """The result was checked and agreed (see `proved` for whether that check could have failed)."""
         return self.verification is not None
+
+    @property
+    def proved(self) -> bool:
+        """The check agreed on outputs that vary with the inputs: it could have failed."""
+        return self.verification is not None and self.verification.proved
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data: its fields, and speedup, reduction and verified."""
         out = dataclasses.asdict(self)
-        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified,
+        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified, proved=self.proved,
                    measured_speedup=self.measured_speedup)
         return _finite(out)
 
@@ -156,6 +185,12 @@ class Report:
                                  key=lambda o: (-max(self.ops_before.get(o, 0), self.ops_after.get(o, 0)), o))
                 if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
 
+    def memory_text(self) -> str:
+        m, gb = self.memory, 2**30
+        limit = "unbounded" if m.get("limit_bytes") is None else f"limit {m['limit_bytes'] / gb:.3g} GB"
+        text = f"peak {m['peak_bytes'] / gb:.2f} GB resident, {m['added_bytes'] / gb:.2f} GB added by the run ({limit})"
+        return text + ("; LIMIT REACHED: the search stopped early" if m.get("exceeded") else "")
+
     def extraction_text(self) -> str:
         x = self.extraction
         gap = "" if x.gap is None else f", gap {x.gap:.1%}"
@@ -170,8 +205,8 @@ class Report:
         w0 = max(len(r[0]) for r in rows)
         w1 = max(len(r[1]) for r in rows)
         w2 = max(len(r[2]) for r in rows)
-        lines = [f"einsat optimize: {self.name}" + ("  (interrupted: the best program found so far)"
-                                                   if self.interrupted else "")]
+        lines = [f"einsat optimize: {self.name}" + (f"  ({self.stop or 'interrupted'}: the best program found "
+                                                    "so far)" if self.interrupted else "")]
         lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
         lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
         lines += self.measured_lines()
@@ -187,6 +222,8 @@ class Report:
         else:
             lines.append(f"  verification: {self.verification}")
         lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
+        if self.memory:
+            lines.append(f"  memory: {self.memory_text()}")
         return "\n".join(lines)
 
     def measured_lines(self) -> list[str]:

@@ -86,7 +86,7 @@ def test_report_prints_costs_verification_and_times(monkeypatch):
                                               SaturationSummary(9, 9, "saturated", 1)))
     result = einsat.optimize(g, cost="h200")
     text = str(result.report)
-    assert result.report.verified and "verification: passed" in text
+    assert result.report.verified and "verification: proved" in text
     assert "h200" in text and "stopped: saturated" in text and "total" in text
     assert result.report.cost_after <= result.report.cost_before
     graph, report = result

@@ -63,6 +63,7 @@ class StopReason(enum.Enum):
     TIME_LIMIT = "time limit"
     ITERATION_LIMIT = "iteration limit"
     INTERRUPTED = "interrupted"   # the run's budget was cancelled (Ctrl-C) or its deadline passed
+    MEMORY_LIMIT = "memory limit"  # the run's memory watch cancelled its budget (`einsat.memory`)
 
 
 STOP_REASONS = {  # in words, with the limit: what `SaturationReport.stop_text` says
@@ -72,6 +73,8 @@ STOP_REASONS = {  # in words, with the limit: what `SaturationReport.stop_text` 
     StopReason.TIME_LIMIT: "time limit: the next rewrite step would pass {time_s:g} s",
     StopReason.ITERATION_LIMIT: "iteration limit: {iterations} rewrite steps done",
     StopReason.INTERRUPTED: "interrupted: stopped early, the e-graph so far is kept",
+    StopReason.MEMORY_LIMIT: "memory limit: the run added more than {memory_gb:g} GB of resident memory; "
+                             "stopped early, the e-graph so far is kept",
 }
 
 
@@ -88,6 +91,7 @@ class Limits:
     subprograms: int = 32     # PET: subprograms mutated per round
     mutants: int = 64         # PET: mutants tried per subprogram
     derive_depth: int = 4  # EinNet's MaxDepth: explorative derivations per expression (rewrites.derive)
+    memory_gb: float | None = 4.0  # `einsat.optimize`: resident memory the run may add (None: unbounded)
 
 
 @dataclass
@@ -130,7 +134,8 @@ class SaturationReport:
     def stop_text(self, limits: Limits) -> str:
         """Why the run stopped, in words, with the limit that stopped it."""
         return STOP_REASONS[self.stop_reason].format(nodes=limits.nodes, time_s=limits.time_s,
-                                                     iterations=limits.iterations, used=self.nodes)
+                                                     iterations=limits.iterations, used=self.nodes,
+                                                     memory_gb=limits.memory_gb or 0)
 
     def summary(self) -> str:
         top = sorted(self.rules.items(), key=lambda kv: -kv[1].matches)[:8]
@@ -287,7 +292,7 @@ class Session:
                 prev = last.get(phase.name)
                 room = lim.nodes - nodes
                 if budget is not None and budget.cancelled:
-                    stop = StopReason.INTERRUPTED
+                    stop = StopReason.MEMORY_LIMIT if budget.reason == "memory limit" else StopReason.INTERRUPTED
                 elif room < (self._fanout[phase.name] if isinstance(phase, Ruleset) else 1):
                     stop = StopReason.NODE_LIMIT
                 elif elapsed >= lim.time_s or (prev and elapsed + prev.time_s > lim.time_s) or \

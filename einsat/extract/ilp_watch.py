@@ -48,7 +48,7 @@ class IlpWatch:
     def _on_interrupt(self, event) -> None:
         now = time.perf_counter()
         if self.budget is not None and self.budget.cancelled:
-            self.reason = "interrupted"
+            self.reason = self.budget.reason or "interrupted"  # "memory limit" when the memory watch stopped it
         elif self.budget is not None and self.budget.exhausted:
             self.reason = "time limit"
         elif now - self.improved > max(self.stall_s, 0.5 * (now - self.start)):

@@ -10,6 +10,12 @@ computed in different orders. Integers and booleans must be equal.
 
 When the two programs share value names (an ONNX round trip, a renaming pass), the report also
 names the first shared value whose values differ: where the transformation went wrong.
+
+Agreement proves something only when the comparison could have failed: each output must vary
+between two input draws (`einsat.verify.informative`); where one does not (constant, or a
+saturated softmax), the values feeding its last computing op are compared as well. The report's
+`status` says which: "proved" (every output agreed and varied, itself or through the values
+feeding it), "inconclusive" (all agreed, but some output could not have failed) or "failed".
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import numpy as np
 from einsat.ir.graph import Graph
 from einsat.runtime import random_inputs, run
 from einsat.verify.corrector import check_pair
+from einsat.verify.informative import MIN_VARYING, feeding_pairs, informative, varying
 
 
 @dataclass
@@ -32,6 +39,18 @@ class OutputReport:
     index: tuple[int, ...]
     expected: float
     got: float
+    varying: float | None = None   # fraction of elements that moved between two input draws (None: one draw)
+    feeding: list[OutputReport] = field(default_factory=list)  # the values feeding its last op, when compared
+
+    @property
+    def informative(self) -> bool:
+        """Could this comparison have failed: the output varies, or the values feeding it do?"""
+        return informative(self.varying) or (bool(self.feeding) and all(f.informative for f in self.feeding))
+
+    def line(self) -> str:
+        varies = "" if self.varying is None else f", varies in {self.varying:.0%} of elements"
+        return (f"{self.name}: worst {list(self.index)} expected {self.expected:.6g} got {self.got:.6g} "
+                f"({self.error:.3g} x allowed{varies}){'' if self.ok else '  <-- differs'}")
 
 
 @dataclass
@@ -41,16 +60,41 @@ class NumericReport:
     tolerance: float
     chain: list[str] = field(default_factory=list)
     first_divergence: str | None = None
+    draws: int = 1
 
     def __bool__(self) -> bool:
         return self.equivalent
 
+    @property
+    def status(self) -> str:
+        """"failed" (an output or the values feeding it differ), "inconclusive" (all agree, but
+        some output could not have failed: constant or saturated, and nothing behind it that
+        varies) or "proved"."""
+        if not self.equivalent:
+            return "failed"
+        return "proved" if all(o.informative for o in self.outputs) else "inconclusive"
+
+    def inconclusive(self) -> list[str]:
+        """Why each output that could not have failed could not: one line each."""
+        why = []
+        for o in self.outputs:
+            if o.informative:
+                continue
+            moved = "was compared on one input draw only" if o.varying is None else \
+                f"varies in {o.varying:.1%} of its elements between input draws (< {MIN_VARYING:.0%})"
+            behind = "; the values feeding its last op: " + ", ".join(
+                f"{f.name} varies in {f.varying:.1%}" if f.varying is not None else f.name for f in o.feeding) \
+                if o.feeding else "; its last op differs between the programs or has no computed input"
+            why.append(f"output {o.name!r} {moved}{behind}")
+        return why
+
     def __str__(self) -> str:
         head = "equivalent" if self.equivalent else "NOT equivalent"
-        lines = [f"{head} (tolerance {self.tolerance:.2e})"]
+        lines = [f"{head}, {self.status} (tolerance {self.tolerance:.2e}, {self.draws} input draw(s))"]
         for o in self.outputs:
-            lines.append(f"  {o.name}: worst {list(o.index)} expected {o.expected:.6g} got {o.got:.6g} "
-                         f"({o.error:.3g} x allowed){'' if o.ok else '  <-- differs'}")
+            lines.append("  " + o.line())
+            lines += [f"    feeding {f.line()}" for f in o.feeding]
+        lines += [f"  inconclusive: {w}" for w in self.inconclusive()] if self.equivalent else []
         if self.first_divergence:
             lines.append(f"  first shared value that differs: {self.first_divergence}")
         if self.chain:
@@ -115,43 +159,101 @@ def ancestors(graph: Graph, value: str) -> list[str]:
             f"{', '.join(str(graph.types[o]) for o in n.outputs)}" for n in graph.nodes if n.name in seen]
 
 
+def _permuted(inputs: dict, seed: int) -> dict:
+    """Another draw from given inputs: each input's elements shuffled, so every value (an
+    index, a mask bit) is still one the caller gave."""
+    rng = np.random.default_rng(seed)
+    return {k: rng.permutation(np.asarray(v).reshape(-1)).reshape(np.shape(v)) for k, v in inputs.items()}
+
+
 def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int = 0,
                tol: float | None = None) -> NumericReport:
     """Do `g1` (the reference) and `g2` compute the same outputs on random inputs?
 
-    `inputs` fixes the inputs (then `trials` is 1); otherwise `trials` random draws are tried.
-    Outputs are paired by position. The report is truthy when all agree.
+    `inputs` fixes the first draw; a second one shuffles their elements (if a program cannot
+    run on it, it is left out and the report says the outputs' variation is unknown).
+    Otherwise `trials` random draws are tried. Outputs are paired by position. The report is
+    truthy when all agree; its `status` says whether the comparison could have failed.
     """
     pairs = check_pair(g1, g2)
-    draws = [inputs] if inputs is not None else [random_inputs(g1, seed + k) for k in range(trials)]
+    if inputs is not None:
+        draws = [inputs, _permuted(inputs, seed + 1)]
+    else:
+        draws = [random_inputs(g1, seed + k) for k in range(trials)]
     shared = [n for n in g2.types if n in g1.types and g1.producer(n) is not None
               and g2.producer(n) is not None and g1.types[n] == g2.types[n]]
-    report = None
-    for draw in draws:
-        r1 = run(g1, draw, keep=tuple(shared))
-        r2 = run(g2, draw, keep=tuple(shared))
-        outs, ok_all, t_used = [], True, 0.0
+    feeds = {a: feeding_pairs(g1, g2, a, b) for a, b in pairs}
+    keep1 = tuple(dict.fromkeys([*shared, *(f for fp in feeds.values() for f, _ in fp)]))
+    keep2 = tuple(dict.fromkeys([*shared, *(f for fp in feeds.values() for _, f in fp)]))
+
+    def tol_of(name: str) -> float:
+        return tol if tol is not None else tolerance(g1, g2, g1.types[name].dtype)
+
+    first: dict[str, tuple[int, np.ndarray]] = {}  # a value on the first draw it was seen
+    worst: dict[str, OutputReport] = {}
+    variation: dict[str, float] = {}
+
+    def compare(a: str, b: str, r1, r2, k: int) -> OutputReport:
+        t = tol_of(a)
+        ok, err, idx = _compare(r1[a], r2[b], t)
+        e = r1[a][idx] if r1[a].size else np.nan
+        gv = r2[b][idx] if r2[b].size else np.nan
+        out = OutputReport(a, ok, err, tuple(int(i) for i in idx), float(e), float(gv))
+        if a not in first:
+            first[a] = (k, r1[a])
+        elif first[a][0] != k:
+            variation[a] = min(variation.get(a, 1.0), varying(first[a][1], r1[a], t))
+        if a not in worst or not ok or (worst[a].ok and err > worst[a].error):
+            worst[a] = out
+        return out
+
+    used, t_used = 0, max((tol_of(a) for a, _ in pairs), default=0.0)
+    r1 = r2 = {}
+    for k, draw in enumerate(draws):
+        try:
+            s1 = run(g1, draw, keep=keep1)
+            s2 = run(g2, draw, keep=keep2)
+        except Exception:
+            if k == 0 or inputs is None:
+                raise
+            break  # the shuffled examples are not valid inputs: the variation stays unknown
+        r1, r2, used = s1, s2, used + 1
+        outputs_ok = True
         for a, b in pairs:
-            t = tol if tol is not None else tolerance(g1, g2, g1.types[a].dtype)
-            t_used = max(t_used, t)
-            ok, worst, idx = _compare(r1[a], r2[b], t)
-            ok_all &= ok
-            e = r1[a][idx] if r1[a].size else np.nan
-            gv = r2[b][idx] if r2[b].size else np.nan
-            outs.append(OutputReport(a, ok, worst, tuple(int(i) for i in idx), float(e), float(gv)))
-        report = NumericReport(ok_all, outs, t_used)
-        if not ok_all:
-            bad = next((o for (a, b), o in zip(pairs, outs) if not o.ok))
-            b_name = dict(pairs)[bad.name]
-            report.chain = ancestors(g2, b_name)
-            for n in g2.nodes:
-                for o in n.outputs:
-                    if o in r1 and o in r2 and o not in g2.outputs:
-                        t = tol if tol is not None else tolerance(g1, g2, g1.types[o].dtype)
-                        if not _compare(r1[o], r2[o], t)[0]:
-                            report.first_divergence = f"{o} (node {n.name!r}, {n.op_name})"
-                            break
-                if report.first_divergence:
-                    break
-            return report
+            outputs_ok &= compare(a, b, r1, r2, k).ok
+            for fa, fb in feeds[a]:
+                compare(fa, fb, r1, r2, k)
+        if not outputs_ok:
+            break
+    report = _report(pairs, feeds, worst, variation, t_used, used)
+    if not report.equivalent:
+        _explain(report, g1, g2, pairs, r1, r2, tol_of)
     return report
+
+
+def _report(pairs, feeds, worst, variation, t_used, used) -> NumericReport:
+    """Each output's worst comparison, with the values feeding its last op where it does not
+    vary; one that agrees fails when they differ (the only comparison that could have failed)."""
+    outs = []
+    for a, _ in pairs:
+        o = worst[a]
+        o.varying = variation.get(a)
+        if not informative(o.varying):
+            for fa, _ in feeds[a]:
+                f = worst[fa]
+                f.varying = variation.get(fa)
+                o.feeding.append(f)
+            o.ok = o.ok and all(f.ok for f in o.feeding)
+        outs.append(o)
+    return NumericReport(all(o.ok for o in outs), outs, t_used, draws=used)
+
+
+def _explain(report: NumericReport, g1: Graph, g2: Graph, pairs, r1, r2, tol_of) -> None:
+    """The nodes behind the first differing output, and the first shared value that differs."""
+    bad = next(o for o in report.outputs if not o.ok)
+    report.chain = ancestors(g2, dict(pairs)[bad.name])
+    for n in g2.nodes:
+        for o in n.outputs:
+            if o in r1 and o in r2 and o not in g2.outputs and not _compare(r1[o], r2[o], tol_of(o))[0]:
+                report.first_divergence = f"{o} (node {n.name!r}, {n.op_name})"
+                return

@@ -20,7 +20,7 @@ def test_demo_runs_the_bundled_model(capsys, tmp_path):
     assert ran and float(ran.group(1)) > 0
     assert re.search(r"logits\s+\[1, 1000\] f32\s+mean -?[\d.]+", out)
     # the optimizer's report: verified, and cheaper under the default cost model
-    assert f"optimizing for the {DEFAULT_COST} cost model" in out and "verification: passed" in out
+    assert f"optimizing for the {DEFAULT_COST} cost model" in out and "verification: proved" in out
     speedup = re.search(r"speedup \(modeled\): ([\d.]+)x", out)
     assert speedup and float(speedup.group(1)) > 1.0
     assert "optimized program ran on numpy" in out

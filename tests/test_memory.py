@@ -1,0 +1,56 @@
+"""The memory of a run (`einsat.memory`): measured, and bounded with a graceful stop."""
+
+import itertools
+import time
+
+import numpy as np
+
+import einsat
+from einsat import memory
+from einsat.budget import Budget
+from einsat.egraph.session import Limits
+from tests.test_optimize import chain
+
+
+def test_the_watch_sees_an_allocation_and_its_peak():
+    with memory.MemoryWatch() as watch:
+        block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
+        time.sleep(0.1)
+        del block
+    assert watch.added_bytes >= 48 * 2**20
+    assert watch.peak_bytes >= watch.start_bytes + watch.added_bytes - 1
+    assert not watch.exceeded
+
+
+def test_passing_the_limit_cancels_the_budget_with_its_reason():
+    budget = Budget()
+    with memory.MemoryWatch(limit_bytes=16 * 2**20, budget=budget) as watch:
+        block = np.ones(64 * 2**20 // 8)
+        deadline = time.monotonic() + 5
+        while not budget.cancelled and time.monotonic() < deadline:
+            time.sleep(0.01)
+        del block
+    assert watch.exceeded and budget.cancelled and budget.reason == memory.MEMORY_LIMIT
+
+
+def test_optimize_stops_gracefully_at_the_memory_limit(monkeypatch):
+    """Resident memory that grows by 1 GB per sample: the search stops after its first check,
+    and the best program so far is still extracted, verified and returned."""
+    real = memory.resident_bytes()
+    grow = itertools.count()
+    monkeypatch.setattr(memory, "resident_bytes", lambda: real + next(grow) * 2**30)
+    result = einsat.optimize(chain("left"), limits=Limits(memory_gb=1.5))
+    r = result.report
+    assert r.interrupted and r.stop == "memory limit" and r.memory["exceeded"]
+    assert r.saturation.stop_reason == "memory limit"
+    assert r.verification is not None and r.verification.proved
+    text = str(r)
+    assert "(memory limit: the best program found so far)" in text and "LIMIT REACHED" in text
+
+
+def test_optimize_reports_its_memory_and_none_means_unbounded():
+    r = einsat.optimize(chain("left"), limits=Limits(memory_gb=None)).report
+    assert r.memory["limit_bytes"] is None and not r.memory["exceeded"] and not r.interrupted
+    assert r.memory["peak_bytes"] >= r.memory["start_bytes"] > 0
+    assert "memory: peak" in str(r) and "(unbounded)" in str(r)
+    assert einsat.optimize(chain("left")).report.memory["limit_bytes"] == 4 * 2**30

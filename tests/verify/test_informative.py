@@ -1,0 +1,106 @@
+"""A verification proves something only when it could have failed (`einsat.verify.informative`).
+
+A saturated classifier (one-hot softmax), a constant output and a varying one, each compared
+with a correct and with a slightly wrong copy: the status says proved / inconclusive / failed,
+and a wrong copy that the outputs cannot show is caught by the values feeding the softmax.
+"""
+
+import numpy as np
+import pytest
+
+from einsat.errors import VerificationError
+from einsat.ir import GraphBuilder
+from einsat.optimize import verify_equivalent
+from einsat.verify.informative import MIN_VARYING, feeding_pairs, varying
+from einsat.verify.numeric import equivalent
+
+
+def classifier(scale: float = 1.0, wrong: float = 1.0, name: str = "clf"):
+    """softmax(x @ w * scale) over 50 classes, flattened; the logits times `wrong` (1: right)."""
+    b = GraphBuilder(name)
+    x = b.input("x", (4, 16))
+    w = b.weight("w", np.random.default_rng(0).standard_normal((16, 50)).astype(np.float32))
+    logits = b.mul(b.matmul(x, w), b.const(np.float32(scale * wrong)), name="logits")
+    return b.build(b.reshape(b.softmax(logits, axis=-1), shape=(200,)), names=["prob"])
+
+
+def test_varying_counts_elements_that_move_more_than_the_allowed_error():
+    a = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    b = np.array([1.0, 2.0, 3.5, 4.0], np.float32)
+    assert varying(a, b, 1e-3) == 0.25
+    assert varying(a, a, 1e-3) == 0.0
+    # 1e-6 of the scale is within the allowed error 1e-3 * (|a| + 4): not a variation
+    assert varying(a, a + 1e-6, 1e-3) == 0.0
+    assert varying(np.array([1, 2, 3, 4]), np.array([1, 0, 3, 0]), 0.0) == 0.5
+
+
+def test_a_varying_output_is_proved():
+    report = equivalent(classifier(), classifier())
+    assert report and report.status == "proved"
+    (out,) = report.outputs
+    assert out.varying > 0.9 and not out.feeding
+
+
+def test_a_saturated_softmax_is_proved_through_its_logits_and_a_wrong_logit_fails():
+    right = classifier(scale=1000.0)
+    report = equivalent(right, classifier(scale=1000.0))
+    (out,) = report.outputs
+    assert out.varying < MIN_VARYING  # one-hot rows: 2 of 50 classes move at most
+    assert [f.name for f in out.feeding] == ["logits"] and out.feeding[0].varying > 0.9
+    assert report.status == "proved", str(report)
+    # logits 0.1% off: the one-hot outputs still agree exactly, the logits do not
+    wrong = classifier(scale=1000.0, wrong=1.001)
+    report = equivalent(right, wrong)
+    assert report.status == "failed" and not report
+    assert report.outputs[0].feeding[0].error > 1
+    with pytest.raises(VerificationError, match="values feeding its last op differ"):
+        verify_equivalent(right, wrong)
+
+
+def constant(c: float, through_input: bool = True):
+    """softmax(x * 0 + c): 1/16 everywhere, whatever x (or softmax(c), x unused)."""
+    b = GraphBuilder("const")
+    x = b.input("x", (4, 16))
+    bias = b.const(np.full((4, 16), c, np.float32))
+    pre = b.add(b.mul(x, b.const(np.float32(0.0))), bias, name="pre") if through_input else bias
+    return b.build(b.softmax(pre, axis=-1), names=["p"])
+
+
+def test_a_constant_output_is_inconclusive_and_require_proof_refuses_it():
+    # a candidate that ignores its input agrees with the constant reference: never "passed"
+    report = equivalent(constant(1.0), constant(1.0, through_input=False))
+    assert report and report.status == "inconclusive"
+    (line,) = report.inconclusive()
+    assert "'p'" in line and "varies in 0.0%" in line
+    v = verify_equivalent(constant(1.0), constant(1.0))
+    assert v.status == "inconclusive" and not v.proved
+    assert str(v).startswith("INCONCLUSIVE") and "passed" not in str(v)
+    with pytest.raises(VerificationError, match="inconclusive"):
+        verify_equivalent(constant(1.0), constant(1.0), require_proof=True)
+    # the outputs agree (uniform), the values feeding the softmax do not: failed
+    assert equivalent(constant(1.0), constant(2.0)).status == "failed"
+
+
+def test_feeding_pairs_need_the_same_last_op():
+    g = classifier()
+    assert feeding_pairs(g, g, "prob", "prob") == [("logits", "logits")]  # through the reshape
+    b = GraphBuilder("clf")
+    x = b.input("x", (4, 16))
+    other = b.build(b.sigmoid(b.matmul(x, b.weight("w", np.ones((16, 50), np.float32)))), names=["prob"])
+    assert feeding_pairs(g, other, "prob", "prob") == []
+
+
+def test_given_examples_get_a_shuffled_second_draw():
+    def gather(offset: int):
+        b = GraphBuilder("emb")
+        ids = b.input("ids", (6,), np.int64)
+        table = b.weight("table", np.random.default_rng(1).standard_normal((10, 8)).astype(np.float32))
+        return b.build(b.add(b.gather(table, ids, axis=0), b.const(np.float32(offset))), names=["e"])
+
+    ids = {"ids": np.array([0, 1, 2, 7, 8, 9])}
+    report = equivalent(gather(0), gather(0), ids)
+    assert report.draws == 2 and report.status == "proved"
+    v = verify_equivalent(gather(0), gather(0), examples=ids)
+    assert v.proved and v.trials == 2
+    with pytest.raises(VerificationError):
+        verify_equivalent(gather(0), gather(1), examples=ids)

@@ -51,6 +51,8 @@ class Result:
     graph: Graph
     report: Report
     input: Graph | None = None
+    recipe: Graph | None = None  # with optimize(recipe=True): the result's new weights from the input's
+
 
     def __iter__(self):  # `graph, report = einsat.optimize(g)`
         return iter((self.graph, self.report))
@@ -61,7 +63,8 @@ class Result:
 
 
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
-             time_limit: float | None = None, budget=None, verify: bool = True, progress=None) -> Result:
+             time_limit: float | None = None, budget=None, verify: bool = True, progress=None,
+             recipe: bool = False, partition=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -82,12 +85,31 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     verify: check the result numerically against the input on random inputs (default: yes;
         a mismatch raises `VerificationError`). Turning it off is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
+    recipe: also return `Result.recipe`, the weights the optimizer made (folded weight-only
+        values) as a program over the input's weights (`einsat.egraph.weights.weight_recipe`):
+        running it on other weights of the same shapes gives the result's weights for those.
+    partition: how a large program is split into pieces optimized apart (`einsat.partition`):
+        None (the default) partitions programs above `Partitioning().above` nodes, a
+        `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
+        The pieces' reports are in `report.partition`.
     """
     method = extractor
     if method not in METHODS:
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")
     model = cost_model(cost)
     run = budgets.of(budget)
+    if partition is not False and not recipe:
+        from einsat.partition import Partitioning, optimize_partitioned
+
+        settings = partition if partition is not None else Partitioning()
+        if not isinstance(settings, Partitioning):
+            raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(partition).__name__}")
+        graph = _load(program, example_inputs)
+        if len(graph.nodes) > settings.above:
+            return optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model, rules=rules,
+                                        limits=limits, extractor=extractor, time_limit=time_limit,
+                                        budget=run, verify=verify, progress=progress)
+        program = graph
 
     def notify(event: ProgressEvent) -> None:
         log.info("%s", event)
@@ -133,7 +155,12 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                     cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(extraction.graph),
                     interrupted=run.cancelled)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {extraction.cost:,.1f} {model.unit}"))
-    return Result(extraction.graph, report, graph)
+    made = None
+    if recipe:
+        from einsat.egraph.weights import weight_recipe
+        new = {k: c for k, c in extraction.weight_classes.items() if k not in graph.weights}
+        made = weight_recipe(data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")
+    return Result(extraction.graph, report, graph, made)
 
 
 def _load(program, example_inputs) -> Graph:

@@ -106,6 +106,7 @@ class Report:
     cost_by_op_before: dict[str, float] = field(default_factory=dict)
     cost_by_op_after: dict[str, float] = field(default_factory=dict)
     interrupted: bool = False  # the run was cancelled (Ctrl-C): the best program found so far
+    partition: Any = None      # a partitioned run's `einsat.partition.PartitionSummary`: pieces, cuts, reuse
 
     @property
     def speedup(self) -> float:
@@ -170,6 +171,8 @@ class Report:
             lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
         else:
             lines.append(f"  verification: {self.verification}")
+        if self.partition is not None:
+            lines += ["  partition: " + "\n  ".join(str(self.partition).splitlines())]
         lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
         return "\n".join(lines)
 

@@ -66,10 +66,21 @@ def run_jobs(jobs: list[tuple[Graph, dict]], executor: str, workers: int | None 
             done(k, optimize_piece(job))
     elif executor == "process":
         from concurrent.futures import as_completed
-        with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(optimize_piece, job): k for k, job in enumerate(jobs)}
-            for f in as_completed(futures):
-                done(futures[f], f.result())
+        from concurrent.futures.process import BrokenProcessPool
+        try:
+            with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+                # the largest pieces first (the longest-processing-time rule): the last worker to
+                # finish is then not one that started a big piece late
+                order = sorted(range(len(jobs)), key=lambda k: (-len(jobs[k][0].nodes), k))
+                futures = {pool.submit(optimize_piece, jobs[k]): k for k in order}
+                for f in as_completed(futures):
+                    done(futures[f], f.result())
+        except BrokenProcessPool as e:
+            raise EinsatError(
+                "a worker process of the 'process' executor died. A script that calls einsat.optimize at "
+                "module level must do so under `if __name__ == \"__main__\":` (the workers are spawned and "
+                "import the main module again); otherwise the machine may be out of memory. "
+                "Partitioning(executor=\"serial\") runs the pieces in this process.") from e
     else:
         for k, r in enumerate(_ray(jobs, workers, address)):
             done(k, r)

@@ -104,7 +104,7 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     first: dict[str, int] = {}
     for k, c in enumerate(canon):
         template.append(first.setdefault(c.key, k) if settings.reuse else k)
-    own = sorted(set(template))
+    own = sorted({t for k, t in enumerate(template) if pieces[k].graph.outputs})  # a piece nobody reads is dropped
     times["partition"] = time.perf_counter() - t0
     notify(ProgressEvent("partition", f"{len(pieces)} pieces, {len(own)} to optimize"))
 
@@ -127,6 +127,13 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     programs: list[Graph] = []
     summaries: list[PieceSummary] = []
     for k, piece in enumerate(pieces):
+        if not piece.graph.outputs:  # dead code: nothing after it reads its values
+            programs.append(Graph([], piece.graph.input_types(), [], {}, piece.graph.name))
+            summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
+                                          fingerprint=canon[k].key[:12], template=k,
+                                          cost_before=cost.graph_cost(piece.graph), cost_after=0.0, seconds=0.0,
+                                          fallback="dropped: none of its values is used"))
+            continue
         src = template[k]
         res = results[src]
         t1 = time.perf_counter()

@@ -123,3 +123,20 @@ def test_graphs_pickle():
     again = pickle.loads(pickle.dumps(g))
     same_program(g, again)
     assert again.input_types() == g.input_types() and np.all([a.op is b.op for a, b in zip(g.nodes, again.nodes)])
+
+
+def test_a_piece_whose_values_nobody_reads_is_dropped():
+    b = einsat.GraphBuilder("dead")
+    x = b.input("x", (4, 8))
+    t = x
+    for k in range(3):
+        t = b.relu(b.matmul(t, b.weight(f"w{k}", (8, 8))))
+    dead = t
+    for k in range(3):
+        dead = b.relu(b.matmul(dead, b.weight(f"d{k}", (8, 8))))
+    graph = b.build(t)
+    assert len(graph.nodes) == 12  # the builder keeps the dead chain
+    result = einsat.optimize(graph, limits=LIMITS, partition=dataclasses.replace(SERIAL, piece_nodes=6, min_unit=2))
+    assert any("dropped" in p.fallback for p in result.report.partition.pieces)
+    assert len(result.graph.nodes) <= 6
+    assert_same_function(graph, result.graph)

@@ -53,6 +53,8 @@ class Result:
     graph: Graph
     report: Report
     input: Graph | None = None
+    recipe: Graph | None = None  # with optimize(recipe=True): the result's new weights from the input's
+
 
     def __iter__(self):  # `graph, report = einsat.optimize(g)`
         return iter((self.graph, self.report))
@@ -64,7 +66,8 @@ class Result:
 
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
              time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
-             profile_budget: float | None = None, check_reps: int | None = None) -> Result:
+             profile_budget: float | None = None, check_reps: int | None = None,
+             recipe: bool = False, partition=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -97,12 +100,31 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         "prove": an inconclusive check raises `VerificationError` too. Turning it off
         (False) is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
+    recipe: also return `Result.recipe`, the weights the optimizer made (folded weight-only
+        values) as a program over the input's weights (`einsat.egraph.weights.weight_recipe`):
+        running it on other weights of the same shapes gives the result's weights for those.
+    partition: how a large program is split into pieces optimized apart (`einsat.partition`):
+        None (the default) partitions programs above `Partitioning().above` nodes, a
+        `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
+        The pieces' reports are in `report.partition`.
     """
     method = extractor
     if method not in METHODS:
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")
     model = cost_model(cost)
     run = budgets.of(budget)
+    if partition is not False and not recipe:
+        from einsat.partition import Partitioning, optimize_partitioned
+
+        settings = partition if partition is not None else Partitioning()
+        if not isinstance(settings, Partitioning):
+            raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(partition).__name__}")
+        graph = _load(program, example_inputs)
+        if len(graph.nodes) > settings.above:
+            return optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model, rules=rules,
+                                        limits=limits, extractor=extractor, time_limit=time_limit,
+                                        budget=run, verify=verify, progress=progress)
+        program = graph
 
     def notify(event: ProgressEvent) -> None:
         log.info("%s", event)
@@ -172,7 +194,12 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                     profile=profiled.to_dict() if profiled else None,
                     measured=measured, kept_input=kept_input)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
-    return Result(result, report, graph)
+    made = None
+    if recipe and result is extraction.graph:  # the input returned (never slower) makes no weights
+        from einsat.egraph.weights import weight_recipe
+        new = {k: c for k, c in extraction.weight_classes.items() if k not in graph.weights}
+        made = weight_recipe(data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")
+    return Result(result, report, graph, made)
 
 
 def same_program(a: Graph, b: Graph) -> bool:

@@ -135,6 +135,7 @@ class Report:
     profile: dict[str, Any] | None = None
     measured: dict[str, Any] | None = None
     kept_input: str | None = None
+    partition: Any = None      # a partitioned run's `einsat.partition.PartitionSummary`: pieces, cuts, reuse
 
     @property
     def speedup(self) -> float:
@@ -221,6 +222,8 @@ class Report:
             lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
         else:
             lines.append(f"  verification: {self.verification}")
+        if self.partition is not None:
+            lines += ["  partition: " + "\n  ".join(str(self.partition).splitlines())]
         lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
         if self.memory:
             lines.append(f"  memory: {self.memory_text()}")

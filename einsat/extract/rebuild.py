@@ -32,8 +32,11 @@ class _Names:
         return fresh_name(hint, self.taken)
 
 
-def rebuild(problem: Problem, selection: Selection, name: str = "optimized") -> Graph:
-    """The `ir.Graph` of `selection` (which must be acyclic and cover every needed e-class)."""
+def rebuild(problem: Problem, selection: Selection, name: str = "optimized",
+            origins: dict[str, int] | None = None) -> Graph:
+    """The `ir.Graph` of `selection` (which must be acyclic and cover every needed e-class).
+    `origins`, when given, receives the e-class of every weight the graph holds (by weight name):
+    how a caller finds the derivation of a folded weight (`egraph.weights.weight_recipe`)."""
     data = problem.data
     order = problem.order(selection)
     owner: dict[int, str] = {}  # root e-class -> the output name its value takes
@@ -89,9 +92,13 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized") -> 
                 weights[value[cid]] = folder.value(cid)
         elif node.leaf is not None:
             value[cid] = _weight(node.leaf[1], data, weights, names, owner.get(cid))
+            if origins is not None:
+                origins[value[cid]] = cid
         elif cand.folded:
             value[cid] = name_for(cid, f"{node.op.value}_const")
             weights[value[cid]] = folder.value(cid)
+            if origins is not None:
+                origins[value[cid]] = cid
         else:
             key = node_key(node)
             if key not in group_outs:

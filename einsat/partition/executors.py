@@ -1,0 +1,107 @@
+"""Where the pieces are optimized: in this process, in a process pool, or on a Ray cluster.
+
+Every executor runs `optimize_piece` on each job and returns the results in job order, so the
+stitched program does not depend on which worker finished first; the optimization of one piece
+is deterministic (`einsat.optimize`), so serial, process-pool and Ray runs give the same program
+(unless a time limit, rather than the node or iteration limit, stops a piece's saturation: then
+the machine's load decides how far it got, as for any time-limited run).
+
+- "serial": one after the other, in this process;
+- "process": a `concurrent.futures.ProcessPoolExecutor` with the "spawn" start method (safe with
+  threads and on every OS; each worker imports einsat once and optimizes many pieces);
+- "ray": Ray tasks (the `distributed` extra: `pip install einsat[distributed]`), on the cluster at
+  `address` (Ray's own default: `RAY_ADDRESS` or a local cluster started for the run).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from einsat.errors import EinsatError
+from einsat.ir.graph import Graph
+
+EXECUTORS = ("serial", "process", "ray")
+
+
+@dataclass
+class PieceResult:
+    graph: Graph              # the optimized piece
+    recipe: Graph | None      # its new weights from the piece's weights (`optimize(recipe=True)`)
+    report: Any               # the piece's `optimize_report.Report`
+    seconds: float            # wall time of the piece's optimization, in its worker
+
+
+def optimize_piece(job: tuple[Graph, dict]) -> PieceResult:
+    """Optimize one piece (a job: the piece and `optimize`'s keyword arguments)."""
+    import time
+
+    from einsat.optimize import optimize
+
+    graph, options = job
+    t0 = time.perf_counter()
+    result = optimize(graph, recipe=True, partition=False, **options)
+    return PieceResult(result.graph, result.recipe, result.report, time.perf_counter() - t0)
+
+
+def run_jobs(jobs: list[tuple[Graph, dict]], executor: str, workers: int | None = None,
+             address: str | None = None, on_done=None) -> list[PieceResult]:
+    """`optimize_piece` on every job with `executor`, the results in job order; `on_done(k, result)`
+    is called as each finishes (in any order)."""
+    if executor not in EXECUTORS:
+        raise EinsatError(f"unknown executor {executor!r}; choose one of {EXECUTORS}")
+    workers = max(1, workers or os.cpu_count() or 1)
+    results: list[PieceResult | None] = [None] * len(jobs)
+
+    def done(k: int, r: PieceResult) -> None:
+        results[k] = r
+        if on_done is not None:
+            on_done(k, r)
+
+    if executor == "serial" or (executor == "process" and (workers == 1 or len(jobs) <= 1)):
+        for k, job in enumerate(jobs):
+            done(k, optimize_piece(job))
+    elif executor == "process":
+        from concurrent.futures import as_completed
+        from concurrent.futures.process import BrokenProcessPool
+        try:
+            with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+                # the largest pieces first (the longest-processing-time rule): the last worker to
+                # finish is then not one that started a big piece late
+                order = sorted(range(len(jobs)), key=lambda k: (-len(jobs[k][0].nodes), k))
+                futures = {pool.submit(optimize_piece, jobs[k]): k for k in order}
+                for f in as_completed(futures):
+                    done(futures[f], f.result())
+        except BrokenProcessPool as e:
+            raise EinsatError(
+                "a worker process of the 'process' executor died. A script that calls einsat.optimize at "
+                "module level must do so under `if __name__ == \"__main__\":` (the workers are spawned and "
+                "import the main module again); otherwise the machine may be out of memory. "
+                "Partitioning(executor=\"serial\") runs the pieces in this process.") from e
+    else:
+        for k, r in enumerate(_ray(jobs, workers, address)):
+            done(k, r)
+    return results  # type: ignore[return-value]
+
+
+def _ray(jobs, workers: int, address: str | None) -> list[PieceResult]:
+    try:
+        import ray
+    except ImportError:
+        raise EinsatError("the 'ray' executor needs Ray: pip install 'einsat[distributed]'") from None
+    started = False
+    if not ray.is_initialized():
+        if address is None:
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+        started = True
+    try:
+        task = ray.remote(optimize_piece)
+        return ray.get([task.remote(job) for job in jobs])
+    finally:
+        if started:
+            ray.shutdown()

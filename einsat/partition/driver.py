@@ -84,7 +84,7 @@ def partition(graph: Graph, settings: Partitioning = Partitioning()) -> tuple[li
 
 def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs=None, cost, rules=None,
                          limits=None, extractor: str = "ilp", time_limit: float | None = None, budget=None,
-                         verify: bool = True, progress=None):
+                         verify: bool | str = True, progress=None):
     """`einsat.optimize` of a partitioned program (called by it; see the module docstring)."""
     from einsat.optimize import Result, _examples, verify_equivalent
     from einsat.optimize_report import Report
@@ -166,7 +166,7 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     if verify:
         t = time.perf_counter()
         notify(ProgressEvent("verify", "running both programs on random inputs"))
-        verification = verify_equivalent(graph, stitched, examples=examples)
+        verification = verify_equivalent(graph, stitched, examples=examples, require_proof=verify == "prove")
         times["verify"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - t0
 

@@ -69,6 +69,8 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized",
                 continue
             if n.leaf is not None:
                 value[c] = _weight(n.leaf[1], data, weights, names, owner.get(c))
+                if origins is not None:
+                    origins[value[c]] = c
                 continue
             out = name_for(c, f"{n.op.value}_w")
             nodes.append(Node(n.op, [value[k] if k >= 0 else "" for k in n.children], [out], dict(n.attrs)))
@@ -90,6 +92,8 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized",
             else:
                 value[cid] = name_for(cid, f"{node.op.value}_const")
                 weights[value[cid]] = folder.value(cid)
+            if origins is not None:
+                origins[value[cid]] = cid
         elif node.leaf is not None:
             value[cid] = _weight(node.leaf[1], data, weights, names, owner.get(cid))
             if origins is not None:

@@ -35,7 +35,7 @@ def test_a_model_partitioned_from_the_command_line(tmp_path, capsys):
     assert main(["optimize", str(tmp_path / "stack.onnx"), "-o", str(out), "--partition-above", "0",
                  "--parallel", "1", "--nodes", "6000", "--quiet", "--report", str(tmp_path / "r.json")]) == 0
     text = capsys.readouterr().out
-    assert "3 pieces (1 optimized, 2 reused), serial" in text and "verification: passed" in text
+    assert "3 pieces (1 optimized, 2 reused), serial" in text and "verification: proved" in text
     import json
     data = json.loads((tmp_path / "r.json").read_text())
     assert [p["template"] for p in data["partition"]["pieces"]] == [0, 0, 0]

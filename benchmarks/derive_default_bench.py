@@ -11,7 +11,7 @@ whether the two `after` runs extracted the same program (determinism), the stop 
 e-graph sizes, the modeled costs, and how many operators the derivation searched.
 
 Cost models: `h100`, the default (the roofline while no GPU profile is committed: no operator
-costs more than its implicit GEMM there, so no derivation can pay and none runs), and
+costs more than its floors there, so no derivation can pay and none runs), and
 `slow-windows`, a stand-in for a measured profile where every derivation may pay (every conv
 with a window and every transposed conv at 3x its roofline, a band product with dilation D at D
 times): the work bound's worst case. Results are merged into

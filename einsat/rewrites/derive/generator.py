@@ -17,8 +17,9 @@ convolutions are one search). Deterministic: operators in e-class order, candida
 
 In the default schedule (`default_derive_generator`) the search is bounded by work alone, so
 that the same input gives the same e-graph on any machine: no deadline, at most
-`DEFAULT_LIMITS.max_states` states per operator and `ROUND_STATES` states a round (an
-operator's searched states count against it whether its search ran now or was memoized), and
+`DEFAULT_LIMITS.max_states` states per operator, and no new search in a round once its searches
+have spent `ROUND_STATES` states (so a round derives at most `ROUND_STATES + max_states`; an
+operator's states count whether its search ran now or was memoized), and
 only for the operators where a derivation can pay (`can_pay`), the costliest first. What can
 pay: EinNet's derived programs run GEMM-like operators (matmul, batched matmul, conv, G2BMM) of
 about the source's work, plus memory-bound eOperators, and read the inputs and write the output
@@ -106,7 +107,7 @@ def can_pay(cost, node: ENode, data: EGraphData) -> float:
 
 def _operators(session, data: EGraphData, select: bool) -> list[tuple[int, ENode]]:
     """The source program's derivable operators: in e-class order, or (with `select`) those
-    that `can_pay` under the session's cost model, the costliest above its GEMM first."""
+    that `can_pay` under the session's cost model, the costliest above its floors first."""
     found = []
     for cid in sorted(data.classes):
         cls = data.classes[cid]

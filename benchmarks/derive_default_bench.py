@@ -11,7 +11,7 @@ whether the two `after` runs extracted the same program (determinism), the stop 
 e-graph sizes, the modeled costs, and how many operators the derivation searched.
 
 Cost models: `h100`, the default (the roofline while no GPU profile is committed: no operator
-costs more than its implicit GEMM there, so no derivation can pay and none runs), and
+costs more than its floors there, so no derivation can pay and none runs), and
 `slow-windows`, a stand-in for a measured profile where every derivation may pay (every conv
 with a window and every transposed conv at 3x its roofline, a band product with dilation D at D
 times): the work bound's worst case. Results are merged into
@@ -115,7 +115,19 @@ def markdown(rows: list[dict], meta: dict) -> str:
             f"{r['deterministic']} | {b['stop']} / {a['stop']} | {b['enodes']:,} / {a['enodes']:,} | "
             f"{r['cost_before_us']:,.1f} / {b['cost_after_us']:,.1f} / {a['cost_after_us']:,.1f} | "
             f"{a['derive_matches']} | {a['eops']} |")
+    lines += ["", "`derived unions`: derived programs entered by `einnet-derive` in the after run (0: no operator "
+              "could pay under that cost model, so none was searched); `eops`: eOperators in the extracted "
+              "program. A stop by the time limit is the one stop that can differ between machines; "
+              "`deterministic` compares the programs extracted by the two after runs. Cost `slow-windows` "
+              "makes every windowed conv slower than its floors: every one is searched, up to the round's "
+              "work bound (the worst case for optimize time)."]
     return "\n".join(lines) + "\n"
+
+
+def rewrite_markdown(out: Path = RESULTS) -> None:
+    """benchmarks/results/derive_default.md again from the JSON (after editing `markdown`)."""
+    data = json.loads((out / "derive_default.json").read_text())
+    (out / "derive_default.md").write_text(markdown(data["results"], data["meta"]))
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,7 @@ first step (before the mutation generator), then, once a derivation has entered,
 derived matmuls and the fusion of eOperators every step. The default search is bounded by work
 alone (states per operator and per round, no deadline: deterministic) and runs only for the
 operators where a derivation can pay under the session's cost model (`derive.generator.can_pay`:
-an operator costing more than its implicit GEMM); searching every convolution instead took about
+an operator costing more than a GEMM of its FLOPs or a stream of its bytes); searching every convolution instead took about
 as long as the rest of saturation on GCN and 20-40 s per dilated convolution on CSRNet
 (benchmarks/results/derive_default.md). `einnet_schedule()` searches every derivable operator
 (EinNet's own setting, with the search's deadline), for studies and the EinNet notebook.

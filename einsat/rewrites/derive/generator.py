@@ -17,16 +17,18 @@ convolutions are one search). Deterministic: operators in e-class order, candida
 
 In the default schedule (`default_derive_generator`) the search is bounded by work alone, so
 that the same input gives the same e-graph on any machine: no deadline, at most
-`DEFAULT_LIMITS.max_states` states per operator and `ROUND_STATES` states a round (an
-operator's searched states count against it whether its search ran now or was memoized), and
+`DEFAULT_LIMITS.max_states` states per operator, and no new search in a round once its searches
+have spent `ROUND_STATES` states (so a round derives at most `ROUND_STATES + max_states`; an
+operator's states count whether its search ran now or was memoized), and
 only for the operators where a derivation can pay (`can_pay`), the costliest first. What can
 pay: EinNet's derived programs run GEMM-like operators (matmul, batched matmul, conv, G2BMM) of
-at least the source's useful work, plus memory-bound eOperators; so a derivation can be cheaper
-only where the source costs more, under the session's cost model, than `PAY_MARGIN` times a
-plain matmul of its FLOPs (its implicit GEMM). Under the roofline model no operator passes (a
-conv is never slower there than its GEMM); under a measured profile the operators that run far
-below the GEMM rate do (EinNet's case: cuDNN's 3×3 convs on 7×7 images, 5×5 and transposed
-convs, dilated band products). The rank is then the session's cost model (`graph_cost`).
+about the source's work, plus memory-bound eOperators, and read the inputs and write the output
+at least once; so a derivation can be cheaper only where the source costs more, under the
+session's cost model, than `PAY_MARGIN` times the costlier of two floors (`floors`): the squarest
+matmul of its FLOPs and a ReLU streaming its bytes. Under the roofline model no operator passes
+(there an operator costs exactly the costlier floor); under a measured profile the operators
+that run far below the GEMM or the memory rate do (EinNet's case: cuDNN's 3×3 convs on 7×7
+images, 5×5 and transposed convs, dilated band products). The rank is then the session's cost model (`graph_cost`).
 """
 
 from __future__ import annotations
@@ -49,9 +51,9 @@ from einsat.rewrites.post.fold import weight_only
 DERIVED = frozenset({Op.CONV, Op.CONV_TRANSPOSE, Op.G2BMM, Op.GBMM})
 _MEMO: dict[tuple, SearchReport] = {}
 _MEMO_LIMIT = 256
-PAY_MARGIN = 1.25  # an operator must cost this many times its implicit GEMM for a derivation to pay
+PAY_MARGIN = 1.25  # an operator must cost this many times its floors for a derivation to pay
 DEFAULT_LIMITS = SearchLimits(max_states=400, deadline_s=float("inf"))  # EinNet's cases need 21-341 states
-ROUND_STATES = 1200  # states searched per round in the default schedule, over all operators
+ROUND_STATES = 2000  # states searched per round in the default schedule, over all operators
 _DERIVED: WeakSet = WeakSet()  # the sessions into which a derivation entered
 
 
@@ -76,40 +78,36 @@ def search_node(node: ENode, data: EGraphData, const_classes, limits: SearchLimi
     return _MEMO[key]
 
 
-def implicit_gemm(node: ENode, data: EGraphData) -> tuple[list[TensorType], list[TensorType]]:
-    """The input and output types of a matmul [M, K] @ [K, N] of the operator's FLOPs: M the
-    output positions (a conv's pixels, a transposed conv's input pixels, a band product's rows),
-    N the values at each (a conv's filters, a transposed conv's filters times its window)."""
-    ins = [data.classes[c].type for c in node.children if c != ABSENT]
+def floors(node: ENode, data: EGraphData) -> list[tuple[Op, list[TensorType], list[TensorType]]]:
+    """Two reference ops whose costs bound what any program of the operator's work must cost: a
+    matmul [s, k] @ [k, s] of its FLOPs (the squarest GEMM: the fewest bytes for that work) and a
+    ReLU streaming its bytes (its inputs read and its output written once)."""
+    ins = [None if c == ABSENT else data.classes[c].type for c in node.children]
     d = opdef(node.op)
     outs = d.infer(ins, node.attrs)
-    out = outs[0]
-    if node.op is Op.CONV:
-        m, n = prod(out.shape) // max(out.shape[1], 1), out.shape[1]
-    elif node.op is Op.CONV_TRANSPOSE:
-        x, w = ins[0].shape, ins[1].shape
-        m, n = x[0] * prod(x[2:]), w[1] * prod(w[2:])
-    else:
-        m, n = prod(out.shape[:-1]), out.shape[-1]
-    m, n = max(m, 1), max(n, 1)
-    k = max(1, ceil(d.flops(ins, outs, node.attrs) / (2 * m * n)))
-    dt = out.dtype
-    return [TensorType((m, k), dt), TensorType((k, n), dt)], [TensorType((m, n), dt)]
+    dt = outs[0].dtype
+    flops = max(float(d.flops(ins, outs, node.attrs)), 2.0)
+    side = max(1, round((flops / 2) ** (1 / 3)))
+    k = max(1, ceil(flops / (2 * side * side)))
+    gemm = (Op.MATMUL, [TensorType((side, k), dt), TensorType((k, side), dt)], [TensorType((side, side), dt)])
+    n = max(1, ceil(d.bytes(ins, outs, node.attrs) / (2 * outs[0].dtype.itemsize)))
+    stream = (Op.RELU, [TensorType((n,), dt)], [TensorType((n,), dt)])
+    return [gemm, stream]
 
 
 def can_pay(cost, node: ENode, data: EGraphData) -> float:
-    """How much (in the cost model's unit) the operator costs above `PAY_MARGIN` times its
-    implicit GEMM: a derivation can pay only where this is positive (see the module doc)."""
+    """How much (in the cost model's unit) the operator costs above `PAY_MARGIN` times the
+    costlier of its `floors`: a derivation can pay only where this is positive (see the module
+    doc)."""
     ins = [None if c == ABSENT else data.classes[c].type for c in node.children]
     outs = opdef(node.op).infer(ins, node.attrs)
-    gemm_ins, gemm_outs = implicit_gemm(node, data)
-    return cost.node_cost(node.op, node.attrs, ins, outs) - \
-        PAY_MARGIN * cost.node_cost(Op.MATMUL, {}, gemm_ins, gemm_outs)
+    floor = max(cost.node_cost(op, {}, f_ins, f_outs) for op, f_ins, f_outs in floors(node, data))
+    return cost.node_cost(node.op, node.attrs, ins, outs) - PAY_MARGIN * floor
 
 
 def _operators(session, data: EGraphData, select: bool) -> list[tuple[int, ENode]]:
     """The source program's derivable operators: in e-class order, or (with `select`) those
-    that `can_pay` under the session's cost model, the costliest above its GEMM first."""
+    that `can_pay` under the session's cost model, the costliest above its floors first."""
     found = []
     for cid in sorted(data.classes):
         cls = data.classes[cid]
@@ -169,7 +167,7 @@ def default_derive_generator() -> Generator:
     """The default schedule's derivations: bounded by work, not time (deterministic), for the
     operators where a derivation can pay under the session's cost model (see the module doc)."""
     return Generator("einnet-derive", "op = an instantiated derivation of its expression (EinNet §4–§6), "
-                     "where the op costs more than its implicit GEMM",
+                     "where the op costs more than its floors (a GEMM of its FLOPs, a stream of its bytes)",
                      lambda session, data: derive_programs(session, data, DEFAULT_LIMITS, None, 64, select=True,
                                                            round_states=ROUND_STATES),
                      every=1, first_steps=1)

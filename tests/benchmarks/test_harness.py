@@ -55,6 +55,9 @@ def test_optimize_is_recorded_with_its_egraph_phases_and_measurements(tmp_path):
     assert (cpu["returned"] == "input") == (opt["kept_input"] is not None)
     pred = cpu["prediction"]["input"]
     assert pred["error"] == pytest.approx(pred["predicted_ms"] / pred["measured_ms"] - 1)
+    same = cpu["prediction"]["same_run"]
+    assert same["units"] >= same["distinct"] >= 1 and same["error"] == pytest.approx(
+        same["predicted_ms"] / same["measured_ms"] - 1)
     assert cpu["weights_mb"]["input"] > 0 and data["summary"]["measured"] == 1
     assert "measured speedup" in (tmp_path / "cpu.md").read_text()
 

@@ -10,8 +10,11 @@ onnxruntime, side by side; the cost model's predictions against them; PyTorch on
   optimized program is the input: its ONNX is the same file), the speedup is 1 by construction
   and only the input is timed.
 - `prediction`: the measured cost model's prediction of each program (fusion groups as units,
-  `extract.target`) beside its measured time, the relative error, and the error of the naive
-  sum of one-node times (each node alone, no fusion groups) for the input, the gap the units close.
+  `extract.target`) from the profile the optimize run filled, beside its measured time, the
+  relative error, and the error of the naive sum of one-node times (each node alone, no fusion
+  groups) for the input, the gap the units close; and `same_run`: the input's prediction from
+  its units timed in the same interleaved rounds as the whole program (a shared machine's load
+  drifts between the profiling and the measurement; timed together, the error is the model's).
 - `weights_mb`: the weights of the input and of the optimized ONNX.
 - `torch`: PyTorch eager on the CPU (one thread) in the side environment (`.torch-venv`,
   `make torch-venv`; Python 3.11), through `benchmarks.torch_baseline --time`, where it exists.
@@ -81,6 +84,46 @@ def predictions(graph, optimized, ort: dict) -> dict:
     return out
 
 
+def same_run_prediction(graph, reps: int) -> dict:
+    """The input's units and the whole input timed in the same interleaved rounds: the model's
+    prediction (call overhead + the units' one-node times less it) against the program's time."""
+    from einsat.extract.target import cpu_model
+    from einsat.ir.registry import opdef
+    from einsat.ir.signature import signature_of
+    from einsat.runtime.profiler import MIN_US, call_overhead_graph, ort_signature_runner
+
+    model = cpu_model()
+    counts: dict[str, int] = {}
+    sigs, rest = {}, 0.0
+    for u in model.units(graph):
+        if u.constant or opdef(u.op).source:
+            continue
+        try:
+            sig = signature_of(u.op, u.attrs, list(u.ins))
+        except Exception:  # noqa: BLE001 - no signature: the model's own figure
+            sig = None
+        if sig is None:
+            rest += model.unit_cost(u)
+            continue
+        sigs[sig.key] = sig
+        counts[sig.key] = counts.get(sig.key, 0) + 1
+    runners = {"(overhead)": ort_runner(call_overhead_graph(), 0, THREADS), "(program)": ort_runner(graph, 0, THREADS)}
+    for key, sig in sigs.items():
+        try:
+            runners[key] = ort_signature_runner(sig, THREADS)
+            runners[key]()
+        except Exception:  # noqa: BLE001 - a unit onnxruntime cannot run alone: the model's figure
+            runners.pop(key, None)
+            rest += counts.pop(key) * model.node_cost(sig.op, sig.attr_dict, list(sig.inputs), sig.outputs())
+    times = interleaved(runners, reps, warmup=2)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    overhead = med["(overhead)"]
+    predicted = overhead + rest + sum(n * max(med[k] - overhead, MIN_US) for k, n in counts.items())
+    measured = med["(program)"]
+    return {"predicted_ms": predicted / 1e3, "measured_ms": measured / 1e3, "error": predicted / measured - 1,
+            "units": sum(counts.values()), "distinct": len(counts), "reps": reps}
+
+
 def weights_mb(graph) -> float:
     """The bytes of the graph's ONNX initializers (what the exported file carries), in MB."""
     from einsat.ir.onnx_export import to_onnx
@@ -120,6 +163,7 @@ def measure(graph, optimized, report, reps: int = 15, torch_python: str | None =
            "returned": "input" if same else "optimized"}
     if predict:
         out["prediction"] = predictions(graph, optimized, ort)
+        out["prediction"]["same_run"] = same_run_prediction(graph, max(5, reps // 2))
     if torch_python:
         out["torch"] = torch_times(graph, optimized, reps, torch_python)
     return out

@@ -11,10 +11,10 @@ fuses back, and whose time the profiler measures as that unit.
     units = ort_units(graph)       # [Unit], every node in exactly one unit, in program order
 
 A group grows from a conv (or a fused conv without epilogue) or a matmul along its value's only
-consumer, while that value is no graph output: first an Add (a residual of the output's shape;
-for a conv a constant per-channel bias, [C, 1, 1] or [1, C, 1, 1], which onnxruntime folds into
-the conv's own; for a matmul a bias vector of the output's last extent), then one activation
-(relu, sigmoid, tanh). A node computed from weights alone (a layout of weights that `extract.rebuild` keeps
+consumer, while that value is no graph output: for a conv, any batchnorms with constant
+statistics and Muls or Adds of constant per-channel values (folded into its weights and bias);
+one Add of a residual of the output's shape (for a matmul, or a bias vector of the output's
+last extent); then one activation (relu, sigmoid, tanh), which ends it. A node computed from weights alone (a layout of weights that `extract.rebuild` keeps
 instead of storing a larger weight) is a `constant` unit: onnxruntime folds it at load time.
 Pure: depends on `einsat.ir` alone.
 """
@@ -83,11 +83,28 @@ def _absorb_add(op: Op, ins: list, add: Node, value: str, graph: Graph, out: Ten
         return [*ins[:3], t]
     if op is Op.FUSED_MATMUL and ins[2] is None and t.shape == out.shape[-1:]:
         return [ins[0], ins[1], t]
-    channels = out.shape[1] if out.rank > 1 else -1
-    if op is Op.FUSED_CONV and ins[2] is None and other in graph.weights and t.size == channels \
-            and t.shape[-(out.rank - 1):] in ((channels,) + (1,) * (out.rank - 2),):
-        return [ins[0], ins[1], TensorType((channels,), t.dtype)]  # ConvAddFusion: a constant bias
     return None
+
+
+def _per_channel(t: TensorType, out: TensorType) -> bool:
+    """A constant onnxruntime folds into a conv's weights or bias: a scalar or one value per
+    output channel ([C], [C, 1, 1] or [1, C, 1, 1])."""
+    c = out.shape[1] if out.rank > 1 else -1
+    return t.size == 1 or (t.size == c and t.shape[-(out.rank - 1):] == (c,) + (1,) * (out.rank - 2)) \
+        or t.shape == (c,) and out.rank == 2
+
+
+def _folds_into_conv(nxt: Node, value: str, graph: Graph, out: TensorType) -> bool:
+    """A batchnorm with constant statistics (ConvBNFusion), or a Mul or Add of a constant
+    per-channel value (ConvMulFusion, ConvAddFusion): onnxruntime folds it into the conv."""
+    if graph.types[nxt.outputs[0]] != out:
+        return False
+    if nxt.op is Op.BATCHNORM:
+        return nxt.inputs[0] == value and all(i in graph.weights for i in nxt.inputs[1:] if i)
+    if nxt.op in (Op.MUL, Op.ADD) and list(nxt.inputs).count(value) == 1:
+        other = nxt.inputs[1] if nxt.inputs[0] == value else nxt.inputs[0]
+        return other in graph.weights and _per_channel(graph.types[other], out)
+    return False
 
 
 def ort_units(graph: Graph) -> list[Unit]:
@@ -113,15 +130,25 @@ def ort_units(graph: Graph) -> list[Unit]:
         out = graph.types[node.outputs[0]]
         group, cur = [node], node
         nxt = _single(cur, graph, uses)
-        if nxt is not None and nxt.op is Op.ADD:
-            grown = _absorb_add(op, ins, nxt, cur.outputs[0], graph, out)
-            if grown is not None:
-                ins, cur = grown, nxt
+        residual_taken = False
+        while nxt is not None:
+            if op is Op.FUSED_CONV and _folds_into_conv(nxt, cur.outputs[0], graph, out):
+                if nxt.op in (Op.BATCHNORM, Op.ADD) and ins[2] is None:  # a bias appears
+                    ins = [ins[0], ins[1], TensorType((out.shape[1],), out.dtype), *ins[3:]]
+            elif nxt.op is Op.ADD and not residual_taken:
+                grown = _absorb_add(op, ins, nxt, cur.outputs[0], graph, out)
+                if grown is None:
+                    break
+                ins, residual_taken = grown, len(grown) > 3
+            elif nxt.op in ACTIVATION_OPS and attrs.get("activation", "none") == "none":
+                attrs = {**attrs, "activation": ACTIVATION_OPS[nxt.op]}
                 group.append(nxt)
-                nxt = _single(cur, graph, uses)
-        if nxt is not None and nxt.op in ACTIVATION_OPS and attrs.get("activation", "none") == "none":
-            attrs = {**attrs, "activation": ACTIVATION_OPS[nxt.op]}
+                break
+            else:
+                break
             group.append(nxt)
+            cur = nxt
+            nxt = _single(cur, graph, uses)
         if len(group) == 1:
             ins_, outs = graph.node_types(node)
             units.append(Unit((node,), node.op, dict(node.attrs), tuple(ins_), tuple(outs)))

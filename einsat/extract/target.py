@@ -56,8 +56,13 @@ class TargetCost(MeasuredCost):
         self.path = os.fspath(path) if path is not None else cache_path(self.machine)
         self.loaded = 0
         db = ProfileDB(device=dict(self.machine))
+        self.problem = None  # why a cache file could not be used, if one could not
         if os.path.exists(self.path):
-            db = ProfileDB.load(self.path)
+            try:
+                db = ProfileDB.load(self.path)
+            except EinsatError as e:  # a damaged cache is measured again, and then rewritten
+                self.problem = str(e)
+                db = ProfileDB(device=dict(self.machine))
             if db.device != self.machine:  # the key is a digest of the machine: this is a stale file
                 db = ProfileDB(device=dict(self.machine))
             self.loaded = len(db)
@@ -97,7 +102,8 @@ class TargetCost(MeasuredCost):
         self.fallback = _fallback(self.db, self.kind)
 
     def save(self) -> None:
-        """Write the profile to its cache file (atomically; the folder is created)."""
+        """Write the profile to its cache file (atomically; the folder is created). Two runs
+        saving at once each write a whole file; the last one's entries win."""
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         self.db.save(self.path)
 

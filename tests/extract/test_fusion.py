@@ -87,3 +87,20 @@ def test_a_layout_of_weights_is_a_constant_unit():
     g = b.build(b.conv(x, w, padding=(1, 1, 1, 1)))
     units = ort_units(g)
     assert [(u.op, u.constant) for u in units] == [(Op.PAD, True), (Op.CONV, False)]
+
+
+def test_constant_batchnorm_and_per_channel_scale_fold_into_the_conv():
+    """Inception v2's conv -> batchnorm -> mul -> add -> relu is one unit, as onnxruntime runs it."""
+    b = GraphBuilder("bn")
+    x = b.input("x", (1, 3, 8, 8))
+    y = b.conv(x, b.weight("w", (4, 3, 3, 3)), padding=(1, 1, 1, 1))
+    y = b.batchnorm(y, *(b.weight(n, (4,)) for n in ("scale", "shift", "mean")), b.weight("var", np.ones(4, np.float32)))
+    y = b.add(b.mul(y, b.weight("s", (1, 4, 1, 1))), b.weight("t", (1, 4, 1, 1)))
+    g = b.build(b.relu(y))
+    (unit,) = ort_units(g)
+    assert [n.op for n in unit.nodes] == [Op.CONV, Op.BATCHNORM, Op.MUL, Op.ADD, Op.RELU]
+    assert unit.op is Op.FUSED_CONV and unit.ins[2].shape == (4,) and unit.attrs["activation"] == "relu"
+    b = GraphBuilder("data")  # a Mul by data is no constant: it stays
+    x = b.input("x", (1, 3, 8, 8))
+    g = b.build(b.mul(b.conv(x, b.weight("w", (4, 3, 1, 1))), b.input("m", (1, 4, 8, 8))))
+    assert [u.op for u in ort_units(g)] == [Op.CONV, Op.MUL]

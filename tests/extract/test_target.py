@@ -80,3 +80,10 @@ def test_a_program_is_predicted_by_its_fusion_groups(tmp_path):
     assert model.graph_cost(g) == pytest.approx(10.0 + 50.0 + 5.0)  # not matmul + add + relu + sigmoid
     assert model.cost_by_op(g) == {"matmul": 50.0, "sigmoid": 5.0}
     assert not (tmp_path / "p.json").exists()  # written by save() only
+
+
+def test_a_damaged_cache_file_is_measured_again(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text("{not json")
+    model = TargetCost("onnxruntime", MACHINE, path)
+    assert model.loaded == 0 and "cannot read the profile" in model.problem and len(model.missing(sigs())) == 4

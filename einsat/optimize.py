@@ -264,7 +264,7 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
         raise VerificationError(
             f"the optimized program differs from {reference.name!r} on output {bad.name!r} "
             f"({reference.types[bad.name]}) on random inputs ({where}): this is a bug in a rewrite or in "
-            f"extraction.\n{failed}")
+            f"extraction.\n{failed}", report=failed)
     report = next((r for r in reports if r.status == "proved"), reports[-1])
     worst = max(report.outputs, key=lambda o: o.error)  # error: the fraction of the allowed error
     verification = Verification(trials=report.draws, max_error=worst.error * report.tolerance,
@@ -274,5 +274,6 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
                                 feeding={o.name: [f.name for f in o.feeding] for o in report.outputs if o.feeding})
     if require_proof and verification.status != "proved":
         raise VerificationError(f"the verification of {reference.name!r} is inconclusive (require_proof): "
-                                f"the outputs agree, but the comparison could not have failed.\n{report}")
+                                f"the outputs agree, but the comparison could not have failed.\n{report}",
+                                report=report, status="inconclusive")
     return verification

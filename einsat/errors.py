@@ -42,7 +42,14 @@ class ExtractionError(EinsatError):
 
 
 class VerificationError(EinsatError):
-    """An optimized program does not compute what its input program computes."""
+    """An optimized program does not compute what its input program computes (`status`
+    "failed"), or, where a proof was required, could not be shown to ("inconclusive").
+    `report` is the comparison behind it (`einsat.verify.numeric.NumericReport`), when there is one."""
+
+    def __init__(self, message: str, report=None, status: str = "failed"):
+        super().__init__(message)
+        self.report = report
+        self.status = status
 
 
 def describe_node(node, types=None) -> str:

@@ -307,7 +307,8 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
     The comparison is `einsat.verify.numeric.equivalent` (standard normal floats; a tolerance
     of eps(dtype) * 8 * (op count + sqrt(longest accumulation)), relative to each element and
     to the output's scale; NaN and inf must match; integers exactly), on `trials` random input
-    draws (default 2: the least that shows whether an output varies). Raises
+    draws (default: 2 for programs under 2 GFLOPs, else 1; the input program always runs on a
+    second draw, to show whether its outputs vary). Raises
     `VerificationError` on a mismatch, with the worst element and the nodes behind it.
     `examples`: inputs checked first, with a shuffle of them as a second draw; with
     integer-valued inputs (indices), only they are checked.
@@ -323,7 +324,8 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
         raise VerificationError(f"the optimized program changed the interface of {reference.name!r}: "
                                 f"inputs {reference.input_types()} -> {candidate.input_types()}, "
                                 f"outputs {list(reference.outputs)} -> {list(candidate.outputs)}")
-    trials = 2 if trials is None else trials
+    if trials is None:
+        trials = 2 if reference.flops() < 2e9 else 1
     indexed = any(not np.issubdtype(t.dtype, np.floating) for t in reference.input_types().values())
     reports = []
     with np.errstate(all="ignore"):  # random inputs may take log of negatives: NaN must match
@@ -339,7 +341,7 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
         raise VerificationError(
             f"the optimized program differs from {reference.name!r} on output {bad.name!r} "
             f"({reference.types[bad.name]}) on random inputs ({where}): this is a bug in a rewrite or in "
-            f"extraction.\n{failed}")
+            f"extraction.\n{failed}", report=failed)
     report = next((r for r in reports if r.status == "proved"), reports[-1])
     worst = max(report.outputs, key=lambda o: o.error)  # error: the fraction of the allowed error
     verification = Verification(trials=report.draws, max_error=worst.error * report.tolerance,
@@ -349,5 +351,6 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
                                 feeding={o.name: [f.name for f in o.feeding] for o in report.outputs if o.feeding})
     if require_proof and verification.status != "proved":
         raise VerificationError(f"the verification of {reference.name!r} is inconclusive (require_proof): "
-                                f"the outputs agree, but the comparison could not have failed.\n{report}")
+                                f"the outputs agree, but the comparison could not have failed.\n{report}",
+                                report=report, status="inconclusive")
     return verification

@@ -57,7 +57,7 @@ class Verification:
         least = min(known, key=known.get) if known else None
         varies = f", outputs vary (least: {least!r} in {known[least]:.0%} of elements)" if least else ""
         behind = "".join(f", {k!r} checked through {', '.join(map(repr, v))}" for k, v in self.feeding.items())
-        return f"proved: {self.trials} random input set(s){varies}{behind}, {error}"
+        return f"proved: {self.trials} input set(s) compared{varies}{behind}, {error}"
 
 
 @dataclass

@@ -53,4 +53,5 @@ def test_optimize_reports_its_memory_and_none_means_unbounded():
     assert r.memory["limit_bytes"] is None and not r.memory["exceeded"] and not r.interrupted
     assert r.memory["peak_bytes"] >= r.memory["start_bytes"] > 0
     assert "memory: peak" in str(r) and "(unbounded)" in str(r)
+    assert "<b>memory</b>: peak" in r._repr_html_()
     assert einsat.optimize(chain("left")).report.memory["limit_bytes"] == 4 * 2**30

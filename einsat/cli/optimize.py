@@ -7,7 +7,9 @@ plain lines otherwise; `-q` for none); the summary table goes to stdout. The out
 Ctrl-C stops the search, and the best program found so far is verified and written (a second one
 aborts). The output file is written only after verification passed, and atomically
 (`einsat.save_onnx`): a failure never leaves a half-written file. `--report out.json|out.html`
-keeps the report (the HTML is one self-contained page with its pictures inline).
+keeps the report (the HTML is one self-contained page with its pictures inline). `--memory-gb` bounds
+the memory the run adds (the search stops early past it); `--require-proof` refuses a verification
+that is inconclusive (an output that does not vary with the inputs) and writes nothing.
 
 Big models (`einsat.partition`): above `--partition-above` nodes (default 256; 0: always,
 `--no-partition`: never) the model is cut into pieces of at most `--piece-nodes` nodes, each
@@ -61,6 +63,10 @@ def add_parser(sub) -> None:
                    help="seconds for the whole run (search, extraction and verification share it)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="the e-graph's node limit (default 30000)")
+    p.add_argument("--memory-gb", type=float, default=None, metavar="GB",
+                   help="resident memory the run may add before the search stops early (default 4)")
+    p.add_argument("--require-proof", action="store_true",
+                   help="fail (write nothing) when the verification is inconclusive: an output that does not vary")
     p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="extraction method (default ilp)")
     big = p.add_argument_group("big models (einsat.partition)")
     big.add_argument("--partition-above", type=int, default=None, metavar="N",
@@ -109,14 +115,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if args.nodes is not None and args.nodes < 1:
         raise EinsatError(f"--nodes must be positive, got {args.nodes}")
     partition = _partitioning(args)
+    if args.memory_gb is not None and args.memory_gb <= 0:
+        raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
     from einsat.budget import Budget
     budget = Budget(args.time_limit)  # the whole run's, loading included
     graph = load_model(args)
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     try:
-        result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes),
-                                 budget=budget, progress=display, profile_budget=args.profile_budget,
-                                 partition=partition)
+        result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
+                                 limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
+                                 verify="prove" if args.require_proof else True,
+                                 profile_budget=args.profile_budget, partition=partition)
     finally:
         if display is not None:
             display.close()
@@ -161,8 +170,9 @@ def _partitioning(args: argparse.Namespace):
     return dataclasses.replace(Partitioning(), **changes) if changes else None
 
 
-def _limits(nodes: int | None):
-    if nodes is None:
+def _limits(nodes: int | None, memory_gb: float | None = None):
+    if nodes is None and memory_gb is None:
         return None
     from einsat.egraph.session import Limits
-    return Limits(nodes=nodes)
+    given = {"nodes": nodes, "memory_gb": memory_gb}
+    return Limits(**{k: v for k, v in given.items() if v is not None})

@@ -77,6 +77,8 @@ def report_html(report, before=None, after=None, standalone: bool = True) -> str
     parts.append(f"<p><b>extraction</b>: {escape(r.extraction_text())}</p>")
     check = "NOT RUN: the result is unchecked" if r.verification is None else str(r.verification)
     parts.append(f"<p><b>verification</b>: {escape(check)}</p>")
+    if r.memory:
+        parts.append(f"<p><b>memory</b>: {escape(r.memory_text())}</p>")
     body = "<div class='einsat-report'>" + "".join(parts) + "</div>"
     if not standalone:
         return f"<style>{STYLE}</style>{body}"

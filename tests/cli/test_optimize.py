@@ -238,3 +238,18 @@ def test_profile_budget_must_not_be_negative(tmp_path, capsys):
 
 # the repository root (the subprocess imports this checkout)
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+def test_require_proof_refuses_an_inconclusive_verification_and_memory_is_checked(tmp_path, capsys):
+    import einsat
+    from tests.verify.test_informative import constant
+    einsat.save_onnx(constant(1.0), tmp_path / "const.onnx")  # softmax of a constant: 1/16 on any input
+    out = tmp_path / "out.onnx"
+    args = ["optimize", str(tmp_path / "const.onnx"), "-o", str(out), "--quiet"]
+    assert main([*args, "--require-proof"]) == 2
+    assert "inconclusive" in capsys.readouterr().err and not out.exists()
+    assert main([*args, "--memory-gb", "0"]) == 2
+    assert "--memory-gb must be positive" in capsys.readouterr().err
+    assert main([*args, "--memory-gb", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "verification: INCONCLUSIVE" in text and "limit 2 GB" in text and out.is_file()

@@ -53,8 +53,9 @@ def test_a_saturated_softmax_is_proved_through_its_logits_and_a_wrong_logit_fail
     report = equivalent(right, wrong)
     assert report.status == "failed" and not report
     assert report.outputs[0].feeding[0].error > 1
-    with pytest.raises(VerificationError, match="values feeding its last op differ"):
+    with pytest.raises(VerificationError, match="values feeding its last op differ") as failed:
         verify_equivalent(right, wrong)
+    assert failed.value.status == "failed" and failed.value.report is not None
 
 
 def constant(c: float, through_input: bool = True):
@@ -75,8 +76,9 @@ def test_a_constant_output_is_inconclusive_and_require_proof_refuses_it():
     v = verify_equivalent(constant(1.0), constant(1.0))
     assert v.status == "inconclusive" and not v.proved
     assert str(v).startswith("INCONCLUSIVE") and "passed" not in str(v)
-    with pytest.raises(VerificationError, match="inconclusive"):
+    with pytest.raises(VerificationError, match="inconclusive") as refused:
         verify_equivalent(constant(1.0), constant(1.0), require_proof=True)
+    assert refused.value.status == "inconclusive" and refused.value.report.status == "inconclusive"
     # the outputs agree (uniform), the values feeding the softmax do not: failed
     assert equivalent(constant(1.0), constant(2.0)).status == "failed"
 

@@ -93,19 +93,25 @@ def test_ray_gives_the_same_program(graph, alone):
     same_program(alone.graph, on_ray.graph)
 
 
-def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, serial, monkeypatch):
+@pytest.mark.parametrize("plant", ["error", "wrong weights"])
+def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, monkeypatch, plant):
     from einsat.partition import driver
     real = driver.rebind
 
-    def refuse_piece_2(optimized, recipe, template, copy, copy_graph, tag):
-        if tag == "p2":
+    def planted(optimized, recipe, template, copy, copy_graph, tag):
+        program = real(optimized, recipe, template, copy, copy_graph, tag)
+        if tag != "p2":
+            return program
+        if plant == "error":
             raise einsat.EinsatError("planted: this copy does not fit")
-        return real(optimized, recipe, template, copy, copy_graph, tag)
+        w = max(program.weights, key=lambda k: program.weights[k].size)  # a rebinding that got a weight wrong
+        return program.replace(weights={**program.weights, w: program.weights[w] * np.float32(1.01)})
 
-    monkeypatch.setattr(driver, "rebind", refuse_piece_2)
+    monkeypatch.setattr(driver, "rebind", planted)
     result = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=SERIAL)
     pieces = result.report.partition.pieces
-    assert pieces[2].template == 2 and "planted" in pieces[2].fallback
+    assert pieces[2].template == 2 and pieces[2].enodes
+    assert ("planted" if plant == "error" else "differs from piece") in pieces[2].fallback
     assert pieces[1].template == 0 and not pieces[1].fallback
     assert_same_function(graph, result.graph)
 

@@ -116,9 +116,9 @@ def _process_pool(jobs, workers: int, done) -> None:
         error = failed[0]
         if isinstance(error, BrokenProcessPool):
             raise EinsatError(
-                "a worker process of the 'process' executor died. A script that calls einsat.optimize at "
-                "module level must do so under `if __name__ == \"__main__\":` (the workers are spawned and "
-                "import the main module again); otherwise the machine may be out of memory. "
+                "a worker process of the 'process' executor died: interrupted (Ctrl-C), out of memory, or "
+                "started from a script that calls einsat.optimize at module level without "
+                "`if __name__ == \"__main__\":` (the workers are spawned and import the main module again). "
                 "Partitioning(executor=\"serial\") runs the pieces in this process.") from error
         raise error
 

@@ -146,3 +146,12 @@ def test_a_piece_whose_values_nobody_reads_is_dropped():
     assert any("dropped" in p.fallback for p in result.report.partition.pieces)
     assert len(result.graph.nodes) <= 6
     assert_same_function(graph, result.graph)
+
+
+def test_the_html_report_lists_pieces_and_cuts(serial):
+    from einsat.viz.report import report_html
+    page = report_html(serial.report, before=serial.input, after=serial.graph)
+    assert "<h3>Partition</h3>" in page and "4 pieces (1 optimized, 3 reused)" in page
+    assert page.count("piece 0&#x27;s") == 3  # the three copies name their template
+    for c in serial.report.partition.cuts:
+        assert c.values[0] in page

@@ -136,6 +136,14 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
             continue
         src = template[k]
         res = results[src]
+        if res is None:  # the run was interrupted before this piece's template started
+            programs.append(piece.graph)
+            summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
+                                          fingerprint=canon[k].key[:12], template=k,
+                                          cost_before=cost.graph_cost(piece.graph),
+                                          cost_after=cost.graph_cost(piece.graph), seconds=0.0,
+                                          fallback="not optimized: the run was interrupted"))
+            continue
         t1 = time.perf_counter()
         fallback = ""
         if src == k:
@@ -177,13 +185,14 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
                 for c in cuts]
     summary = PartitionSummary(summaries, cut_rows, executor, workers if executor != "serial" else 1,
                                settings.reuse, dict(times))
-    reports = [results[k].report for k in own]
+    reports = [results[k].report for k in own if results[k] is not None]
+    interrupted = run.cancelled or any(r.interrupted for r in reports) or any(results[k] is None for k in own)
     before, after = cost.graph_cost(graph), cost.graph_cost(stitched)
     report = Report(name=graph.name, model=cost.name, unit=cost.unit, cost_before=before, cost_after=after,
                     ops_before=graph.op_counts(), ops_after=stitched.op_counts(),
                     saturation=_saturation(reports), extraction=_extraction(reports, after),
                     verification=verification, times=times, cost_by_op_before=cost.cost_by_op(graph),
-                    cost_by_op_after=cost.cost_by_op(stitched), interrupted=run.cancelled, partition=summary)
+                    cost_by_op_after=cost.cost_by_op(stitched), interrupted=interrupted, partition=summary)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
     return Result(stitched, report, graph)
 

@@ -51,29 +51,42 @@ def optimize_piece(job: tuple[Graph, dict]) -> PieceResult:
 def run_jobs(jobs: list[tuple[Graph, dict]], executor: str, workers: int | None = None,
              address: str | None = None, on_done=None) -> list[PieceResult]:
     """`optimize_piece` on every job with `executor`, the results in job order; `on_done(k, result)`
-    is called as each finishes (in any order)."""
+    is called as each finishes (in any order). Once a piece run in this process was interrupted
+    (Ctrl-C: its `report.interrupted`), no further job starts: those left have the result None.
+    Workers ignore Ctrl-C and finish the piece they hold."""
     if executor not in EXECUTORS:
         raise EinsatError(f"unknown executor {executor!r}; choose one of {EXECUTORS}")
     workers = max(1, workers or os.cpu_count() or 1)
     results: list[PieceResult | None] = [None] * len(jobs)
 
+    stop = []
+
     def done(k: int, r: PieceResult) -> None:
         results[k] = r
+        if r.report.interrupted:
+            stop.append(k)
         if on_done is not None:
             on_done(k, r)
 
     if executor == "serial" or (executor == "process" and (workers == 1 or len(jobs) <= 1)):
         for k, job in enumerate(jobs):
+            if stop:
+                break
             done(k, optimize_piece(job))
     elif executor == "process":
-        _process_pool(jobs, workers, done)
+        _process_pool(jobs, workers, done, stop)
     else:
         for k, r in enumerate(_ray(jobs, workers, address)):
             done(k, r)
     return results  # type: ignore[return-value]
 
 
-def _process_pool(jobs, workers: int, done) -> None:
+def _ignore_interrupts() -> None:  # a worker's initializer: Ctrl-C is for the main process
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _process_pool(jobs, workers: int, done, stop: list) -> None:
     """`workers - 1` spawned processes and this process draw jobs from one queue, largest first
     (the longest-processing-time rule: no worker starts a big piece late), so the largest piece
     starts at once, while the workers are still importing einsat."""
@@ -87,7 +100,7 @@ def _process_pool(jobs, workers: int, done) -> None:
 
     def take() -> int | None:
         with lock:
-            return queue.pop(0) if queue and not failed else None
+            return queue.pop(0) if queue and not failed and not stop else None
 
     def feed(pool) -> None:  # keeps every worker busy until the queue is empty
         inflight: dict = {}
@@ -103,7 +116,8 @@ def _process_pool(jobs, workers: int, done) -> None:
         except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
             failed.append(e)
 
-    with ProcessPoolExecutor(min(workers - 1, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(min(workers - 1, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_ignore_interrupts) as pool:
         helper = threading.Thread(target=feed, args=(pool,), daemon=True)
         helper.start()
         try:

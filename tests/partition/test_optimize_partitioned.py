@@ -155,3 +155,24 @@ def test_the_html_report_lists_pieces_and_cuts(serial):
     assert page.count("piece 0&#x27;s") == 3  # the three copies name their template
     for c in serial.report.partition.cuts:
         assert c.values[0] in page
+
+
+def test_an_interrupted_piece_stops_the_run_and_the_rest_stay_as_they_were(graph, monkeypatch):
+    """Ctrl-C during a piece's search (its report says interrupted): no further piece starts;
+    the pieces not optimized keep their input program, and the result is verified all the same."""
+    from einsat.partition import executors
+    real = executors.optimize_piece
+
+    def interrupted(job):
+        r = real(job)
+        r.report = dataclasses.replace(r.report, interrupted=True)
+        return r
+
+    monkeypatch.setattr(executors, "optimize_piece", interrupted)
+    result = einsat.optimize(graph, limits=LIMITS, partition=dataclasses.replace(SERIAL, reuse=False))
+    pieces = result.report.partition.pieces
+    assert result.report.interrupted and "interrupted" in str(result.report)
+    assert pieces[0].enodes and not pieces[0].fallback
+    assert all("interrupted" in p.fallback and p.cost_after == p.cost_before for p in pieces[1:])
+    assert result.report.verification is not None
+    assert_same_function(graph, result.graph)

@@ -178,10 +178,10 @@ def speedups(row: dict) -> dict:
     if "serial+reuse" in row and "process+reuse" in row:
         out["parallel (reuse, serial/process)"] = row["serial+reuse"]["seconds"] / row["process+reuse"]["seconds"]
     m, ml = row["measured"], row["measured_layer"]
-    for backend in ("onnxruntime", "numpy"):
-        out[f"measured {backend}: partitioned"] = m["input"][backend]["median_ms"] / m["partitioned"][backend]["median_ms"]
-        out[f"measured {backend}: whole"] = m["input"][backend]["median_ms"] / m["whole"][backend]["median_ms"]
-        out[f"measured {backend}: layer alone"] = ml["input"][backend]["median_ms"] / ml["optimized"][backend]["median_ms"]
+    for b in ("onnxruntime", "numpy"):
+        out[f"measured {b}: partitioned"] = m["input"][b]["median_ms"] / m["partitioned"][b]["median_ms"]
+        out[f"measured {b}: whole"] = m["input"][b]["median_ms"] / m["whole"][b]["median_ms"]
+        out[f"measured {b}: layer alone"] = ml["input"][b]["median_ms"] / ml["optimized"][b]["median_ms"]
     return out
 
 
@@ -222,7 +222,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", help=f"some of {', '.join(NAMES)} (default: all)")
     ap.add_argument("--seq", type=int, default=128, help="sequence length (default 128, the exports' example)")
-    ap.add_argument("--reps", type=int, default=20, help="measured onnxruntime runs per program (default 20; NumPy a fifth)")
+    ap.add_argument("--reps", type=int, default=20,
+                    help="measured onnxruntime runs per program (default 20; NumPy a fifth)")
     ap.add_argument("--ways", nargs="*", default=list(WAYS), help=f"some of {', '.join(WAYS)}")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--commit", default=None, help="the commit a snapshot of the tree was taken from")

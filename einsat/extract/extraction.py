@@ -107,5 +107,5 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
     costs = {k: v + offset for k, v in costs.items()}
     found += offset
     return Extraction(graph=graph, selection=selection, weight_classes=origins, cost=found,
-                      seconds=time.perf_counter() - t0, starts=costs, candidates=problem.num_candidates(), classes=len(problem.classes),
-                      **result)
+                      seconds=time.perf_counter() - t0, starts=costs, candidates=problem.num_candidates(),
+                      classes=len(problem.classes), **result)

@@ -72,7 +72,8 @@ def add_parser(sub) -> None:
     big.add_argument("--partition-above", type=int, default=None, metavar="N",
                      help="partition models of more than N nodes (default 256; 0: always)")
     big.add_argument("--no-partition", action="store_true", help="never partition: one e-graph for the model")
-    big.add_argument("--piece-nodes", type=int, default=None, metavar="N", help="the most nodes in a piece (default 64)")
+    big.add_argument("--piece-nodes", type=int, default=None, metavar="N",
+                     help="the most nodes in a piece (default 64)")
     big.add_argument("--parallel", type=int, default=None, metavar="N",
                      help="optimize pieces in N worker processes (default: the CPUs; 1: in this process)")
     big.add_argument("--executor", choices=("process", "serial", "ray"), default=None,

@@ -106,6 +106,6 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
         result["bound"] += offset
     costs = {k: v + offset for k, v in costs.items()}
     found += offset
-    return Extraction(graph=graph, selection=selection, weight_classes=origins, cost=found, seconds=time.perf_counter() - t0,
-                      starts=costs, candidates=problem.num_candidates(), classes=len(problem.classes),
-                      **result)
+    return Extraction(graph=graph, selection=selection, weight_classes=origins, cost=found,
+                      seconds=time.perf_counter() - t0, starts=costs, candidates=problem.num_candidates(),
+                      classes=len(problem.classes), **result)

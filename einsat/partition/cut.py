@@ -83,7 +83,8 @@ def candidates(graph: Graph, crossing: list[tuple[str, ...]], max_crossing: int)
     return [len(c) <= max_crossing and all(harmless(v) for v in c) for c in crossing]
 
 
-def atoms(graph: Graph, ok: list[bool], crossing: list[tuple[str, ...]], piece_nodes: int) -> tuple[list[tuple[int, int]], set[int]]:
+def atoms(graph: Graph, ok: list[bool], crossing: list[tuple[str, ...]],
+          piece_nodes: int) -> tuple[list[tuple[int, int]], set[int]]:
     """The runs of nodes between candidate boundaries, as (start, stop); a run longer than
     `piece_nodes` is cut at its boundaries with the fewest crossing values. Also the boundaries
     cut that way (forced)."""

@@ -7,8 +7,9 @@ is deterministic (`einsat.optimize`), so serial, process-pool and Ray runs give 
 the machine's load decides how far it got, as for any time-limited run).
 
 - "serial": one after the other, in this process;
-- "process": a `concurrent.futures.ProcessPoolExecutor` with the "spawn" start method (safe with
-  threads and on every OS; each worker imports einsat once and optimizes many pieces);
+- "process": this process and `workers - 1` processes of a `concurrent.futures.ProcessPoolExecutor`
+  with the "spawn" start method (safe with threads and on every OS; each worker imports einsat
+  once and optimizes many pieces) draw the pieces from one queue, largest first;
 - "ray": Ray tasks (the `distributed` extra: `pip install einsat[distributed]`), on the cluster at
   `address` (Ray's own default: `RAY_ADDRESS` or a local cluster started for the run).
 """
@@ -50,41 +51,90 @@ def optimize_piece(job: tuple[Graph, dict]) -> PieceResult:
 def run_jobs(jobs: list[tuple[Graph, dict]], executor: str, workers: int | None = None,
              address: str | None = None, on_done=None) -> list[PieceResult]:
     """`optimize_piece` on every job with `executor`, the results in job order; `on_done(k, result)`
-    is called as each finishes (in any order)."""
+    is called as each finishes (in any order). Once a piece run in this process was interrupted
+    (Ctrl-C: its `report.interrupted`), no further job starts: those left have the result None.
+    Workers ignore Ctrl-C and finish the piece they hold."""
     if executor not in EXECUTORS:
         raise EinsatError(f"unknown executor {executor!r}; choose one of {EXECUTORS}")
     workers = max(1, workers or os.cpu_count() or 1)
     results: list[PieceResult | None] = [None] * len(jobs)
 
+    stop = []
+
     def done(k: int, r: PieceResult) -> None:
         results[k] = r
+        if r.report.interrupted:
+            stop.append(k)
         if on_done is not None:
             on_done(k, r)
 
     if executor == "serial" or (executor == "process" and (workers == 1 or len(jobs) <= 1)):
         for k, job in enumerate(jobs):
+            if stop:
+                break
             done(k, optimize_piece(job))
     elif executor == "process":
-        from concurrent.futures import as_completed
-        from concurrent.futures.process import BrokenProcessPool
-        try:
-            with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
-                # the largest pieces first (the longest-processing-time rule): the last worker to
-                # finish is then not one that started a big piece late
-                order = sorted(range(len(jobs)), key=lambda k: (-len(jobs[k][0].nodes), k))
-                futures = {pool.submit(optimize_piece, jobs[k]): k for k in order}
-                for f in as_completed(futures):
-                    done(futures[f], f.result())
-        except BrokenProcessPool as e:
-            raise EinsatError(
-                "a worker process of the 'process' executor died. A script that calls einsat.optimize at "
-                "module level must do so under `if __name__ == \"__main__\":` (the workers are spawned and "
-                "import the main module again); otherwise the machine may be out of memory. "
-                "Partitioning(executor=\"serial\") runs the pieces in this process.") from e
+        _process_pool(jobs, workers, done, stop)
     else:
         for k, r in enumerate(_ray(jobs, workers, address)):
             done(k, r)
     return results  # type: ignore[return-value]
+
+
+def _ignore_interrupts() -> None:  # a worker's initializer: Ctrl-C is for the main process
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _process_pool(jobs, workers: int, done, stop: list) -> None:
+    """`workers - 1` spawned processes and this process draw jobs from one queue, largest first
+    (the longest-processing-time rule: no worker starts a big piece late), so the largest piece
+    starts at once, while the workers are still importing einsat."""
+    import threading
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    queue = sorted(range(len(jobs)), key=lambda k: (-len(jobs[k][0].nodes), k))
+    lock = threading.Lock()
+    failed: list[BaseException] = []
+
+    def take() -> int | None:
+        with lock:
+            return queue.pop(0) if queue and not failed and not stop else None
+
+    def feed(pool) -> None:  # keeps every worker busy until the queue is empty
+        inflight: dict = {}
+        try:
+            while True:
+                while len(inflight) < workers - 1 and (k := take()) is not None:
+                    inflight[pool.submit(optimize_piece, jobs[k])] = k
+                if not inflight:
+                    return
+                finished, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    done(inflight.pop(f), f.result())
+        except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
+            failed.append(e)
+
+    with ProcessPoolExecutor(min(workers - 1, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_ignore_interrupts) as pool:
+        helper = threading.Thread(target=feed, args=(pool,), daemon=True)
+        helper.start()
+        try:
+            while (k := take()) is not None:
+                done(k, optimize_piece(jobs[k]))
+        except BaseException as e:
+            failed.append(e)
+        helper.join()
+    if failed:
+        error = failed[0]
+        if isinstance(error, BrokenProcessPool):
+            raise EinsatError(
+                "a worker process of the 'process' executor died: interrupted (Ctrl-C), out of memory, or "
+                "started from a script that calls einsat.optimize at module level without "
+                "`if __name__ == \"__main__\":` (the workers are spawned and import the main module again). "
+                "Partitioning(executor=\"serial\") runs the pieces in this process.") from error
+        raise error
 
 
 def _ray(jobs, workers: int, address: str | None) -> list[PieceResult]:

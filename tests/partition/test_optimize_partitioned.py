@@ -93,19 +93,25 @@ def test_ray_gives_the_same_program(graph, alone):
     same_program(alone.graph, on_ray.graph)
 
 
-def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, serial, monkeypatch):
+@pytest.mark.parametrize("plant", ["error", "wrong weights"])
+def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, monkeypatch, plant):
     from einsat.partition import driver
     real = driver.rebind
 
-    def refuse_piece_2(optimized, recipe, template, copy, copy_graph, tag):
-        if tag == "p2":
+    def planted(optimized, recipe, template, copy, copy_graph, tag):
+        program = real(optimized, recipe, template, copy, copy_graph, tag)
+        if tag != "p2":
+            return program
+        if plant == "error":
             raise einsat.EinsatError("planted: this copy does not fit")
-        return real(optimized, recipe, template, copy, copy_graph, tag)
+        w = max(program.weights, key=lambda k: program.weights[k].size)  # a rebinding that got a weight wrong
+        return program.replace(weights={**program.weights, w: program.weights[w] * np.float32(1.01)})
 
-    monkeypatch.setattr(driver, "rebind", refuse_piece_2)
+    monkeypatch.setattr(driver, "rebind", planted)
     result = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=SERIAL)
     pieces = result.report.partition.pieces
-    assert pieces[2].template == 2 and "planted" in pieces[2].fallback
+    assert pieces[2].template == 2 and pieces[2].enodes
+    assert ("planted" if plant == "error" else "differs from piece") in pieces[2].fallback
     assert pieces[1].template == 0 and not pieces[1].fallback
     assert_same_function(graph, result.graph)
 
@@ -139,4 +145,34 @@ def test_a_piece_whose_values_nobody_reads_is_dropped():
     result = einsat.optimize(graph, limits=LIMITS, partition=dataclasses.replace(SERIAL, piece_nodes=6, min_unit=2))
     assert any("dropped" in p.fallback for p in result.report.partition.pieces)
     assert len(result.graph.nodes) <= 6
+    assert_same_function(graph, result.graph)
+
+
+def test_the_html_report_lists_pieces_and_cuts(serial):
+    from einsat.viz.report import report_html
+    page = report_html(serial.report, before=serial.input, after=serial.graph)
+    assert "<h3>Partition</h3>" in page and "4 pieces (1 optimized, 3 reused)" in page
+    assert page.count("piece 0&#x27;s") == 3  # the three copies name their template
+    for c in serial.report.partition.cuts:
+        assert c.values[0] in page
+
+
+def test_an_interrupted_piece_stops_the_run_and_the_rest_stay_as_they_were(graph, monkeypatch):
+    """Ctrl-C during a piece's search (its report says interrupted): no further piece starts;
+    the pieces not optimized keep their input program, and the result is verified all the same."""
+    from einsat.partition import executors
+    real = executors.optimize_piece
+
+    def interrupted(job):
+        r = real(job)
+        r.report = dataclasses.replace(r.report, interrupted=True)
+        return r
+
+    monkeypatch.setattr(executors, "optimize_piece", interrupted)
+    result = einsat.optimize(graph, limits=LIMITS, partition=dataclasses.replace(SERIAL, reuse=False))
+    pieces = result.report.partition.pieces
+    assert result.report.interrupted and "interrupted" in str(result.report)
+    assert pieces[0].enodes and not pieces[0].fallback
+    assert all("interrupted" in p.fallback and p.cost_after == p.cost_before for p in pieces[1:])
+    assert result.report.verification is not None
     assert_same_function(graph, result.graph)

@@ -66,7 +66,7 @@ $(DIST_STAMP): pyproject.toml constraints.txt
 	echo "Creating $(DIST_VENV) with $$py ($$($$py --version))"; \
 	rm -rf $(DIST_VENV) && $$py -m venv $(DIST_VENV)
 	$(DIST_PY) -m pip install -q --upgrade pip
-	$(DIST_PY) -m pip install -q -c constraints.txt -e '.[test,distributed]'
+	$(DIST_PY) -m pip install -q -c constraints.txt -e '.[test,bench,distributed]'
 	touch $@
 
 # The GPU path checked without a GPU, against the real libraries (docs/gpu.md, "Without a GPU"):

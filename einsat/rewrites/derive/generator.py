@@ -18,7 +18,7 @@ convolutions are one search). Deterministic: operators in e-class order, candida
 In the default schedule (`default_derive_generator`) the search is bounded by work alone, so
 that the same input gives the same e-graph on any machine: no deadline, at most
 `DEFAULT_LIMITS.max_states` states per operator, and no new search in a round once its searches
-have spent `ROUND_STATES` states (so a round derives at most `ROUND_STATES + max_states`; an
+have spent `Limits.derive_states` states (so a round derives at most that plus `max_states`; an
 operator's states count whether its search ran now or was memoized), and
 only for the operators where a derivation can pay (`can_pay`), the costliest first. What can
 pay: EinNet's derived programs run GEMM-like operators (matmul, batched matmul, conv, G2BMM) of
@@ -53,7 +53,6 @@ _MEMO: dict[tuple, SearchReport] = {}
 _MEMO_LIMIT = 256
 PAY_MARGIN = 1.25  # an operator must cost this many times its floors for a derivation to pay
 DEFAULT_LIMITS = SearchLimits(max_states=400, deadline_s=float("inf"))  # EinNet's cases need 21-341 states
-ROUND_STATES = 2000  # states searched per round in the default schedule, over all operators
 _DERIVED: WeakSet = WeakSet()  # the sessions into which a derivation entered
 
 
@@ -169,7 +168,7 @@ def default_derive_generator() -> Generator:
     return Generator("einnet-derive", "op = an instantiated derivation of its expression (EinNet §4–§6), "
                      "where the op costs more than its floors (a GEMM of its FLOPs, a stream of its bytes)",
                      lambda session, data: derive_programs(session, data, DEFAULT_LIMITS, None, 64, select=True,
-                                                           round_states=ROUND_STATES),
+                                                           round_states=session.limits.derive_states),
                      every=1, first_steps=1)
 
 

@@ -32,7 +32,9 @@ CASES = {  # name: (graph, cost model, ops the optimized program must have, ops 
 def test_optimize_finds_the_derived_form_with_the_default_rules(name):
     build, model, want, gone = CASES[name]
     g = build()
-    result = einsat.optimize(g, cost=model, limits=Limits(iterations=6))  # rules: the default schedule
+    # rules: the default schedule; a time limit that does not bind on a loaded machine (saturation
+    # cut short by time is the one thing that is not deterministic)
+    result = einsat.optimize(g, cost=model, limits=Limits(iterations=6, time_s=120.0))
     got = result.graph.op_counts()
     for op, count in want.items():
         assert got.get(op, 0) == count, (name, got)
@@ -76,7 +78,7 @@ def test_the_floors_do_the_operators_work_and_move_its_bytes():
         assert moved <= x.nbytes + y.nbytes < moved + 2 * x.dtype.itemsize
 
 
-def test_the_default_search_is_bounded_by_work_not_time(monkeypatch):
+def test_the_default_search_is_bounded_by_work_not_time():
     assert DEFAULT_LIMITS.deadline_s == float("inf") and DEFAULT_LIMITS.max_states > 0
     g = einsat.GraphBuilder("three")
     x = g.input("x", (1, 8, 6, 6))
@@ -86,9 +88,8 @@ def test_the_default_search_is_bounded_by_work_not_time(monkeypatch):
     model = cases.DerivedCheaper()
 
     def searched(round_states):
-        monkeypatch.setattr(generator, "ROUND_STATES", round_states)
         generator._MEMO.clear()
-        s = Session(Limits(iterations=1), cost=model)
+        s = Session(Limits(iterations=1, derive_states=round_states), cost=model)
         s.add_graph(program)
         s.run(Schedule((default_derive_generator(),)))
         return s.export().num_nodes()

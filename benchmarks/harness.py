@@ -268,7 +268,8 @@ def parse_args(argv):
     p.add_argument("--numpy", action="store_true", help="also time both programs on the NumPy backend")
     p.add_argument("--torch-python", default=os.path.join(ROOT, ".torch-venv", "bin", "python"),
                    help="the Python of the side environment with torch (default .torch-venv)")
-    p.add_argument("--resume", action="store_true", help="keep the finished workloads of <out>/<kind>.json")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the workloads of <out>/<kind>.json that finished without an error")
     p.add_argument("--time-limit", type=float, help="ILP time limit per workload, seconds")
     p.add_argument("--no-optimize", action="store_true", help="skip einsat.optimize")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile on the GPU")
@@ -315,7 +316,8 @@ def main(argv=None) -> int:
     done: dict = {}
     if args.resume and os.path.exists(os.path.join(args.out, f"{kind}.json")):
         with open(os.path.join(args.out, f"{kind}.json")) as f:
-            done = {w["name"]: w for w in json.load(f)["workloads"] if "error" not in w}
+            done = {w["name"]: w for w in json.load(f)["workloads"]
+                    if "error" not in w and "error" not in w.get("optimize", {}) and "error" not in w.get("cpu", {})}
     if args.profile_cache and args.in_process:
         os.environ["XDG_CACHE_HOME"] = os.path.abspath(args.profile_cache)
     print(f"einsat harness ({kind}) at {results['meta']['commit'][:10]}: {len(names)} workloads", flush=True)

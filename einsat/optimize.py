@@ -218,7 +218,12 @@ def _never_slower(model, graph: Graph, result: Graph, reps: int):
     """(the program to return, the measured comparison or None, why the input is returned or None)."""
     if same_program(graph, result):
         return graph, None, "the extraction chose the input program itself"
-    comparison = measure.check_measured(model, graph, result, reps)
+    try:
+        comparison = measure.check_measured(model, graph, result, reps)
+    except Exception as e:  # noqa: BLE001 - a program the target cannot run is not returned as faster
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        return graph, None, (f"the programs could not be measured on {model.target} ({type(e).__name__}: {first}): "
+                             "the input is returned")
     if comparison.faster:
         return result, comparison, None
     return graph, comparison, (f"the optimized program was not measured faster beyond noise on {comparison.backend} "

@@ -76,3 +76,13 @@ def test_a_program_the_extraction_keeps_is_not_timed(tmp_path, monkeypatch):
     result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"))
     assert result.report.kept_input == "the extraction chose the input program itself"
     assert result.report.measured is None and result.report.measured_speedup == 1.0
+
+
+def test_a_result_that_cannot_be_measured_is_not_returned(tmp_path, monkeypatch):
+    def fails(*args):
+        raise RuntimeError("Failed to allocate memory for requested buffer of size 1642496000")
+    monkeypatch.setattr(measure, "check_measured", fails)
+    g = double_transpose()
+    result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"))
+    assert result.graph is g and "could not be measured" in result.report.kept_input
+    assert "1642496000" in result.report.kept_input and result.report.measured is None

@@ -17,7 +17,9 @@ weights filled by role), in a fresh process each (so its peak memory is its own)
 - measured cost: onnxruntime (CPU, 2 threads) latency of the input and the optimized ONNX,
   interleaved runs in one process, medians with min and max.
 
-Results: `benchmarks/results/models.json` and `models.md`, with the machine, load and versions.
+Results: `benchmarks/results/models.json` and `models.md`, with the machine, load and versions
+(each row also keeps the commit, date and load of its own run: naming models reruns those and
+keeps the other rows).
 """
 
 from __future__ import annotations
@@ -131,8 +133,10 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"rules, limits and cost model ({meta['cost_model']}); {'small' if meta['small'] else 'full'} shapes.",
              "Modeled cost: the cost model's µs. Measured: onnxruntime CPU (2 threads), the input and the optimized "
              "ONNX run interleaved in one process, median (min–max) ms. Errors are worst |diff| / max|reference|. "
-             "Peak memory: the process's peak resident set (it includes the model's weights and the import).", "",
-             "| model | family | nodes | optimize (s) | peak memory (GB) | verification | planted 5% error | "
+             "Memory: the process's peak resident set (the model's weights, its ONNX copies and onnxruntime "
+             "sessions included), and what `optimize` added to the process (its own `MemoryWatch`).", "",
+             "| model | family | nodes | optimize (s) | memory (GB): process peak / added by optimize | verification | "
+             "planted 5% error | "
              "modeled cost (µs) | measured ORT (ms) | import / round trip / optimized error |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -142,7 +146,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         m = r["measured"]
         lines.append(
             f"| {r['model']} | {r['family']} | {r['nodes_before']} → {r['nodes_after']} | "
-            f"{r['times_s']['total']:.1f} | {r['peak_rss_bytes'] / gb:.2f} | {r['verification']} | "
+            f"{r['times_s']['total']:.1f} | {r['peak_rss_bytes'] / gb:.2f} / {r['memory']['added_bytes'] / gb:.2f} | "
+            f"{r['verification']} | "
             f"{'caught' if r['planted_caught'] else 'NOT caught'} | "
             f"{r['modeled_before_us']:,.0f} → {r['modeled_after_us']:,.0f} ({r['modeled_speedup']:.2f}× modeled) | "
             f"{m['before']['median_ms']:.1f} ({m['before']['min_ms']:.1f}–{m['before']['max_ms']:.1f}) → "
@@ -153,7 +158,9 @@ def markdown(rows: list[dict], meta: dict) -> str:
     for r in rows:
         if "error" not in r:
             phases = ", ".join(f"{k} {v:.1f}" for k, v in r["times_s"].items())
-            lines.append(f"- {r['model']}: {phases}; search stopped: {r['stop']}; {r['verification_text']}")
+            m = r.get("meta")
+            run = f" (commit {m['commit'][:10]}, {m['date']}, {m['machine'].split('load ')[-1]})" if m else ""
+            lines.append(f"- {r['model']}{run}: {phases}; search stopped: {r['stop']}; {r['verification_text']}")
     return "\n".join(lines) + "\n"
 
 
@@ -176,7 +183,10 @@ def main(argv=None) -> int:
     from einsat.extract.models import DEFAULT_COST
 
     meta = metadata("cpu", DEFAULT_COST) | {"budget": args.budget, "small": args.small}
-    rows = []
+    stem = "models_small" if args.small else "models"
+    rows, earlier = [], []
+    if args.models and (args.out / f"{stem}.json").is_file():  # a subset updates its rows, keeps the others
+        earlier = json.loads((args.out / f"{stem}.json").read_text())["results"]
     for name in args.models or NAMES:
         cmd = [sys.executable, "-m", "benchmarks.models_bench", "--one", name, "--budget", str(args.budget)]
         cmd += ["--small"] if args.small else []
@@ -191,10 +201,12 @@ def main(argv=None) -> int:
         print(name, "error: " + row["error"] if "error" in row else
               f"{row['times_s']['total']:.1f} s, {row['peak_rss_bytes'] / 2**30:.2f} GB, {row['verification']}, "
               f"planted {'caught' if row['planted_caught'] else 'NOT caught'}", flush=True)
+        row["meta"] = {k: meta[k] for k in ("commit", "dirty", "date", "machine", "budget")}
         args.out.mkdir(parents=True, exist_ok=True)  # written after each model: a long run keeps what it did
-        stem = "models_small" if args.small else "models"
-        (args.out / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
-        (args.out / f"{stem}.md").write_text(markdown(rows, meta))
+        done = {r["model"]: r for r in earlier} | {r["model"]: r for r in rows}
+        table = [done[n] for n in NAMES if n in done]
+        (args.out / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": table}, indent=1))
+        (args.out / f"{stem}.md").write_text(markdown(table, meta))
     return 0
 
 

@@ -315,8 +315,9 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
     draws (default: 2 for programs under 2 GFLOPs, else 1; the input program always runs on a
     second draw, to show whether its outputs vary). Raises
     `VerificationError` on a mismatch, with the worst element and the nodes behind it.
-    `examples`: inputs checked first, with a shuffle of them as a second draw; with
-    integer-valued inputs (indices), only they are checked.
+    `examples`: inputs checked first, with a shuffle of them as a second draw (compared as
+    `trials` says, run on the input program at least); with integer-valued inputs (indices),
+    only they are checked.
 
     The result's `status` is "proved" when every output varied between the draws (or, for a
     constant or saturated output, the values feeding its last op did and agree), else
@@ -335,7 +336,7 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
     reports = []
     with np.errstate(all="ignore"):  # random inputs may take log of negatives: NaN must match
         if examples is not None:
-            reports.append(equivalent(reference, candidate, examples, seed=seed))
+            reports.append(equivalent(reference, candidate, examples, trials=trials, seed=seed))
         if all(reports) and not (examples is not None and indexed):
             reports.append(equivalent(reference, candidate, trials=trials, seed=seed))
     failed = next((r for r in reports if not r), None)

@@ -172,15 +172,14 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
 
     Both programs run on `trials` random draws and are compared on each; the reference also
     runs on a second draw when `trials` is 1, to see whether its outputs vary. `inputs` fixes
-    the first draw instead, and a shuffle of their elements is the second (if a program cannot
-    run on it, it is left out and the outputs' variation stays unknown). Outputs are paired by
-    position. The report is truthy when all agree; its `status` says whether the comparison
-    could have failed.
+    the first draw instead, and a shuffle of their elements is the second (compared too when
+    `trials` >= 2; if a program cannot run on it, it is left out and the outputs' variation
+    stays unknown). Outputs are paired by position. The report is truthy when all agree; its
+    `status` says whether the comparison could have failed.
     """
     pairs = check_pair(g1, g2)
     if inputs is not None:
         draws = [inputs, _permuted(inputs, seed + 1)]
-        trials = 2
     else:
         draws = [random_inputs(g1, seed + k) for k in range(max(trials, 2))]
     shared = [n for n in g2.types if n in g1.types and g1.producer(n) is not None

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -30,11 +31,13 @@ from einsat import budget as budgets
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph, Node, fresh_name
 from einsat.partition.cut import Cut, Piece, atoms, candidates, crossings, cut_at, group, subgraph
-from einsat.partition.executors import EXECUTORS, run_jobs
+from einsat.partition.executors import EXECUTORS, run_jobs, spawn_safe
 from einsat.partition.fingerprint import canonical
 from einsat.partition.rebind import rebind
 from einsat.partition.report import CutSummary, PartitionSummary, PieceSummary
 from einsat.progress import ProgressEvent
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,13 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
         options["budget"] = max(0.5, 0.8 * run.remaining() / math.ceil(len(own) / workers))
     executor = settings.executor
     if executor != "serial" and rules is not None and not _picklable(rules):
-        executor = "serial"  # a schedule with local functions cannot travel to a worker
+        log.warning("the pieces run in this process: the rule schedule cannot be pickled for a worker")
+        executor = "serial"
+    if executor == "process":
+        safe, why = spawn_safe()
+        if not safe:
+            log.warning("the pieces run in this process: %s", why)
+            executor = "serial"
     jobs = [(pieces[k].graph, options) for k in own]
     t = time.perf_counter()
     results = dict(zip(own, run_jobs(jobs, executor, workers, settings.address,

@@ -200,3 +200,13 @@ def test_without_a_safe_main_module_the_pieces_run_in_this_process(graph, monkey
     result = einsat.optimize(graph, limits=LIMITS, partition=dataclasses.replace(SERIAL, executor="process"))
     assert result.report.partition.executor == "serial"
     assert "planted: no guard" in caplog.text
+
+
+def test_a_time_budget_is_shared_by_the_pieces(graph, monkeypatch):
+    from einsat.partition import executors
+    seen = []
+    real = executors.optimize_piece
+    monkeypatch.setattr(executors, "optimize_piece", lambda job: seen.append(job[1].get("budget")) or real(job))
+    result = einsat.optimize(graph, limits=LIMITS, budget=30.0, partition=dataclasses.replace(SERIAL, reuse=False))
+    assert len(seen) == 4 and all(b is not None and 0.5 <= b <= 0.8 * 30.0 / 4 + 1e-9 for b in seen)
+    assert result.report.verification is not None

@@ -115,8 +115,9 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     options: dict[str, Any] = dict(cost=cost, rules=rules, limits=limits, extractor=extractor,
                                    time_limit=time_limit, verify=verify)
     executor = settings.executor
-    if executor != "serial" and rules is not None and not _picklable(rules):
-        log.warning("the pieces run in this process: the rule schedule cannot be pickled for a worker")
+    if executor != "serial" and not (_picklable(rules) and _picklable(cost)):
+        log.warning("the pieces run in this process: the rule schedule or the cost model cannot be pickled "
+                    "for a worker")
         executor = "serial"
     if executor == "process":
         safe, why = spawn_safe()

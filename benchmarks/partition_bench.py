@@ -114,6 +114,9 @@ def summary(result, seconds: float) -> dict:
                    piece_stops=sorted({q.stop_reason for q in p.pieces if q.stop_reason}),
                    max_piece_enodes=max((q.enodes or 0) for q in p.pieces),
                    cut_bytes=sum(c.bytes for c in p.cuts), forced_cuts=sum(c.forced for c in p.cuts))
+        layers = [q for q in p.pieces if q.fingerprint == max((q.fingerprint for q in p.pieces),
+                                                                 key=[q.fingerprint for q in p.pieces].count)]
+        out["layer_in_model_speedup"] = sum(q.cost_before for q in layers) / sum(q.cost_after for q in layers)
     return out
 
 

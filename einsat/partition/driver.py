@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -30,11 +31,13 @@ from einsat import budget as budgets
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph, Node, fresh_name
 from einsat.partition.cut import Cut, Piece, atoms, candidates, crossings, cut_at, group, subgraph
-from einsat.partition.executors import EXECUTORS, run_jobs
+from einsat.partition.executors import EXECUTORS, run_jobs, spawn_safe
 from einsat.partition.fingerprint import canonical
 from einsat.partition.rebind import rebind
 from einsat.partition.report import CutSummary, PartitionSummary, PieceSummary
 from einsat.progress import ProgressEvent
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,20 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     workers = settings.workers or _cpus()
     options: dict[str, Any] = dict(cost=cost, rules=rules, limits=limits, extractor=extractor,
                                    time_limit=time_limit, verify=verify)
-    if run.seconds is not None:  # the pieces share what is left, a fifth kept for stitching and checks
-        options["budget"] = max(0.5, 0.8 * run.remaining() / math.ceil(len(own) / workers))
     executor = settings.executor
-    if executor != "serial" and rules is not None and not _picklable(rules):
-        executor = "serial"  # a schedule with local functions cannot travel to a worker
+    if executor != "serial" and not (_picklable(rules) and _picklable(cost)):
+        log.warning("the pieces run in this process: the rule schedule or the cost model cannot be pickled "
+                    "for a worker")
+        executor = "serial"
+    if executor == "process":
+        safe, why = spawn_safe()
+        if not safe:
+            log.warning("the pieces run in this process: %s", why)
+            executor = "serial"
+    if executor == "serial":
+        workers = 1
+    if run.seconds is not None:  # the pieces share what is left, a fifth kept for stitching and checks
+        options["budget"] = max(0.5, 0.8 * run.remaining() / max(1, math.ceil(len(own) / workers)))
     jobs = [(pieces[k].graph, options) for k in own]
     t = time.perf_counter()
     results = dict(zip(own, run_jobs(jobs, executor, workers, settings.address,
@@ -183,7 +195,7 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     cut_rows = [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes,
                            2 * c.bytes / device.bandwidth * 1e6 if device is not None else None, c.forced)
                 for c in cuts]
-    summary = PartitionSummary(summaries, cut_rows, executor, workers if executor != "serial" else 1,
+    summary = PartitionSummary(summaries, cut_rows, executor, workers,
                                settings.reuse, dict(times))
     reports = [results[k].report for k in own if results[k] is not None]
     interrupted = run.cancelled or any(r.interrupted for r in reports) or any(results[k] is None for k in own)

@@ -16,14 +16,18 @@ the machine's load decides how far it got, as for any time-limited run).
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
+
+log = logging.getLogger(__name__)
 
 EXECUTORS = ("serial", "process", "ray")
 
@@ -104,15 +108,22 @@ def _process_pool(jobs, workers: int, done, stop: list) -> None:
 
     def feed(pool) -> None:  # keeps every worker busy until the queue is empty
         inflight: dict = {}
+        k = None
         try:
             while True:
                 while len(inflight) < workers - 1 and (k := take()) is not None:
                     inflight[pool.submit(optimize_piece, jobs[k])] = k
+                    k = None
                 if not inflight:
                     return
                 finished, _ = wait(inflight, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    done(inflight.pop(f), f.result())
+                for f in sorted(finished, key=inflight.get):
+                    result = f.result()
+                    done(inflight.pop(f), result)
+        except BrokenProcessPool:  # a worker died (out of memory?): this process does its jobs
+            log.warning("a worker process died: the pieces it held are optimized in this process")
+            with lock:
+                queue[:0] = sorted(set(inflight.values()) | ({k} if k is not None else set()))
         except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
             failed.append(e)
 
@@ -126,15 +137,31 @@ def _process_pool(jobs, workers: int, done, stop: list) -> None:
         except BaseException as e:
             failed.append(e)
         helper.join()
+        while (k := take()) is not None:  # what a dead worker left
+            done(k, optimize_piece(jobs[k]))
     if failed:
-        error = failed[0]
-        if isinstance(error, BrokenProcessPool):
-            raise EinsatError(
-                "a worker process of the 'process' executor died: interrupted (Ctrl-C), out of memory, or "
-                "started from a script that calls einsat.optimize at module level without "
-                "`if __name__ == \"__main__\":` (the workers are spawned and import the main module again). "
-                "Partitioning(executor=\"serial\") runs the pieces in this process.") from error
-        raise error
+        raise failed[0]
+
+
+def spawn_safe() -> tuple[bool, str]:
+    """Whether spawned workers may import the main module again (they do): it has no file (a
+    notebook, the REPL), or its top level guards its work with `if __name__ == "__main__":`.
+    Otherwise each worker would run the script's work again (a process pool is not used)."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None:
+        return True, ""
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return False, f"the main module {path} cannot be read"
+    guarded = any(isinstance(n, ast.If) and "__name__" in ast.unparse(n.test) and "__main__" in ast.unparse(n.test)
+                  for n in tree.body)
+    return guarded, "" if guarded else (f"the main module {path} has no `if __name__ == \"__main__\":` guard, "
+                                        "and spawned workers import it again")
 
 
 def _ray(jobs, workers: int, address: str | None) -> list[PieceResult]:

@@ -176,3 +176,37 @@ def test_an_interrupted_piece_stops_the_run_and_the_rest_stay_as_they_were(graph
     assert all("interrupted" in p.fallback and p.cost_after == p.cost_before for p in pieces[1:])
     assert result.report.verification is not None
     assert_same_function(graph, result.graph)
+
+
+@pytest.mark.parametrize("guarded", [True, False])
+def test_an_unguarded_main_script_is_not_imported_again_by_workers(tmp_path, monkeypatch, guarded):
+    import sys
+    import types
+
+    from einsat.partition.executors import spawn_safe
+    script = tmp_path / "script.py"
+    work = "import einsat\nresult = einsat.optimize('model.onnx')\n"
+    script.write_text(f"if __name__ == '__main__':\n    {work.splitlines()[1]}\n" if guarded else work)
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    safe, why = spawn_safe()
+    assert safe is guarded and (guarded or "has no `if __name__" in why)
+
+
+def test_without_a_safe_main_module_the_pieces_run_in_this_process(graph, monkeypatch, caplog):
+    from einsat.partition import driver
+    monkeypatch.setattr(driver, "spawn_safe", lambda: (False, "planted: no guard"))
+    result = einsat.optimize(graph, limits=LIMITS, partition=dataclasses.replace(SERIAL, executor="process"))
+    assert result.report.partition.executor == "serial"
+    assert "planted: no guard" in caplog.text
+
+
+def test_a_time_budget_is_shared_by_the_pieces(graph, monkeypatch):
+    from einsat.partition import executors
+    seen = []
+    real = executors.optimize_piece
+    monkeypatch.setattr(executors, "optimize_piece", lambda job: seen.append(job[1].get("budget")) or real(job))
+    result = einsat.optimize(graph, limits=LIMITS, budget=30.0, partition=dataclasses.replace(SERIAL, reuse=False))
+    assert len(seen) == 4 and all(b is not None and 0.5 <= b <= 0.8 * 30.0 / 4 + 1e-9 for b in seen)
+    assert result.report.verification is not None

@@ -142,10 +142,10 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
-    import egglog
+    import importlib.metadata
     import numpy
     meta = {"machine": f"{platform.machine()}, {platform.node()}, Python {platform.python_version()}, "
-                       f"numpy {numpy.__version__}, egglog {getattr(egglog, '__version__', '?')}"}
+                       f"numpy {numpy.__version__}, egglog {importlib.metadata.version('egglog')}"}
     path = args.out / "derive_default.json"
     old = json.loads(path.read_text())["results"] if path.exists() else []
     for name in args.workloads or WORKLOADS:

@@ -12,7 +12,7 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test test-gpu-static notebooks bench bench-gpu torch-venv lint clean
+.PHONY: demo test test-distributed test-gpu-static notebooks bench bench-gpu torch-venv lint clean
 demo: $(STAMP)
 	@mkdir -p build
 	$(PY) -m einsat.cli demo --report build/demo-report.html
@@ -48,6 +48,25 @@ $(TORCH_VENV)/.installed: benchmarks/torch-constraints.txt
 	echo "Creating $(TORCH_VENV) with $$py and $(TORCH_WHEEL)"; \
 	rm -rf $(TORCH_VENV) && $$py -m venv $(TORCH_VENV)
 	$(TORCH_VENV)/bin/python -m pip install -q -c benchmarks/torch-constraints.txt '$(TORCH_WHEEL)' numpy
+	touch $@
+
+# The Ray executor of einsat.partition (the `distributed` extra, ray pinned in constraints.txt), in a
+# venv of its own: Ray's wheel and a local cluster's start-up are too heavy for every `make test`,
+# where tests/partition's Ray test skips, saying why.
+DIST_VENV := .distributed-venv
+DIST_PY := $(DIST_VENV)/bin/python
+DIST_STAMP := $(DIST_VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
+
+test-distributed: $(DIST_STAMP)
+	$(DIST_PY) -m pytest -q -p no:cacheprovider tests/partition
+
+$(DIST_STAMP): pyproject.toml constraints.txt
+	@py="$$($(FIND_PYTHON))"; \
+	if [ -z "$$py" ]; then echo "einsat needs Python >= 3.12 and none was found."; exit 1; fi; \
+	echo "Creating $(DIST_VENV) with $$py ($$($$py --version))"; \
+	rm -rf $(DIST_VENV) && $$py -m venv $(DIST_VENV)
+	$(DIST_PY) -m pip install -q --upgrade pip
+	$(DIST_PY) -m pip install -q -c constraints.txt -e '.[test,bench,distributed]'
 	touch $@
 
 # The GPU path checked without a GPU, against the real libraries (docs/gpu.md, "Without a GPU"):
@@ -87,4 +106,4 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(TORCH_VENV) $(GPU_VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(TORCH_VENV) $(GPU_VENV) $(DIST_VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,14 +1,21 @@
 """The side-by-side harness: `python -m benchmarks.harness [names] [--gpu] [--out DIR]`.
 
-For each workload: build it, run it on NumPy at batch 1 (the CPU sizes of `CPU_SIZES` unless
-`--paper-sizes`), optimize it with `einsat.optimize` (the e-graph size and stop reason, the
-time per phase, the modeled cost before and after), and run the optimized program on NumPy
-too. With `--gpu` and a CUDA device, it also measures the original and the optimized program
-on einsat's CuPy backend beside PyTorch eager and torch.compile (`benchmarks.gpu_bench`), at
-the papers' sizes by default. It writes <kind>.json, <kind>.md and <kind>.png (kind: `cpu`, or
-`gpu` with `--gpu`) to benchmarks/results/, stamped with the commit, machine and versions.
-A workload that fails is recorded with its error, the others go on; the exit status is 1 then.
-`make bench` runs the CPU part, `make bench-gpu` the GPU part.
+The CPU run (`make bench`) takes every workload and the ONNX zoo's models (`zoo_*`) at batch 1
+(the CPU sizes of `CPU_SIZES` unless `--paper-sizes`): it optimizes each with `einsat.optimize`
+under the measured CPU cost model (`--cost cpu`: the candidates' ops profiled on onnxruntime
+into a profile cache, `--profile-cache`; the result checked against the input), then
+measures the input ONNX and the einsat-optimized ONNX on onnxruntime side by side
+(`benchmarks.cpu_bench`: interleaved, all of onnxruntime's optimizations on), the cost
+model's prediction error per program, the weights of both files, and PyTorch eager on the CPU
+where the side environment has torch (`--torch-python`). `--numpy` adds the NumPy backend's
+times. With `--gpu` and a CUDA device it measures the original and the optimized program on
+einsat's CuPy backend beside PyTorch eager and torch.compile (`benchmarks.gpu_bench`), at the
+papers' sizes by default (`make bench-gpu`).
+
+It writes <kind>.json, <kind>.md and <kind>.png (kind: `cpu`, or `gpu` with `--gpu`) to
+benchmarks/results/, stamped with the commit, machine, load and versions, after every workload
+(`--resume` keeps the finished ones of an interrupted run). A workload that fails is recorded
+with its error, the others go on; the exit status is 1 then.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.workloads import CPU_SIZES, WORKLOADS
+from benchmarks.workloads import CPU_SIZES, WORKLOADS, zoo
 from einsat.extract.models import DEFAULT_COST
 from einsat.runtime import random_inputs
 
@@ -67,10 +74,20 @@ def optimize_summary(result) -> dict:
     v = r.verification
     if v is not None:
         out["verification"] = {"max_error": v.max_error, "tolerance": v.tolerance, "trials": v.trials}
+    if r.profile is not None:
+        out["profile"] = r.profile
+    if r.measured is not None:
+        out["measured"] = r.measured
+    out["kept_input"] = r.kept_input
     return out
 
 
-def optimize(graph, cost: str, time_limit: float | None) -> tuple[dict, object]:
+def cases() -> dict:
+    """Every benchmark case by name: the workloads, then the ONNX zoo's models."""
+    return {**WORKLOADS, **zoo()}
+
+
+def optimize(graph, cost: str, time_limit: float | None, **options) -> tuple[dict, object]:
     """Optimize `graph` if `einsat.optimize` can run here (it needs egglog and HiGHS)."""
     try:
         import egglog  # noqa: F401  (the GPU machine may lack it: then the optimizer is skipped)
@@ -79,14 +96,14 @@ def optimize(graph, cost: str, time_limit: float | None) -> tuple[dict, object]:
     except ImportError as e:
         return {"skipped": f"einsat.optimize is not available here ({e})"}, None
     try:
-        result = einsat_optimize(graph, cost=cost, time_limit=time_limit)
+        result = einsat_optimize(graph, cost=cost, time_limit=time_limit, **options)
     except Exception as e:  # recorded in the results: one workload's failure stops no other
         return {"error": f"{type(e).__name__}: {e}"}, None
-    return optimize_summary(result), result.graph
+    return optimize_summary(result), result
 
 
 def bench_workload(name: str, args, log=print) -> dict:
-    builder, defaults, description, source = WORKLOADS[name]
+    builder, defaults, description, source = cases()[name]
     sizes = {} if args.paper_sizes or args.gpu else CPU_SIZES.get(name, {})
     kwargs = {**defaults, **sizes}
     if args.batch is not None:
@@ -97,19 +114,36 @@ def bench_workload(name: str, args, log=print) -> dict:
     rec.update(build_s=round(time.perf_counter() - t0, 3), nodes=len(graph), gflop=graph.flops() / 1e9,
                weights_mb=sum(a.nbytes for a in graph.weights.values()) / 1e6)
     feeds = random_inputs(graph)
-    # on the GPU machine NumPy only gives the reference outputs (at the papers' sizes): one run
-    rec["numpy_ms"], reference = numpy_ms(graph, feeds, reps=0 if args.gpu else 3)
-    log(f"  {name}: {len(graph)} nodes, {rec['gflop']:.2f} GFLOP, NumPy {rec['numpy_ms']:.1f} ms", flush=True)
-    optimized = None
+    reference = None
+    if args.gpu or args.numpy:
+        # on the GPU machine NumPy only gives the reference outputs (at the papers' sizes): one run
+        rec["numpy_ms"], reference = numpy_ms(graph, feeds, reps=0 if args.gpu else 3)
+    log(f"  {name}: {len(graph)} nodes, {rec['gflop']:.2f} GFLOP", flush=True)
+    optimized = result = None
     if args.no_optimize:
         rec["optimize"] = {"skipped": "--no-optimize"}
     else:
-        rec["optimize"], optimized = optimize(graph, args.cost, args.time_limit)
+        options = {} if args.gpu else {"profile_budget": args.profile_budget, "check_reps": args.reps_cpu}
+        rec["optimize"], result = optimize(graph, args.cost, args.time_limit, **options)
+        optimized = result.graph if result is not None else None
         o = rec["optimize"]
         log("    optimize: " + (f"modeled {o['speedup']:.2f}x, {o.get('enodes', 0):,} e-nodes, "
                                 f"{o['times'].get('total', 0):.1f} s" if "speedup" in o else str(o)), flush=True)
-    if optimized is not None:
-        rec["optimized_numpy_ms"], _ = numpy_ms(optimized, feeds, reps=0 if args.gpu else 3)
+    if optimized is not None and args.numpy:
+        rec["optimized_numpy_ms"], _ = numpy_ms(optimized, feeds, reps=3)
+    if not args.gpu:
+        from benchmarks.cpu_bench import measure as cpu_measure
+        target = optimized if optimized is not None else graph
+        report = result.report if result is not None else None
+        try:
+            rec["cpu"] = cpu_measure(graph, target, report, reps=args.reps_cpu, torch_python=args.torch_python,
+                                     predict=result is not None)
+        except Exception as e:  # recorded: the optimize figures stay
+            rec["cpu"] = {"error": f"{type(e).__name__}: {e}"}
+        c = rec["cpu"]
+        if "ort" in c:
+            log(f"    onnxruntime: {c['ort']['input']['median_ms']:.2f} -> {c['ort']['optimized']['median_ms']:.2f} ms, "
+                f"{c['ort']['speedup']:.3f}x measured ({c['returned']} returned)", flush=True)
     if args.gpu:
         from benchmarks.gpu_bench import measure
         rec["gpu"] = measure(graph, optimized, feeds, reference, reps=args.reps, compile=not args.no_compile,
@@ -153,14 +187,28 @@ def metadata(kind: str, cost: str) -> dict:
             "gpu": gpu, "cost_model": cost, "versions": versions}
 
 
-def write_results(results: dict, out_dir: str, kind: str, log=print) -> list[str]:
-    from benchmarks.report import chart, markdown
+def _atomic_write(path: str, text: str) -> None:
+    """Write `path` whole or not at all (a temporary file beside it, then a rename)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".tmp-", suffix=os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def write_results(results: dict, out_dir: str, kind: str, log=print, chart_too: bool = True) -> list[str]:
+    from benchmarks.report import chart, markdown, summary
     os.makedirs(out_dir, exist_ok=True)
+    if kind == "cpu":
+        results["summary"] = summary(results)
     paths = [os.path.join(out_dir, f"{kind}.{ext}") for ext in ("json", "md", "png")]
-    with open(paths[0], "w") as f:
-        json.dump(results, f, indent=1, default=str)
-    with open(paths[1], "w") as f:
-        f.write(markdown(results))
+    _atomic_write(paths[0], json.dumps(results, indent=1, default=str))
+    _atomic_write(paths[1], markdown(results))
+    if not chart_too:
+        return paths[:2]
     try:
         chart(results, paths[2])
     except ImportError as e:  # matplotlib is the `bench` extra
@@ -187,28 +235,41 @@ def run_isolated(name: str, args, forwarded: list[str]) -> dict:
     try:
         # no cap on a GPU run: CUDA reserves far more address space than it uses
         cap = args.memory_gb if args.memory_gb and not args.gpu else None
-        proc = subprocess.run(cmd, timeout=args.timeout, cwd=ROOT, preexec_fn=_limit_memory(cap) if cap else None)
+        env = {**os.environ, "XDG_CACHE_HOME": os.path.abspath(args.profile_cache)} if args.profile_cache else None
+        proc = subprocess.run(cmd, timeout=args.timeout, cwd=ROOT, preexec_fn=_limit_memory(cap) if cap else None,
+                              env=env)
         with open(path) as f:
             text = f.read()
         if proc.returncode == 0 and text:
             return json.loads(text)
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
-        return {"name": name, "source": WORKLOADS[name].source,
+        return {"name": name, "source": cases()[name].source,
                 "error": f"the benchmark process died ({how}; memory cap {cap or 'none'} GB)"}
     except subprocess.TimeoutExpired:
-        return {"name": name, "source": WORKLOADS[name].source, "error": f"timed out after {args.timeout} s"}
+        return {"name": name, "source": cases()[name].source, "error": f"timed out after {args.timeout} s"}
     finally:
         os.unlink(path)
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m benchmarks.harness", description=__doc__.splitlines()[0])
-    p.add_argument("names", nargs="*", help=f"workloads (default: all): {', '.join(WORKLOADS)}")
+    p.add_argument("names", nargs="*", help=f"workloads (default: all): {', '.join(cases())}")
     p.add_argument("--out", default=RESULTS, help="results directory (default: benchmarks/results)")
     p.add_argument("--gpu", action="store_true", help="also measure on the GPU (needs CuPy and a device)")
     p.add_argument("--paper-sizes", action="store_true", help="the papers' sizes on the CPU too")
     p.add_argument("--batch", type=int, help="batch size (default: each workload's own)")
-    p.add_argument("--cost", default=DEFAULT_COST, help=f"cost model for the modeled speedup (default {DEFAULT_COST})")
+    p.add_argument("--cost", help=f"cost model (default: cpu for the CPU run, {DEFAULT_COST} with --gpu)")
+    p.add_argument("--profile-budget", type=float, default=120.0,
+                   help="seconds of op profiling per workload (--cost cpu; default 120)")
+    p.add_argument("--profile-cache", default=os.path.join(ROOT, "build", "bench-profiles"),
+                   help="XDG_CACHE_HOME for the measured profiles (default build/bench-profiles; '' for the "
+                        "user's own cache)")
+    p.add_argument("--reps-cpu", type=int, default=15, help="interleaved onnxruntime rounds (default 15)")
+    p.add_argument("--numpy", action="store_true", help="also time both programs on the NumPy backend")
+    p.add_argument("--torch-python", default=os.path.join(ROOT, ".torch-venv", "bin", "python"),
+                   help="the Python of the side environment with torch (default .torch-venv)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the workloads of <out>/<kind>.json that finished without an error")
     p.add_argument("--time-limit", type=float, help="ILP time limit per workload, seconds")
     p.add_argument("--no-optimize", action="store_true", help="skip einsat.optimize")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile on the GPU")
@@ -223,24 +284,28 @@ def parse_args(argv):
 
 def forwarded_options(args) -> list[str]:
     out = [flag for flag, on in (("--gpu", args.gpu), ("--paper-sizes", args.paper_sizes),
-                                 ("--no-optimize", args.no_optimize), ("--no-compile", args.no_compile)) if on]
+                                 ("--no-optimize", args.no_optimize), ("--no-compile", args.no_compile),
+                                 ("--numpy", args.numpy)) if on]
     for flag, value in (("--batch", args.batch), ("--time-limit", args.time_limit)):
         if value is not None:
             out += [flag, str(value)]
-    return out + ["--cost", args.cost, "--reps", str(args.reps)]
+    return out + ["--cost", args.cost, "--reps", str(args.reps), "--profile-budget", str(args.profile_budget),
+                  "--reps-cpu", str(args.reps_cpu), "--torch-python", args.torch_python]
 
 
 def main(argv=None) -> int:
     p, args = parse_args(argv)
+    args.cost = args.cost or (DEFAULT_COST if args.gpu else "cpu")
     if args.child:  # one workload, for run_isolated
         rec = bench_workload(args.child, args)
         with open(args.child_out, "w") as f:
             json.dump(rec, f, default=str)
         return 0
-    names = args.names or list(WORKLOADS)
-    unknown = [n for n in names if n not in WORKLOADS]
+    known = cases()
+    names = args.names or list(known)
+    unknown = [n for n in names if n not in known]
     if unknown:
-        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(known)}")
     kind = "gpu" if args.gpu else "cpu"
     if args.gpu:
         from benchmarks.gpu_bench import device_name
@@ -248,18 +313,31 @@ def main(argv=None) -> int:
             print("--gpu: CuPy finds no CUDA device here; run the CPU part (make bench) instead")
             return 2
     results = {"meta": metadata(kind, args.cost), "workloads": []}
+    done: dict = {}
+    if args.resume and os.path.exists(os.path.join(args.out, f"{kind}.json")):
+        with open(os.path.join(args.out, f"{kind}.json")) as f:
+            done = {w["name"]: w for w in json.load(f)["workloads"]
+                    if "error" not in w and "error" not in w.get("optimize", {}) and "error" not in w.get("cpu", {})}
+    if args.profile_cache and args.in_process:
+        os.environ["XDG_CACHE_HOME"] = os.path.abspath(args.profile_cache)
     print(f"einsat harness ({kind}) at {results['meta']['commit'][:10]}: {len(names)} workloads", flush=True)
     for name in names:
+        if name in done:
+            print(f"  {name}: kept from the earlier run (--resume)", flush=True)
+            results["workloads"].append(done[name])
+            continue
         if not args.in_process:
             rec = run_isolated(name, args, forwarded_options(args))
         else:
             try:
                 rec = bench_workload(name, args)
             except Exception as e:  # a workload that cannot even build or run is recorded as such
-                rec = {"name": name, "source": WORKLOADS[name].source, "error": f"{type(e).__name__}: {e}"}
+                rec = {"name": name, "source": known[name].source, "error": f"{type(e).__name__}: {e}"}
         if "error" in rec:
             print(f"  {name}: ERROR {rec['error']}", flush=True)
         results["workloads"].append(rec)
+        results["meta"]["load_average_end"] = round(os.getloadavg()[0], 2)
+        write_results(results, args.out, kind, chart_too=False)  # after each: an interrupted run keeps them
     for path in write_results(results, args.out, kind):
         print(f"wrote {path}")
     failed = [w["name"] for w in results["workloads"]

@@ -11,6 +11,7 @@ machine; the Python 3.11 `.torch-venv` on CPU machines). Graphs travel as *plain
 dicts of builtins and NumPy arrays (`plain_graph(graph)`, picklable). Command line:
 
     python -m benchmarks.torch_baseline [--compile] CASE_DIR...   # graph.pkl + inputs.npz in each
+    python -m benchmarks.torch_baseline --time 15 CASE_DIR...     # CPU wall times, times.npz
 """
 
 from __future__ import annotations
@@ -280,13 +281,45 @@ def run_case(directory: str, compile: bool = False) -> str:
     return path
 
 
+def time_case(directory: str, reps: int, compile: bool = False) -> str:
+    """Wall times (ms) of `reps` runs of `directory`/graph.pkl on one CPU thread after 3 warm-up
+    runs, eager (and compiled with `compile`); written to `directory`/times.npz."""
+    import time
+    torch.set_num_threads(1)
+    with open(f"{directory}/graph.pkl", "rb") as f:
+        plain = pickle.load(f)
+    feeds = np.load(f"{directory}/inputs.npz")
+    args = tuple(torch.from_numpy(feeds[n]) for n, _, _ in plain["inputs"])
+    module = TorchProgram(plain).eval()
+    times = {}
+    for kind, run in [("eager", module)] + ([("compile", compiled(module))] if compile else []):
+        with torch.inference_mode():
+            for _ in range(3):
+                run(*args)
+            ts = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                run(*args)
+                ts.append((time.perf_counter() - t0) * 1e3)
+        times[kind] = np.array(ts)
+    path = f"{directory}/times.npz"
+    np.savez(path, **times)
+    return path
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="run plain graphs with PyTorch on the CPU (eager or compiled)")
     p.add_argument("cases", nargs="+", help="directories holding graph.pkl (a pickled plain_graph) "
                    "and inputs.npz; the outputs go to eager.npz or compiled.npz beside them")
     p.add_argument("--compile", action="store_true", help="run through torch.compile as well")
+    p.add_argument("--time", type=int, metavar="REPS", help="time REPS runs on one CPU thread instead "
+                   "(times.npz, ms)")
     args = p.parse_args(argv)
     set_precision(tf32=False)
+    if args.time:
+        for d in args.cases:
+            print(time_case(d, args.time, args.compile))
+        return 0
     for d in args.cases:
         print(run_case(d))
         if args.compile:

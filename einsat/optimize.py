@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat import budget as budgets
+from einsat import measure
 from einsat.errors import EinsatError, VerificationError
 from einsat.extract.extraction import METHODS
 from einsat.extract.models import DEFAULT_COST, cost_model
@@ -52,6 +53,8 @@ class Result:
     graph: Graph
     report: Report
     input: Graph | None = None
+    recipe: Graph | None = None  # with optimize(recipe=True): the result's new weights from the input's
+
 
     def __iter__(self):  # `graph, report = einsat.optimize(g)`
         return iter((self.graph, self.report))
@@ -62,7 +65,9 @@ class Result:
 
 
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
-             time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None) -> Result:
+             time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
+             profile_budget: float | None = None, check_reps: int | None = None,
+             recipe: bool = False, partition=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -71,7 +76,12 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         random ones. Index-valued inputs need them: random integers may fall out of range, so
         a program with integer inputs and example inputs is verified on the examples only.
 
-    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", ...).
+    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", "cpu", ...). A model
+        that measures its target ("cpu": onnxruntime on this machine) is profiled after
+        saturation (`einsat.measure`: the candidates' signatures the cached profile lacks, within
+        `profile_budget` seconds, default 120), and the result is timed against the input on
+        the target (`check_reps` interleaved rounds, default 15): a result not faster beyond
+        noise is not returned, the input is, and the report says so (`report.kept_input`).
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults), and the
         run's memory: `memory_gb` (default 4) bounds the resident memory the run adds to the
@@ -90,12 +100,31 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         "prove": an inconclusive check raises `VerificationError` too. Turning it off
         (False) is reported loudly.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
+    recipe: also return `Result.recipe`, the weights the optimizer made (folded weight-only
+        values) as a program over the input's weights (`einsat.egraph.weights.weight_recipe`):
+        running it on other weights of the same shapes gives the result's weights for those.
+    partition: how a large program is split into pieces optimized apart (`einsat.partition`):
+        None (the default) partitions programs above `Partitioning().above` nodes, a
+        `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
+        The pieces' reports are in `report.partition`.
     """
     method = extractor
     if method not in METHODS:
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")
     model = cost_model(cost)
     run = budgets.of(budget)
+    if partition is not False and not recipe:
+        from einsat.partition import Partitioning, optimize_partitioned
+
+        settings = partition if partition is not None else Partitioning()
+        if not isinstance(settings, Partitioning):
+            raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(partition).__name__}")
+        graph = _load(program, example_inputs)
+        if len(graph.nodes) > settings.above:
+            return optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model, rules=rules,
+                                        limits=limits, extractor=extractor, time_limit=time_limit,
+                                        budget=run, verify=verify, progress=progress)
+        program = graph
 
     def notify(event: ProgressEvent) -> None:
         log.info("%s", event)
@@ -122,6 +151,15 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
             data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
             t = phase("saturate", t)
+            profiled = None
+            if measure.measured(model):
+                seconds = measure.PROFILE_BUDGET_S if profile_budget is None else profile_budget
+                if run.seconds is not None:
+                    seconds = min(seconds, max(0.0, 0.5 * run.remaining()))
+                notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
+                profiled = measure.profile_candidates(model, data, graph, seconds,
+                                                      lambda text: notify(ProgressEvent("profile", text)))
+                t = phase("profile", t)
             notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
                                  classes=len(data.classes)))
             ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
@@ -136,16 +174,60 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             verification = verify_equivalent(graph, extraction.graph, examples=examples,
                                              require_proof=verify == "prove")
             t = phase("verify", t)
+        result, measured, kept_input = extraction.graph, None, None
+        if measure.measured(model) and not run.cancelled:
+            notify(ProgressEvent("measure", f"the input and the result side by side on {model.target}"))
+            measure.profile(model, model.unit_signatures(result), None)  # the result's fused groups, for the prediction
+            result, measured, kept_input = _never_slower(model, graph, result, check_reps or measure.CHECK_REPS)
+            t = phase("measure", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
+    after = model.graph_cost(result) if measure.measured(model) else extraction.cost
+    if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
+        measured = {**measured.to_dict(), "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
     report = Report(name=graph.name, model=model.name, unit=model.unit, cost_before=before,
-                    cost_after=extraction.cost, ops_before=graph.op_counts(),
-                    ops_after=extraction.graph.op_counts(), saturation=saturation,
+                    cost_after=after, ops_before=graph.op_counts(),
+                    ops_after=result.op_counts(), saturation=saturation,
                     extraction=extraction.summary(), verification=verification, times=times,
-                    cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(extraction.graph),
-                    interrupted=run.cancelled, stop=run.reason, memory=watch.summary())
-    notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {extraction.cost:,.1f} {model.unit}"))
-    return Result(extraction.graph, report, graph)
+                    cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(result),
+                    interrupted=run.cancelled, stop=run.reason, memory=watch.summary(),
+                    profile=profiled.to_dict() if profiled else None,
+                    measured=measured, kept_input=kept_input)
+    notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
+    made = None
+    if recipe and result is extraction.graph:  # the input returned (never slower) makes no weights
+        from einsat.egraph.weights import weight_recipe
+        new = {k: c for k, c in extraction.weight_classes.items() if k not in graph.weights}
+        made = weight_recipe(data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")
+    return Result(result, report, graph, made)
+
+
+def same_program(a: Graph, b: Graph) -> bool:
+    """Whether `b` is `a` node for node (op, attributes, types) with equal weights: nothing to measure."""
+    if len(a.nodes) != len(b.nodes) or a.weights.keys() != b.weights.keys():
+        return False
+    try:
+        return (all(x.op is y.op and x.attrs == y.attrs and a.node_types(x) == b.node_types(y)
+                    for x, y in zip(a.nodes, b.nodes))
+                and all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights))
+    except (ValueError, TypeError):  # attributes that do not compare (arrays, graphs): measure instead
+        return False
+
+
+def _never_slower(model, graph: Graph, result: Graph, reps: int):
+    """(the program to return, the measured comparison or None, why the input is returned or None)."""
+    if same_program(graph, result):
+        return graph, None, "the extraction chose the input program itself"
+    try:
+        comparison = measure.check_measured(model, graph, result, reps)
+    except Exception as e:  # noqa: BLE001 - a program the target cannot run is not returned as faster
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        return graph, None, (f"the programs could not be measured on {model.target} ({type(e).__name__}: {first}): "
+                             "the input is returned")
+    if comparison.faster:
+        return result, comparison, None
+    return graph, comparison, (f"the optimized program was not measured faster beyond noise on {comparison.backend} "
+                               f"({comparison}): the input is returned")
 
 
 def _load(program, example_inputs) -> Graph:

@@ -129,6 +129,13 @@ class Report:
     interrupted: bool = False  # the run was cancelled (Ctrl-C, memory limit): the best program found so far
     stop: str | None = None    # why it was cancelled: "interrupted" (Ctrl-C), "memory limit"
     memory: dict[str, Any] = field(default_factory=dict)  # `einsat.memory.MemoryWatch.summary()`: bytes
+    # a model that measures its target (cost="cpu"): how its figures were profiled (`measure.ProfileSummary`),
+    # the input and the result timed side by side (`runtime.profiler.Comparison.to_dict`), and why
+    # the input was returned instead of the result (None: the result was returned)
+    profile: dict[str, Any] | None = None
+    measured: dict[str, Any] | None = None
+    kept_input: str | None = None
+    partition: Any = None      # a partitioned run's `einsat.partition.PartitionSummary`: pieces, cuts, reuse
 
     @property
     def speedup(self) -> float:
@@ -139,6 +146,14 @@ class Report:
     def reduction(self) -> float:
         """The fraction of the modeled cost removed."""
         return 1 - self.cost_after / self.cost_before if self.cost_before > 0 else 0.0
+
+    @property
+    def measured_speedup(self) -> float | None:
+        """The input's measured time over the returned program's (1.0 when the input is returned),
+        None when nothing was measured."""
+        if self.measured is None:
+            return 1.0 if self.kept_input else None
+        return 1.0 if self.kept_input else self.measured["speedup"]
 
     @property
     def verified(self) -> bool:
@@ -153,7 +168,8 @@ class Report:
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON-ready data: its fields, and speedup, reduction and verified."""
         out = dataclasses.asdict(self)
-        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified, proved=self.proved)
+        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified, proved=self.proved,
+                   measured_speedup=self.measured_speedup)
         return _finite(out)
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -194,6 +210,7 @@ class Report:
                                                     "so far)" if self.interrupted else "")]
         lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
         lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
+        lines += self.measured_lines()
         if self.saturation is not None:
             lines.append(f"  e-graph: {self.saturation}")
             top = self.saturation.busiest()
@@ -205,10 +222,34 @@ class Report:
             lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
         else:
             lines.append(f"  verification: {self.verification}")
+        if self.partition is not None:
+            lines += ["  partition: " + "\n  ".join(str(self.partition).splitlines())]
         lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
         if self.memory:
             lines.append(f"  memory: {self.memory_text()}")
         return "\n".join(lines)
+
+    def measured_lines(self) -> list[str]:
+        """The profile and the side-by-side measurement, for a model that measures its target."""
+        lines = []
+        if self.profile is not None:
+            p = self.profile
+            text = (f"  profile: {p['needed']} signatures on {p['target']}: {p['cached']} from the cache, "
+                    f"{p['measured']} measured now in {p['seconds']:.1f} s")
+            text += f", {p['failed']} failed" if p["failed"] else ""
+            text += f", {p['left']} left to the calibrated roofline" if p["left"] else ""
+            lines.append(text + f" ({p['path']})")
+        if self.measured is not None:
+            m = self.measured
+            (b0, b1), (c0, c1) = m["baseline_spread_ms"], m["candidate_spread_ms"]
+            p0, p1 = m.get("predicted_ms") or (self.cost_before / 1e3, self.cost_after / 1e3)
+            lines.append(f"  measured on {m['backend']}: input {m['baseline_ms']:.3f} ms [p10 {b0:.3f}, p90 {b1:.3f}], "
+                         f"optimized {m['candidate_ms']:.3f} ms [p10 {c0:.3f}, p90 {c1:.3f}]: "
+                         f"{m['speedup']:.3f}x measured (faster in {m['wins']}/{m['rounds']} interleaved rounds); "
+                         f"predicted {p0:.3f} -> {p1:.3f} ms ({p0 / p1 if p1 else float('inf'):.3f}x modeled)")
+        if self.kept_input:
+            lines.append(f"  returned: the INPUT program ({self.kept_input})")
+        return lines
 
     def _repr_html_(self) -> str:
         from einsat.viz.report import report_html

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One step of an optimization. `phase`: load, saturate, extract, verify, done."""
+    """One step of an optimization. `phase`: load, saturate, profile, extract, verify, measure, done."""
 
     phase: str
     message: str = ""

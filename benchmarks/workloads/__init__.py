@@ -99,6 +99,12 @@ CPU_SIZES: dict[str, dict[str, Any]] = {
 }
 
 
+def zoo() -> dict[str, Workload]:
+    """The ONNX model zoo's models (`workloads.zoo`) as workloads named zoo_<model>."""
+    from benchmarks.workloads.zoo import zoo_workloads
+    return zoo_workloads(Workload)
+
+
 def build(name: str, **overrides) -> Graph:
     """The workload `name` with its default arguments, updated by `overrides`."""
     try:
@@ -108,4 +114,4 @@ def build(name: str, **overrides) -> Graph:
     return w.builder(**{**w.defaults, **overrides})
 
 
-__all__ = ["CPU_SIZES", "WORKLOADS", "Workload", "build"]
+__all__ = ["CPU_SIZES", "WORKLOADS", "Workload", "build", "zoo"]

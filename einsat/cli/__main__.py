@@ -4,4 +4,5 @@ import sys
 
 from einsat.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # the process pool's workers are spawned and import the main module again
+    sys.exit(main())

@@ -10,6 +10,12 @@ aborts). The output file is written only after verification passed, and atomical
 keeps the report (the HTML is one self-contained page with its pictures inline). `--memory-gb` bounds
 the memory the run adds (the search stops early past it); `--require-proof` refuses a verification
 that is inconclusive (an output that does not vary with the inputs) and writes nothing.
+
+Big models (`einsat.partition`): above `--partition-above` nodes (default 256; 0: always,
+`--no-partition`: never) the model is cut into pieces of at most `--piece-nodes` nodes, each
+distinct piece optimized once (`--no-reuse`: every piece) by `--parallel N` worker processes
+(default: the machine's CPUs; 1: in this process) or, with `--executor ray` (the `distributed`
+extra), on the Ray cluster at `--ray-address` (default: Ray's, a local cluster).
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ def add_parser(sub) -> None:
     p.add_argument("--cost", default=DEFAULT_COST, metavar="NAME",
                    help=f"cost model: {', '.join(COST_MODELS)} (default {DEFAULT_COST})")
     p.add_argument("--device", dest="cost", action=_Deprecated, new="--cost")
+    p.add_argument("--profile-budget", type=float, default=None, metavar="S",
+                   help="with a measured cost model (--cost cpu): seconds of op profiling at most "
+                        "(default 120; timings are cached and reused by later runs)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole run (search, extraction and verification share it)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
@@ -59,6 +68,18 @@ def add_parser(sub) -> None:
     p.add_argument("--require-proof", action="store_true",
                    help="fail (write nothing) when the verification is inconclusive: an output that does not vary")
     p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="extraction method (default ilp)")
+    big = p.add_argument_group("big models (einsat.partition)")
+    big.add_argument("--partition-above", type=int, default=None, metavar="N",
+                     help="partition models of more than N nodes (default 256; 0: always)")
+    big.add_argument("--no-partition", action="store_true", help="never partition: one e-graph for the model")
+    big.add_argument("--piece-nodes", type=int, default=None, metavar="N",
+                     help="the most nodes in a piece (default 64)")
+    big.add_argument("--parallel", type=int, default=None, metavar="N",
+                     help="optimize pieces in N worker processes (default: the CPUs; 1: in this process)")
+    big.add_argument("--executor", choices=("process", "serial", "ray"), default=None,
+                     help="where pieces run (default process; ray needs the 'distributed' extra)")
+    big.add_argument("--ray-address", default=None, metavar="ADDR", help="a Ray cluster's address (--executor ray)")
+    big.add_argument("--no-reuse", action="store_true", help="optimize every piece, even repeated ones")
     p.add_argument("--report", type=Path, default=None, metavar="FILE",
                    help="also write the report: FILE.json (data) or FILE.html (tables and pictures)")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
@@ -90,8 +111,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         check_writable(args.report, "report")
     if args.time_limit is not None and args.time_limit <= 0:
         raise EinsatError(f"--time-limit must be positive, got {args.time_limit}")
+    if args.profile_budget is not None and args.profile_budget < 0:
+        raise EinsatError(f"--profile-budget must not be negative, got {args.profile_budget}")
     if args.nodes is not None and args.nodes < 1:
         raise EinsatError(f"--nodes must be positive, got {args.nodes}")
+    partition = _partitioning(args)
     if args.memory_gb is not None and args.memory_gb <= 0:
         raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
     from einsat.budget import Budget
@@ -101,7 +125,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     try:
         result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
                                  limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
-                                 verify="prove" if args.require_proof else True)
+                                 verify="prove" if args.require_proof else True,
+                                 profile_budget=args.profile_budget, partition=partition)
     finally:
         if display is not None:
             display.close()
@@ -121,6 +146,29 @@ def write_report(result, path: Path) -> None:
     else:
         from einsat.viz.report import report_html
         path.write_text(report_html(result.report, before=result.input, after=result.graph))
+
+
+def _partitioning(args: argparse.Namespace):
+    """`optimize(partition=...)` from the big-model options (None: the defaults; False: never)."""
+    import dataclasses
+
+    from einsat.partition import Partitioning
+
+    if args.no_partition:
+        return False
+    for flag, value in (("--partition-above", args.partition_above), ("--piece-nodes", args.piece_nodes),
+                        ("--parallel", args.parallel)):
+        if value is not None and value < (0 if flag == "--partition-above" else 1):
+            raise EinsatError(f"{flag} must be {'non-negative' if flag == '--partition-above' else 'positive'}, "
+                              f"got {value}")
+    changes = {k: v for k, v in (("above", args.partition_above), ("piece_nodes", args.piece_nodes),
+                                 ("workers", args.parallel), ("executor", args.executor),
+                                 ("address", args.ray_address)) if v is not None}
+    if args.no_reuse:
+        changes["reuse"] = False
+    if args.parallel == 1 and args.executor is None:
+        changes["executor"] = "serial"
+    return dataclasses.replace(Partitioning(), **changes) if changes else None
 
 
 def _limits(nodes: int | None, memory_gb: float | None = None):

@@ -91,6 +91,7 @@ class Limits:
     subprograms: int = 32     # PET: subprograms mutated per round
     mutants: int = 64         # PET: mutants tried per subprogram
     derive_depth: int = 4  # EinNet's MaxDepth: explorative derivations per expression (rewrites.derive)
+    derive_states: int = 600  # EinNet in the default schedule: no new search once a round derived this many states
     memory_gb: float | None = 4.0  # `einsat.optimize`: resident memory the run may add (None: unbounded)
 
 

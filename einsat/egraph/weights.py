@@ -26,8 +26,12 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from einsat.egraph.data import ABSENT, EGraphData, ENode
-from einsat.ir.registry import opdef
+from einsat.errors import EinsatError
+from einsat.ir.graph import Graph, Node, fresh_name
+from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
+
+FOLD_PREFIX = "fold_"  # the names `rewrites.post.fold` gives the weights it folds during saturation
 
 Parents = dict[int, list[tuple[int, ENode]]]
 
@@ -113,3 +117,76 @@ def weight_only(data: EGraphData, max_bytes: int | None = None, max_flops: float
         return d.foldable and not d.repeats_input and small(cid) and cheap(node, cid)
 
     return closure(users if users is not None else parents(data), seeds, accept)
+
+
+def weight_recipe(data: EGraphData, weights: Mapping[str, int], sources: Mapping[str, TensorType],
+                  name: str = "recipe") -> Graph:
+    """The weights of an extracted program as a program over its source weights.
+
+    `weights`: each weight of the extracted program and its e-class (`Extraction.weight_classes`);
+    `sources`: the source program's weights (their types). The recipe's inputs are the source
+    weights it reads (sorted by name), its outputs the extracted weights (sorted by name); what
+    it computes is derived bottom-up from the source weights alone (never from a weight folded
+    during saturation, which is a value, not a derivation), through foldable ops; constants
+    made by rules (`fill_*`) are the recipe's own weights. Running it on other arrays for the
+    source weights gives the extracted program's weights for them: how a piece optimized once
+    is applied to its copies (`einsat.partition`). Raises `EinsatError` if a weight has no
+    derivation from the source weights.
+    """
+    seeds: dict[int, ENode] = {}
+    for cid, cls in data.classes.items():
+        for node in cls.nodes:
+            leaf = node.leaf
+            if leaf is not None and leaf[0] == "weight" and (
+                    leaf[1] in sources or (leaf[1] in data.weights and not leaf[1].startswith(FOLD_PREFIX))):
+                seeds[cid] = node
+                break
+            if leaf is None and opdef(node.op).source:
+                seeds[cid] = node
+                break
+
+    def accept(cid: int, node: ENode) -> bool:
+        return node.leaf is None and opdef(node.op).foldable
+
+    derivation = closure(parents(data), seeds, accept)
+    taken = set(sources) | set(weights)
+    value: dict[int, str] = {}
+    nodes: list[Node] = []
+    inputs: dict[str, TensorType] = {}
+    constants: dict[str, object] = {}
+
+    def emit(cid: int) -> str:
+        stack = [cid]
+        while stack:
+            c = stack[-1]
+            if c in value:
+                stack.pop()
+                continue
+            if c not in derivation:
+                raise EinsatError(f"weight recipe: e-class {c} ({data.classes[c].type}) has no derivation "
+                                  "from the source weights")
+            node = derivation[c]
+            todo = [k for k in node.children if k != ABSENT and k not in value]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            if node.leaf is not None:
+                leaf = node.leaf[1]
+                if leaf in sources:
+                    inputs[leaf] = sources[leaf]
+                else:
+                    constants[leaf] = data.weights[leaf]
+                value[c] = leaf
+                continue
+            outs = [fresh_name(f"{node.op.value}_{c}_{k}", taken)
+                    for k in range(opdef(node.op).num_outputs(node.attrs))]
+            nodes.append(Node(node.op, [value[k] if k != ABSENT else "" for k in node.children], outs,
+                              dict(node.attrs)))
+            value[c] = outs[node.output]
+        return value[cid]
+
+    outputs = sorted(weights)
+    for out in outputs:
+        nodes.append(Node(Op.IDENTITY, [emit(weights[out])], [out]))
+    return Graph(nodes, dict(sorted(inputs.items())), outputs, constants, name)

@@ -5,7 +5,9 @@
     result.graph, result.cost, result.gap
 
 Cost models: `CostModel` (the contract) and `RooflineCost` (analytic) in `cost`, `MeasuredCost`
-(profiled timings) in `profiled`, their names (`cost_model("h100")`, `DEFAULT_COST`) in `models`.
+(profiled timings) in `profiled`, `TargetCost` (timings taken on demand on the target and cached:
+`cost_model("cpu")`) in `target`, with onnxruntime's fusion groups in `fusion`; their names
+(`cost_model("h100")`, `DEFAULT_COST`) in `models`.
 """
 
 from einsat.extract.cost import CostModel, RooflineCost
@@ -19,8 +21,9 @@ from einsat.extract.models import COST_MODELS, DEFAULT_COST, cost_model, registe
 from einsat.extract.problem import Candidate, Problem, Selection
 from einsat.extract.profiled import MeasuredCost
 from einsat.extract.rebuild import rebuild
+from einsat.extract.target import TargetCost, cpu_model
 
 __all__ = ["COST_MODELS", "DEFAULT_COST", "DEVICES", "H100", "H200", "METHODS", "Candidate", "CostModel", "Device",
            "Extraction", "MeasuredCost", "Problem", "RooflineCost", "Selection", "cost_model", "egraph_data_from_graph",
            "extract", "greedy_dag", "greedy_tree", "improve", "rebuild", "register_cost_model",
-           "selection_of_graph", "solve_ilp"]
+           "selection_of_graph", "solve_ilp", "TargetCost", "cpu_model"]

@@ -62,3 +62,11 @@ H200 = Device("h200", fp32_flops=66.9e12, tf32_flops=494.7e12, fp16_flops=989.4e
               hbm_bytes_per_s=4.8e12)
 
 DEVICES = {d.name: d for d in (H100, H200)}
+
+
+# The prior a CPU profile's calibration starts from (a weak one: `CalibratedRoofline.fit` moves
+# away from it as soon as there are measurements): a two-core AVX-512 server's order of
+# magnitude, onnxruntime's per-node overhead inside a session of about 1 µs, views about 0.3 µs.
+# Not a datasheet figure: `cost="cpu"` measures the machine at hand.
+CPU = Device("cpu", fp32_flops=100e9, tf32_flops=100e9, fp16_flops=100e9, hbm_bytes_per_s=20e9,
+             launch_us=1.0, view_us=0.3)

@@ -61,6 +61,7 @@ class Extraction(ExtractionSummary):
 
     graph: Graph = field(kw_only=True)
     selection: Selection = field(kw_only=True)
+    weight_classes: dict[str, int] = field(default_factory=dict, kw_only=True)  # weight name -> its e-class
 
 
 def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str = "ilp",
@@ -95,7 +96,8 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
         ilp = solve_ilp(problem, selection, time_limit=time_limit, budget=budget, progress=progress)
         selection, found = ilp.selection, ilp.cost
         result.update(status=ilp.status, gap=ilp.gap, bound=ilp.bound, ilp_size=(ilp.columns, ilp.rows))
-    graph = rebuild(problem, selection, name=name)
+    origins: dict[str, int] = {}
+    graph = rebuild(problem, selection, name=name, origins=origins)
     # the program's own cost: the selection's plus the identity nodes that name outputs whose
     # e-class is an input or another output's (a constant offset for every selection, added to
     # the bound and the starts so that every figure is a program's cost)
@@ -104,6 +106,6 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
         result["bound"] += offset
     costs = {k: v + offset for k, v in costs.items()}
     found += offset
-    return Extraction(graph=graph, selection=selection, cost=found, seconds=time.perf_counter() - t0,
-                      starts=costs, candidates=problem.num_candidates(), classes=len(problem.classes),
-                      **result)
+    return Extraction(graph=graph, selection=selection, weight_classes=origins, cost=found,
+                      seconds=time.perf_counter() - t0, starts=costs, candidates=problem.num_candidates(),
+                      classes=len(problem.classes), **result)

@@ -3,6 +3,8 @@
 
     cost_model("h100")       # the committed H100 profile as a MeasuredCost, else the H100 roofline
     cost_model("h100-tf32")  # the H100 roofline with TF32 tensor cores
+    cost_model("cpu")        # onnxruntime on this machine's CPU: measured on demand, cached
+                             # (`einsat.extract.target`; `optimize` profiles the candidates)
     cost_model(my_model)     # a CostModel passes through
 
 `register_cost_model(name, factory)` adds a name (a profile measured elsewhere, a model of your
@@ -19,6 +21,7 @@ from einsat.errors import EinsatError
 from einsat.extract.cost import CostModel, RooflineCost
 from einsat.extract.profile_db import committed_profile
 from einsat.extract.profiled import MeasuredCost
+from einsat.extract.target import cpu_model
 
 DEFAULT_COST = "h100"
 
@@ -36,6 +39,7 @@ COST_MODELS: dict[str, Callable[[], CostModel]] = {
     "h200": partial(gpu_model, "h200"),
     "h100-tf32": partial(RooflineCost, "h100", tf32=True),
     "h200-tf32": partial(RooflineCost, "h200", tf32=True),
+    "cpu": cpu_model,
 }
 
 

@@ -134,3 +134,53 @@ def device_kind(name: str) -> str:
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- the profile cache: measurements taken on demand on the machine at hand ---------------------
+def cache_dir() -> str:
+    """Where einsat keeps the profiles it measures: `$XDG_CACHE_HOME/einsat/profiles`
+    (`~/.cache/einsat/profiles` when XDG_CACHE_HOME is unset or not absolute, as the XDG
+    base-directory specification says)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "einsat", "profiles")
+
+
+def machine_key(machine: Mapping[str, Any]) -> str:
+    """A file name for the profile of `machine` (a dict naming the hardware, the backend and the
+    versions): readable kind and backend, then a digest of everything, so a profile is reused
+    only on the same processor with the same library versions."""
+    import hashlib
+    digest = hashlib.sha256(json.dumps(dict(machine), sort_keys=True, default=str).encode()).hexdigest()[:16]
+    kind = "".join(c if c.isalnum() else "-" for c in str(machine.get("kind", "device")))
+    backend = "".join(c if c.isalnum() else "-" for c in str(machine.get("backend", "")))
+    return f"{kind}-{backend}-{digest}" if backend else f"{kind}-{digest}"
+
+
+def cache_path(machine: Mapping[str, Any]) -> str:
+    """The cached profile of `machine` (see `cache_dir` and `machine_key`)."""
+    return os.path.join(cache_dir(), machine_key(machine) + ".json")
+
+
+def cpu_machine(threads: int = 1) -> dict[str, Any]:
+    """What a CPU profile (onnxruntime's CPU execution provider) is valid for: the processor,
+    core count, system, threads and the versions of the libraries that run the ops."""
+    import platform
+    from importlib import metadata
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    versions = {}
+    for pkg in ("onnxruntime", "onnx", "numpy"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = "absent"
+    return {"kind": "cpu", "backend": "onnxruntime", "name": cpu, "cpus": os.cpu_count() or 1,
+            "system": f"{platform.system()} {platform.machine()}", "threads": threads,
+            "python": platform.python_version(), "format": FORMAT, **versions}

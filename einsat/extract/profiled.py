@@ -26,7 +26,7 @@ import numpy as np
 
 from einsat.errors import EinsatError
 from einsat.extract.cost import CostModel, flops_and_bytes
-from einsat.extract.devices import DEVICES, H100, Device
+from einsat.extract.devices import CPU, DEVICES, H100, Device
 from einsat.extract.profile_db import MODES, ProfileDB, committed_profile
 from einsat.ir.registry import Op, opdef
 from einsat.ir.signature import Signature, signature_of, write_signatures
@@ -46,8 +46,9 @@ def family(op: Op) -> str:
 
 def datasheet(kind: str) -> Device:
     """The datasheet figures a calibration starts from: the device's own, or the H100's for a GPU
-    einsat has none of (a weak prior only: the measurements move the fit away from it)."""
-    return DEVICES.get(kind, H100)
+    einsat has none of, `CPU`'s rough figures for "cpu" (a weak prior only: the measurements move
+    the fit away from it)."""
+    return CPU if kind == "cpu" else DEVICES.get(kind, H100)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,13 @@ same output names; weights keep their names. Each needed e-class becomes one val
 outputs of a multi-output op chosen for several e-classes come from one node. Constant
 e-classes (see `Problem`) are evaluated once with the registry's NumPy semantics and become
 weights. The `Graph` constructor validates the result (types re-inferred, no cycle).
+
+No weight grows without need: a constant that is larger than the source weights it is laid
+out from (a 1×1 kernel zero-padded to 3×3 so that it merges with a 3×3 conv, then concatenated:
+SqueezeNet's fire modules made the optimized file grow from 5 to 7 MB that way) is not stored
+as a new weight; the program keeps its data-movement ops (`LAYOUT_OPS`) over the source
+weights instead. They are computed from weights alone: onnxruntime folds them when it loads
+the model, and the measured cost model charges them nothing (`extract.fusion`).
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ class _Names:
         return fresh_name(hint, self.taken)
 
 
-def rebuild(problem: Problem, selection: Selection, name: str = "optimized") -> Graph:
-    """The `ir.Graph` of `selection` (which must be acyclic and cover every needed e-class)."""
+def rebuild(problem: Problem, selection: Selection, name: str = "optimized",
+            origins: dict[str, int] | None = None) -> Graph:
+    """The `ir.Graph` of `selection` (which must be acyclic and cover every needed e-class).
+    `origins`, when given, receives the e-class of every weight the graph holds (by weight name):
+    how a caller finds the derivation of a folded weight (`egraph.weights.weight_recipe`)."""
     data = problem.data
     order = problem.order(selection)
     owner: dict[int, str] = {}  # root e-class -> the output name its value takes
@@ -46,16 +56,53 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized") -> 
             return owner[cid]
         return names.fresh(getattr(data.classes[cid], "name", None) or hint)
 
+    compact = _Compact(problem)
+
+    def laid_out(cid) -> str | None:
+        """The value of constant `cid` as layout ops over the source weights, when storing it
+        would grow the weights (see the module docstring); None otherwise."""
+        plan = compact.plan(cid)
+        if plan is None:
+            return None
+        for c, n in plan:  # children first
+            if c in value:
+                continue
+            if n.leaf is not None:
+                value[c] = _weight(n.leaf[1], data, weights, names, owner.get(c))
+                if origins is not None:
+                    origins[value[c]] = c
+                continue
+            out = name_for(c, f"{n.op.value}_w")
+            nodes.append(Node(n.op, [value[k] if k >= 0 else "" for k in n.children], [out], dict(n.attrs)))
+            value[c] = out
+        return value[cid]
+
     for cid in order:
         cand = problem.candidates[selection[cid]]
         node = cand.node
         if node.leaf is not None and node.leaf[0] == "input":
             value[cid] = node.leaf[1]
+        elif (node.leaf is not None or cand.folded) and cid in value:
+            continue  # laid out already, as part of another constant's layout
+        elif (node.leaf is not None and node.leaf[1].startswith(FOLDED)) or cand.folded:
+            if laid_out(cid) is not None:
+                continue
+            if node.leaf is not None:
+                value[cid] = _weight(node.leaf[1], data, weights, names, owner.get(cid))
+            else:
+                value[cid] = name_for(cid, f"{node.op.value}_const")
+                weights[value[cid]] = folder.value(cid)
+            if origins is not None:
+                origins[value[cid]] = cid
         elif node.leaf is not None:
             value[cid] = _weight(node.leaf[1], data, weights, names, owner.get(cid))
+            if origins is not None:
+                origins[value[cid]] = cid
         elif cand.folded:
             value[cid] = name_for(cid, f"{node.op.value}_const")
             weights[value[cid]] = folder.value(cid)
+            if origins is not None:
+                origins[value[cid]] = cid
         else:
             key = node_key(node)
             if key not in group_outs:
@@ -97,6 +144,63 @@ def _group_users(problem: Problem, selection: Selection, order) -> dict[tuple, i
         if cand.node.leaf is None and not cand.folded:
             users.setdefault((node_key(cand.node), cand.node.output), cid)
     return users
+
+
+FOLDED = "fold_"  # the name prefix of weights folded during saturation (`rewrites.post.fold`)
+# ops that only move or pad data: a constant made by them is laid out at load time, not stored
+LAYOUT_OPS = frozenset({Op.PAD, Op.CONCAT, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.SQUEEZE, Op.UNSQUEEZE,
+                        Op.FLATTEN, Op.IDENTITY})
+
+
+class _Compact:
+    """Derivations of constant e-classes by layout ops from source weights (not folded ones)."""
+
+    def __init__(self, problem: Problem):
+        self.data = problem.data
+        self.types = problem.types
+        self.memo: dict[int, list | None] = {}
+
+    def _derive(self, cid: int, visiting: set[int]) -> list | None:
+        """[(e-class, e-node)] children first, ending with `cid`, or None."""
+        if cid in self.memo:
+            return self.memo[cid]
+        if cid in visiting:
+            return None
+        visiting.add(cid)
+        found = None
+        nodes = self.data.classes[cid].nodes
+        leaf = next((n for n in nodes if n.leaf is not None and n.leaf[0] == "weight"
+                     and not n.leaf[1].startswith(FOLDED) and n.leaf[1] in self.data.weights), None)
+        if leaf is not None:
+            found = [(cid, leaf)]
+        else:
+            for n in nodes:
+                if n.op not in LAYOUT_OPS or not n.children:
+                    continue
+                parts = [self._derive(c, visiting) for c in n.children if c >= 0]
+                if all(p is not None for p in parts):
+                    found = [step for p in parts for step in p] + [(cid, n)]
+                    break
+        visiting.discard(cid)
+        self.memo[cid] = found
+        return found
+
+    def plan(self, cid: int) -> list | None:
+        """The layout derivation of `cid` when its value is larger than the distinct source
+        weights it reads (storing it would grow the weights), else None."""
+        steps = self._derive(cid, set())
+        if steps is None or len(steps) < 2:
+            return None
+        sources = {n.leaf[1] for _, n in steps if n.leaf is not None}
+        source_bytes = sum(np.asarray(self.data.weights[w]).nbytes for w in sources)
+        if self.types[cid].nbytes <= source_bytes:
+            return None
+        seen, out = set(), []
+        for c, n in steps:
+            if c not in seen:
+                seen.add(c)
+                out.append((c, n))
+        return out
 
 
 class _Folder:

@@ -18,6 +18,14 @@ every candidate's median time over `CHOICE_REPS` repetitions).
 
 Ops that issue no kernel (views) get 0 for both without timing. Inputs are random (normal
 floats; valid indices for gather). Only the GPU machine runs this; nothing here needs egglog.
+
+`program_runner(graph, dev)` makes a compiled program a runner of the shared profiler
+(`einsat.runtime.profiler`: interleaved rounds, medians, outliers, the time budget), which
+`einsat.measure` uses for a measured model whose target is "cupy" (`measure.cupy_model`,
+cached in the same profile cache as the CPU's, keyed by `device_info`). On a CUDA device a run
+is the replay between two CUDA events (after an L2 flush that keeps the GPU busy while the host
+enqueues); on a device without events (the host emulation of the tests) it is the replay's wall
+time.
 """
 
 from __future__ import annotations
@@ -55,6 +63,29 @@ def replicated(graph: Graph, copies: int) -> Graph:
         nodes.append(Node(node.op, ins, tuple(f"{o}_c{k}" for o in node.outputs), dict(node.attrs), f"copy{k}"))
     outs = tuple(f"{o}_c{copies - 1}" for o in node.outputs)
     return Graph(nodes, inputs, outs, name=f"{graph.name}x{copies}")
+
+
+def program_runner(graph: Graph, dev, seed: int = 0, flush=None):
+    """A runner (`runtime.profiler.Runner`: one call, one time in µs) replaying `graph` compiled
+    on `dev` with random inputs (see the module docstring)."""
+    from einsat.runtime.profiler import wall_runner
+    prog = CompiledProgram(graph, device=dev)
+    prog.run(random_inputs(graph, seed))  # inputs in place: each replay reads them
+    cp = getattr(dev, "cp", None)
+    if cp is None:  # the host emulation: no events
+        return wall_runner(prog.replay)
+
+    def run() -> float:
+        with prog._on_stream():
+            if flush is not None:
+                flush.fill(0)
+            start, end = cp.cuda.Event(), cp.cuda.Event()
+            start.record(prog._stream)
+            prog.replay()
+            end.record(prog._stream)
+            end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) * 1e3
+    return run
 
 
 def device_info(dev) -> dict:

@@ -38,6 +38,9 @@ class Node:
         if not self.name:
             object.__setattr__(self, "name", self.outputs[0] if self.outputs else self.op.value)
 
+    def __reduce__(self):  # pickles (to a worker process) with its attributes as a plain dict
+        return (Node, (self.op, self.inputs, self.outputs, dict(self.attrs), self.name))
+
     @property
     def op_name(self) -> str:
         if self.op is Op.OPAQUE:
@@ -122,6 +125,10 @@ class Graph:
         self.weights = MappingProxyType(weights)
         self.types = MappingProxyType(types)
         self._producer = {o: n for n in final for o in n.outputs}
+
+    def __reduce__(self):
+        """Pickles as its parts (to a worker process): unpickling validates it again."""
+        return (Graph, (self.nodes, self.input_types(), self.outputs, dict(self.weights), self.name))
 
     # -- queries --------------------------------------------------------------------------
     def producer(self, value: str) -> Node | None:

@@ -116,6 +116,7 @@ class Op(enum.Enum):
     CONSTANT = "constant"
     IDENTITY = "identity"
     CORRECT = "correct"
+    FUSED_CORRECT = "fused_correct"
     OPAQUE = "opaque"
     # EinNet's eOperator: a node carrying its tensor-algebra expression
     EOP = "eop"

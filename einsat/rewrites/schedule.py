@@ -1,16 +1,22 @@
 """The default rules and schedule, assembled in exactly one place.
 
-One step of the default schedule runs, in order: the n-ary sibling merge (first step only),
-PET's mutation generator (first four steps; it needs the session's cost model), associativity
+One step of the default schedule runs, in order: EinNet's derivations (first step only, see
+below), the n-ary sibling merge (first step only), PET's mutation generator (first four steps; it needs the session's cost model), the fusion of
+the corrections' convolutions (`mutate.correction_fusion`: one chain step a step), associativity
 and commutativity (back-off), the other algebra theories, the multi-pattern merges (first two
-steps only), the post rules, and every fourth step the weight folding generator. `Session.run` repeats steps until
-saturation or a limit.
+steps only), the post rules (`post.correct`: a correction fused into the layout chain after
+it), every fourth step the weight folding generator, then EinNet's inter-expression generators.
+`Session.run` repeats steps until saturation or a limit.
 
-`einnet_schedule()` adds EinNet's derivations (`rewrites.derive`): the search in the first
-step, then the merging of derived matmuls and the fusion of eOperators every step. It is not
-the default: on GCN its searches take about as long as the rest of saturation, which then ends
-at the time limit instead of the node limit (not deterministic); see
-benchmarks/results/derive_bench.md.
+EinNet's derivations (`rewrites.derive`) run in the default schedule too: the search in the
+first step (before the mutation generator), then, once a derivation has entered, the merging of
+derived matmuls and the fusion of eOperators every step. The default search is bounded by work
+alone (states per operator and per round, no deadline: deterministic) and runs only for the
+operators where a derivation can pay under the session's cost model (`derive.generator.can_pay`:
+an operator costing more than a GEMM of its FLOPs or a stream of its bytes); searching every convolution instead took about
+as long as the rest of saturation on GCN and 20-40 s per dilated convolution on CSRNet
+(benchmarks/results/derive_default.md). `einnet_schedule()` searches every derivable operator
+(EinNet's own setting, with the search's deadline), for studies and the EinNet notebook.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
 from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
-from einsat.rewrites.derive.generator import derive_generator
+from einsat.rewrites.derive.generator import after_derivations, default_derive_generator, derive_generator
 from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_generator
+from einsat.rewrites.mutate.correction_fusion import correction_fusion_generator
 from einsat.rewrites.mutate.generate import mutate_generator
+from einsat.rewrites.post.correct import correct_fusion_rules
 from einsat.rewrites.post.fold import fold_generator
 from einsat.rewrites.post.fusion import fusion_rules
 from einsat.rewrites.post.layout import layout_post_rules
@@ -32,7 +40,7 @@ from einsat.rewrites.post.layout import layout_post_rules
 
 def default_rulesets() -> list[Ruleset]:
     return [ac_rules(), elementwise_rules(), matmul_rules(), layout_rules(), concat_rules(), conv_rules(),
-            merge_rules(), layout_post_rules(), fusion_rules()]
+            merge_rules(), layout_post_rules(), fusion_rules(), correct_fusion_rules()]
 
 
 def default_rules() -> list[Rule]:
@@ -41,11 +49,16 @@ def default_rules() -> list[Rule]:
 
 
 def default_schedule() -> Schedule:
-    return Schedule((merge_generator(), mutate_generator()) + tuple(default_rulesets()) + (fold_generator(),))
+    return _schedule(default_derive_generator(), after_derivations(matmul_merge_generator()),
+                     after_derivations(eop_fusion_generator()))
 
 
 def einnet_schedule(rank=None) -> Schedule:
-    """The default schedule with EinNet's derivations (`rank`: a candidate ranking, e.g. a cost
-    model's `graph_cost`)."""
-    return Schedule((derive_generator(rank=rank),)) + default_schedule() + \
-        Schedule((matmul_merge_generator(), eop_fusion_generator()))
+    """The default schedule with EinNet's derivations for every derivable operator, not only
+    those that can pay (`rank`: a candidate ranking, e.g. a cost model's `graph_cost`)."""
+    return _schedule(derive_generator(rank=rank), matmul_merge_generator(), eop_fusion_generator())
+
+
+def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
+    return Schedule((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
+                    + tuple(default_rulesets()) + (fold_generator(), merge_derived, fuse_eops))

@@ -41,6 +41,19 @@ def _figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
+def _partition(p) -> list[str]:
+    """A partitioned run (`einsat.partition.PartitionSummary`): its pieces and its cuts."""
+    pieces = [("piece", "nodes", "fingerprint", "program", "cost before", "cost after", "seconds")] + [
+        (str(q.index), f"{q.start}-{q.stop - 1} ({q.nodes})", q.fingerprint,
+         (f"piece {q.template}'s" if q.cache_hit else f"optimized ({q.stop_reason or '-'})") +
+         (f"; {q.fallback}" if q.fallback else ""), f"{q.cost_before:,.2f}", f"{q.cost_after:,.2f}", f"{q.seconds:.2f}")
+        for q in p.pieces]
+    cuts = [("after node", "values crossing", "producers", "bytes", "modeled")] + [
+        (f"{c.after} ({c.node})" + (" forced" if c.forced else ""), ", ".join(c.values), ", ".join(c.producers),
+         f"{c.bytes:,}", "-" if c.modeled is None else f"{c.modeled:,.3f}") for c in p.cuts]
+    return [f"<h3>Partition</h3><p>{escape(str(p).splitlines()[0])}</p>", _table(pieces), _table(cuts)]
+
+
 def report_html(report, before=None, after=None, standalone: bool = True) -> str:
     r = report
     parts = [f"<h2>einsat optimize: {escape(r.name)}</h2>"]
@@ -75,6 +88,8 @@ def report_html(report, before=None, after=None, standalone: bool = True) -> str
         if top:
             parts.append(_table([("rule", "matches")] + [(k, f"{v:,}") for k, v in top]))
     parts.append(f"<p><b>extraction</b>: {escape(r.extraction_text())}</p>")
+    if getattr(r, "partition", None) is not None:
+        parts += _partition(r.partition)
     check = "NOT RUN: the result is unchecked" if r.verification is None else str(r.verification)
     parts.append(f"<p><b>verification</b>: {escape(check)}</p>")
     if r.memory:

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from benchmarks import harness
 from benchmarks.report import markdown
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_cpu_run_writes_stamped_results(tmp_path):
     code = harness.main(["pet_group_conv", "einnet_g2bmm", "--out", str(tmp_path), "--no-optimize",
-                         "--in-process"])
+                         "--in-process", "--numpy", "--reps-cpu", "3"])
     assert code == 0
     data = json.loads((tmp_path / "cpu.json").read_text())
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -28,22 +29,58 @@ def test_cpu_run_writes_stamped_results(tmp_path):
     assert g2["kwargs"]["seq"] == 2000 and g2["kwargs"]["width"] == 200  # the CPU size
     assert g2["gflop"] == 2 * 8 * 2000 * 401 * 64 / 1e9
     assert g2["numpy_ms"] > 0 and g2["optimize"] == {"skipped": "--no-optimize"}
+    ort = g2["cpu"]["ort"]  # without optimize: the input alone on onnxruntime
+    assert ort["input"]["median_ms"] > 0 and ort["speedup"] == 1.0 and g2["cpu"]["returned"] == "input"
+    assert ort["input"]["p10_ms"] <= ort["input"]["median_ms"] <= ort["input"]["p90_ms"]
     md = (tmp_path / "cpu.md").read_text()
     assert commit in md and "| einnet_g2bmm |" in md
     png = (tmp_path / "cpu.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_optimize_is_recorded_with_its_egraph_and_phases(tmp_path):
-    code = harness.main(["pet_batch_matmul", "--out", str(tmp_path)])
-    row = json.loads((tmp_path / "cpu.json").read_text())["workloads"][0]
+def test_optimize_is_recorded_with_its_egraph_phases_and_measurements(tmp_path):
+    """The CPU run optimizes under the measured model and times both ONNX files on onnxruntime."""
+    code = harness.main(["pet_group_conv", "--out", str(tmp_path), "--reps-cpu", "5",
+                         "--profile-cache", str(tmp_path / "cache")])
+    data = json.loads((tmp_path / "cpu.json").read_text())
+    row = data["workloads"][0]
     opt = row["optimize"]
     assert code == 0, opt
-    assert opt["cost_after"] <= opt["cost_before"] and opt["speedup"] >= 1.0
-    assert opt["enodes"] > 0 and opt["eclasses"] > 0 and opt["stop_reason"]
-    assert {"saturate", "extract", "verify"} <= set(opt["times"])
+    assert opt["model"] == "measured-cpu" and opt["enodes"] > 0 and opt["eclasses"] > 0 and opt["stop_reason"]
+    assert {"saturate", "profile", "extract", "verify"} <= set(opt["times"])
     assert opt["verification"]["max_error"] <= opt["verification"]["tolerance"]
-    assert row["optimized_numpy_ms"] > 0
+    assert opt["profile"]["path"].startswith(str(tmp_path / "cache")) and opt["profile"]["measured"] > 0
+    cpu = row["cpu"]
+    assert cpu["returned"] in ("input", "optimized") and cpu["ort"]["speedup"] > 0
+    assert (cpu["returned"] == "input") == (opt["kept_input"] is not None)
+    pred = cpu["prediction"]["input"]
+    assert pred["error"] == pytest.approx(pred["predicted_ms"] / pred["measured_ms"] - 1)
+    same = cpu["prediction"]["same_run"]
+    assert same["units"] >= same["distinct"] >= 1 and same["error"] == pytest.approx(
+        same["predicted_ms"] / same["measured_ms"] - 1)
+    assert cpu["weights_mb"]["input"] > 0 and data["summary"]["measured"] == 1
+    assert "measured speedup" in (tmp_path / "cpu.md").read_text()
+
+
+def test_resume_keeps_finished_workloads(tmp_path, capsys):
+    assert harness.main(["pet_group_conv", "--out", str(tmp_path), "--no-optimize", "--in-process",
+                         "--reps-cpu", "3"]) == 0
+    first = json.loads((tmp_path / "cpu.json").read_text())["workloads"][0]
+    assert harness.main(["pet_group_conv", "pet_conv", "--out", str(tmp_path), "--no-optimize", "--in-process",
+                         "--reps-cpu", "3", "--resume"]) == 0
+    assert "pet_group_conv: kept from the earlier run" in capsys.readouterr().out
+    rows = {w["name"]: w for w in json.loads((tmp_path / "cpu.json").read_text())["workloads"]}
+    assert rows["pet_group_conv"] == first and "cpu" in rows["pet_conv"]
+
+
+def test_summary_geomean_and_prediction_counts():
+    from benchmarks.report import summary
+    rows = [{"name": n, "cpu": {"ort": {"speedup": s}, "prediction": {"input": {"error": e, "naive_error": 2 * e}}}}
+            for n, s, e in (("a", 1.21, 0.05), ("b", 1.0, -0.2), ("c", 0.96, 0.1))]
+    sm = summary({"workloads": rows})
+    assert sm["geomean_speedup"] == pytest.approx((1.21 * 1.0 * 0.96) ** (1 / 3))
+    assert sm["slower_than_0.97"] == ["c"] and sm["carried_by"] == ["a"] and sm["min_speedup"] == 0.96
+    assert sm["predicted_within_15pct"] == "2/3" and sm["naive_sum_within_15pct"] == "1/3"  # naive errors 10%, -40%, 20%
 
 
 def test_a_failing_workload_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
@@ -51,11 +88,12 @@ def test_a_failing_workload_is_recorded_and_the_run_goes_on(tmp_path, monkeypatc
         raise ValueError("no such layer")
     w = harness.WORKLOADS["fsrcnn"]
     monkeypatch.setitem(harness.WORKLOADS, "fsrcnn", w._replace(builder=broken))
-    code = harness.main(["fsrcnn", "pet_conv", "--out", str(tmp_path), "--no-optimize", "--in-process"])
+    code = harness.main(["fsrcnn", "pet_conv", "--out", str(tmp_path), "--no-optimize", "--in-process",
+                         "--reps-cpu", "3"])
     assert code == 1
     rows = {w["name"]: w for w in json.loads((tmp_path / "cpu.json").read_text())["workloads"]}
     assert rows["fsrcnn"]["error"] == "ValueError: no such layer"
-    assert rows["pet_conv"]["numpy_ms"] > 0
+    assert rows["pet_conv"]["cpu"]["ort"]["input"]["median_ms"] > 0
     assert "no such layer" in (tmp_path / "cpu.md").read_text()
 
 
@@ -65,10 +103,10 @@ def test_each_workload_runs_in_its_own_process_under_a_memory_cap(tmp_path):
     assert code == 1
     row = json.loads((tmp_path / "cpu.json").read_text())["workloads"][0]
     assert row["name"] == "pet_conv" and "died" in row["error"] and "0.05 GB" in row["error"]
-    code = harness.main(["pet_conv", "--out", str(tmp_path), "--no-optimize"])
+    code = harness.main(["pet_conv", "--out", str(tmp_path), "--no-optimize", "--reps-cpu", "3"])
     assert code == 0
     row = json.loads((tmp_path / "cpu.json").read_text())["workloads"][0]
-    assert row["numpy_ms"] > 0 and row["kwargs"] == {"batch": 1}
+    assert row["cpu"]["ort"]["input"]["median_ms"] > 0 and row["kwargs"] == {"batch": 1}
 
 
 def test_gpu_report_has_the_four_latencies():
@@ -107,7 +145,7 @@ def test_gpu_timing_summary_and_error_measures():
 
 
 def test_report_renders_again_from_the_json(tmp_path):
-    harness.main(["pet_group_conv", "--out", str(tmp_path), "--no-optimize", "--in-process"])
+    harness.main(["pet_group_conv", "--out", str(tmp_path), "--no-optimize", "--in-process", "--reps-cpu", "3"])
     (tmp_path / "cpu.md").unlink()
     (tmp_path / "cpu.png").unlink()
     from benchmarks.report import main as render

@@ -209,6 +209,33 @@ def test_ctrl_c_stops_the_search_and_writes_the_best_program(tmp_path):
     assert "interrupted" in stdout and "verification: proved" in stdout and out.is_file(), stdout
 
 
+
+
+def test_cost_cpu_profiles_and_reports_measured_figures(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("onnxruntime")
+    import einsat
+    from einsat.ir import GraphBuilder
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    b = GraphBuilder("tt")
+    x = b.input("x", (16, 24))
+    t = b.transpose(b.transpose(x, perm=(1, 0)), perm=(1, 0))
+    einsat.save_onnx(b.build(b.relu(b.matmul(t, b.weight("w", (24, 8))))), tmp_path / "m.onnx")
+    args = ["optimize", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--cost", "cpu", "--quiet",
+            "--profile-budget", "60"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "measured-cpu" in out and "from the cache" in out and (tmp_path / "o.onnx").exists()
+    assert any((tmp_path / "cache" / "einsat" / "profiles").iterdir())
+    assert main(args) == 0
+    assert " 0 measured now" in capsys.readouterr().out  # the second run times nothing
+
+
+def test_profile_budget_must_not_be_negative(tmp_path, capsys):
+    (tmp_path / "m.onnx").write_bytes(b"x")
+    assert main(["optimize", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--profile-budget", "-1"]) == 2
+    assert "--profile-budget" in capsys.readouterr().err
+
+
 # the repository root (the subprocess imports this checkout)
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 

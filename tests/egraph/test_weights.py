@@ -51,3 +51,25 @@ def test_derivations_are_the_shallowest_and_acyclic():
     data.classes[2].nodes.insert(0, ENode(Op.RELU, (3,)))  # relu(w + relu(w)) = relu(w) would close a cycle
     found = weight_only(data)
     assert found[2] == ENode(Op.RELU, (0,)) and found[3] == ENode(Op.ADD, (0, 2))
+
+
+def test_a_weight_recipe_derives_folded_weights_from_the_source_weights_alone():
+    """8 = relu(w), also the weight fold_1 that saturation folded; 9 = fold_2 alone (no derivation)."""
+    import pytest
+
+    import einsat
+    from einsat.egraph.weights import weight_recipe
+    from einsat.errors import EinsatError
+
+    data = egraph()
+    data.classes[8] = EClass(8, [ENode(None, leaf=("weight", "fold_1")), ENode(Op.RELU, (0,))], SMALL)
+    data.classes[9] = EClass(9, [ENode(None, leaf=("weight", "fold_2"))], SMALL)
+    data.weights.update(fold_1=np.maximum(np.arange(4.0), 0), fold_2=np.ones(4))
+    recipe = weight_recipe(data, {"fold_1": 8, "relu_w": 2}, {"w": SMALL})
+    assert recipe.inputs == ("w",) and recipe.outputs == ("fold_1", "relu_w") and not recipe.weights
+    w = np.array([-1.0, 2.0, -3.0, 4.0])
+    out = einsat.run(recipe, {"w": w})
+    np.testing.assert_array_equal(out["fold_1"], [0.0, 2.0, 0.0, 4.0])  # from the new w, not fold_1's array
+    np.testing.assert_array_equal(out["relu_w"], [0.0, 2.0, 0.0, 4.0])
+    with pytest.raises(EinsatError, match="no derivation from the source weights"):
+        weight_recipe(data, {"fold_2": 9}, {"w": SMALL})

@@ -404,12 +404,19 @@ def layout(draw, op: str):
         out = x.b.identity(x.tensor("x", x.normal(draw(rs.shapes(0, 3, 1, 4))), strided))
     elif op == "constant":
         out = x.b.constant(value=x.normal(draw(rs.shapes(0, 3, 1, 4))))
-    else:  # correct
+    else:  # correct, fused_correct
         shape = draw(rs.shapes(1, 3, 1, 5))
         starts = tuple(draw(st.integers(0, d)) for d in shape)
         ends = tuple(draw(st.integers(s, d)) for s, d in zip(starts, shape))
         fix = x.tensor("fix", x.normal(tuple(e - s for s, e in zip(starts, ends))))
-        out = x.b.correct(x.tensor("m", x.normal(shape), strided), fix, region=starts + ends)
+        m = x.tensor("m", x.normal(shape), strided)
+        if op == "correct":
+            out = x.b.correct(m, fix, region=starts + ends)
+        else:  # a view that splits the first dim's factor 1 off, a transpose, the flat shape
+            view = draw(st.sampled_from([(), (1,) + shape]))
+            perm = tuple(draw(st.permutations(range(len(view or shape)))))
+            final = draw(st.sampled_from([(), (int(np.prod(shape)),)]))
+            out = x.b.fused_correct(m, fix, region=starts + ends, view=view, perm=perm, shape=final)
     return x.case(op, out, "exact")
 
 
@@ -528,4 +535,4 @@ def strategy(op: str):
 
 
 LAYOUT_OPS = ("transpose", "reshape", "flatten", "squeeze", "unsqueeze", "expand", "concat", "split", "slice",
-              "pad", "gather", "identity", "constant", "correct")
+              "pad", "gather", "identity", "constant", "correct", "fused_correct")

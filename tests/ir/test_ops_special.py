@@ -1,4 +1,4 @@
-"""constant, identity, correct: NumPy semantics against onnxruntime (correct through its
+"""constant, identity, correct, fused_correct: NumPy semantics against onnxruntime (correct through its
 Slice/Concat expansion), region checks, import forms."""
 
 import numpy as np
@@ -51,6 +51,48 @@ def test_correct(case, seed):
     outside = np.ones(shape, bool)
     outside[inside] = False
     np.testing.assert_array_equal(out[outside], mutant[outside])
+
+
+@st.composite
+def fused_correct_cases(draw):
+    """A correct case, then an optional view (the flat or the reversed shape), an optional
+    transpose and an optional final reshape (flat, or the shape with its first two dims merged)."""
+    shape, region = draw(correct_cases())
+    view = draw(st.sampled_from([(), tuple(reversed(shape)), (int(np.prod(shape)),)]))
+    cur = view or shape
+    perm = draw(st.sampled_from([(), tuple(draw(st.permutations(range(len(cur)))))]))
+    cur = tuple(cur[p] for p in perm) if perm else cur
+    merged = (cur[0] * cur[1],) + cur[2:] if len(cur) > 1 else cur
+    final = draw(st.sampled_from([(), (int(np.prod(cur)),), merged]))
+    return shape, region, view, perm, final
+
+
+@given(fused_correct_cases(), seeds)
+def test_fused_correct_is_the_correct_then_its_layout_chain(case, seed):
+    shape, region, view, perm, final = case
+    r = len(shape)
+    box = tuple(e - s for s, e in zip(region[:r], region[r:]))
+    mutant, fix = arrays(seed, shape, box)
+    g = check_op(Op.FUSED_CORRECT, [mutant, fix], {"region": region, "view": view, "perm": perm, "shape": final})
+    import einsat
+    out = einsat.run(g, {"x0": mutant, "x1": fix})[g.outputs[0]]
+    want = mutant.copy()
+    want[tuple(slice(s, e) for s, e in zip(region[:r], region[r:]))] = fix
+    want = want.reshape(view) if view else want
+    want = np.transpose(want, perm) if perm else want
+    want = want.reshape(final) if final else want
+    np.testing.assert_array_equal(out, want)
+
+
+def test_fused_correct_errors():
+    b = GraphBuilder()
+    m, f = b.input("m", (4, 5)), b.input("f", (2, 2))
+    with pytest.raises(ShapeError, match=r"view \(3, 7\) cannot reshape \[4, 5\]"):
+        b.fused_correct(m, f, region=(0, 0, 2, 2), view=(3, 7))
+    with pytest.raises(ShapeError, match=r"perm \(0, 0\) is not a permutation"):
+        b.fused_correct(m, f, region=(0, 0, 2, 2), perm=(0, 0))
+    with pytest.raises(ShapeError, match=r"fix \[2, 2\] f32 must have the region's shape \[2, 3\]"):
+        b.fused_correct(m, f, region=(0, 0, 2, 3), perm=(1, 0))
 
 
 def test_correct_exports_only_standard_ops():

@@ -1,4 +1,5 @@
-"""Layout kernels that are not plain views: pad, concat, the gathers, and PET's `correct`.
+"""Layout kernels that are not plain views: pad, concat, the gathers, and PET's `correct` (alone and
+fused into the reshape/transpose chain after it).
 
 (Transpose, slice, expand, split, squeeze and contiguous reshapes are strided views and cost
 no kernel; `elementwise.copy_kernel` materializes a view when a consumer needs one.)
@@ -200,10 +201,47 @@ def correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], ends: S
     return make_kernel("correct", params, grid_stride("\n".join(x for x in lines if x), work), work, span=span)
 
 
+@memoize
+def fused_correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], ends: Sequence[int],
+                         view: Sequence[int], perm: Sequence[int]) -> Kernel:
+    """PET's correction and the reshape/transpose chain after it in one pass: the output is the
+    row-major data of transpose(reshape(correct(mutant, fix), view), perm) (a final reshape moves no
+    data). Each output element finds its position in the view (through the inverse permutation),
+    then in the corrected tensor, and reads the fix there inside the region, else the mutant."""
+    r = len(mutant.shape)
+    if len(starts) != r or len(ends) != r:
+        raise ExecutionError(f"fused_correct: region {list(starts)}..{list(ends)} does not match rank {r}")
+    box = tuple(e - s for s, e in zip(starts, ends))
+    if tuple(fix.shape) != box:
+        raise ExecutionError(f"fused_correct: fix {list(fix.shape)} does not fill region {list(box)}")
+    vshape = tuple(view) or tuple(mutant.shape)
+    if numel(vshape) != numel(mutant.shape):
+        raise ExecutionError(f"fused_correct: view {list(vshape)} does not hold {list(mutant.shape)}")
+    perm = tuple(perm) or tuple(range(len(vshape)))
+    tshape = tuple(vshape[p] for p in perm)
+    coords = [""] * len(vshape)
+    for k, p in enumerate(perm):  # transposed dim k is view dim perm[k]
+        coords[p] = f"t{k}"
+    ct = ctype(mutant.dtype)
+    inside = " && ".join(f"c{k} >= {s}LL && c{k} < {e}LL" for k, (s, e) in enumerate(zip(starts, ends))) or "true"
+    fval = ct.load(f"fix[{dot([f'(c{k} - {s}LL)' for k, s in enumerate(starts)], fix.strides)}]")
+    mval = ct.load(f"in0[{dot([f'c{k}' for k in range(r)], mutant.strides)}]")
+    lines = [decompose("i", tshape, prefix="t") if tshape else "",
+             f"        const idx_t j = {dot(coords, contiguous_strides(vshape))};" if vshape else
+             "        const idx_t j = 0;",
+             decompose("j", mutant.shape) if r else "",
+             f"        out[i] = ({inside}) ? {ct.save(fval)} : {ct.save(mval)};"]
+    work = numel(mutant.shape)
+    params = [Param("in0", "in", mutant.dtype), Param("fix", "in", fix.dtype), Param("out", "out", mutant.dtype)]
+    span = max(extent(mutant.shape, mutant.strides), extent(fix.shape, fix.strides))
+    return make_kernel("fused_correct", params, grid_stride("\n".join(x for x in lines if x), work), work,
+                       span=span)
+
+
 def out_shape_of_pad(shape: Sequence[int], pads: Sequence[int]) -> tuple[int, ...]:
     r = len(shape)
     return tuple(d + pads[k] + pads[r + k] for k, d in enumerate(shape))
 
 
-__all__ = ["concat_kernel", "contiguous_strides", "correct_kernel", "gather_kernel", "out_shape_of_pad",
+__all__ = ["concat_kernel", "contiguous_strides", "correct_kernel", "fused_correct_kernel", "gather_kernel", "out_shape_of_pad",
            "pad_kernel"]

@@ -2,7 +2,8 @@
 
 transpose, slice, split, expand, squeeze, unsqueeze, flatten, identity and reshape cost no
 kernel (reshape copies only when the input's layout cannot be viewed with the new shape);
-pad, concat, gather, gather_elements, gather_nd and `correct` are one generated kernel each;
+pad, concat, gather, gather_elements, gather_nd, `correct` and `fused_correct` are one generated
+kernel each;
 constant uploads once.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from einsat.gpu.kernels.layout import (
     concat_kernel,
     correct_kernel,
+    fused_correct_kernel,
     gather_elements_kernel,
     gather_kernel,
     gather_nd_kernel,
@@ -115,6 +117,16 @@ def correct(dev, node, args, out_types):
     region = node.attrs["region"]
     r = mutant.ndim
     k = correct_kernel(operand(mutant), operand(fix), region[:r], region[r:])
+    return [run_kernel(dev, k, [mutant, fix], out_types[0].shape, out_types[0].dtype)]
+
+
+@implements("fused_correct")
+def fused_correct(dev, node, args, out_types):
+    """The correction written straight into the layout of the reshape/transpose chain after it."""
+    mutant, fix = args
+    at = node.attrs
+    r = mutant.ndim
+    k = fused_correct_kernel(operand(mutant), operand(fix), at["region"][:r], at["region"][r:], at["view"], at["perm"])
     return [run_kernel(dev, k, [mutant, fix], out_types[0].shape, out_types[0].dtype)]
 
 

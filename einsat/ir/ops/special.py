@@ -1,15 +1,25 @@
-"""Sources and plumbing: constant, identity, and PET's correct.
+"""Sources and plumbing: constant, identity, and PET's correct (alone, and fused into a layout copy).
 
     correct(mutant, fix; region)  = mutant, with mutant[region] replaced by fix
+    fused_correct(mutant, fix; region, view, perm, shape)
+                                  = reshape(transpose(reshape(correct(mutant, fix; region), view), perm), shape)
 
 `region` is a box, its starts then its ends (2·rank values, 0 <= start <= end <= dim), and `fix`
 has the box's shape. It is how a partially equivalent mutant enters the e-graph (PET §5): the
 mutant's output with the positions the corrector proved wrong recomputed by the original program.
 ONNX has no such op; it exports as a standard expansion of Slice and Concat nodes (see
 `Correct.to_onnx`).
+
+A corrected mutant's output is usually brought back to the original's layout by a
+reshape/transpose chain (PET's layout mutants: `L⁻¹(Correct(op(L(x)), fix))`). `fused_correct`
+is the correction and that chain as one op, one pass (on the GPU, one kernel writing the output
+in its final layout; `rewrites.post.correct` makes it). An empty `view`, `perm` or `shape` is no
+reshape, no transpose, no reshape.
 """
 
 from __future__ import annotations
+
+from math import prod
 
 import numpy as np
 
@@ -165,3 +175,78 @@ class Correct(OpDef):
                     parts.append(piece)
             out = node.outputs if k == 0 else [ctx.fresh("box")]
             piece = ctx.node("Concat", parts, out, axis=a)[0]
+
+
+def _layout_shape(shape: tuple[int, ...], attrs) -> tuple[int, ...]:
+    """The shape after fused_correct's view reshape, transpose and final reshape (each optional)."""
+    s = tuple(shape)
+    for name in ("view", "perm", "shape"):
+        v = tuple(attrs[name])
+        if not v:
+            continue
+        if name == "perm":
+            if sorted(v) != list(range(len(s))):
+                raise ShapeError(f"perm {v} is not a permutation of the {len(s)} dims of {list(s)}")
+            s = tuple(s[p] for p in v)
+        else:
+            if any(d < 0 for d in v) or prod(v) != prod(s):
+                raise ShapeError(f"{name} {v} cannot reshape {list(s)} ({prod(s)} elements)")
+            s = v
+    return s
+
+
+@register
+class FusedCorrect(OpDef):
+    """PET's correction fused into the reshape/transpose chain after it (see the module doc):
+    out = reshape(transpose(reshape(correct(mutant, fix; region), view), perm), shape)."""
+
+    op = Op.FUSED_CORRECT
+    arity = (2, 2)
+    attrs = {"region": Attr("ints", check=non_negative, doc="starts, then ends (2·rank)"),
+             "view": Attr("ints", (), doc="reshape after the correction (empty: none)"),
+             "perm": Attr("ints", (), doc="then transpose (empty: none)"),
+             "shape": Attr("ints", (), doc="then reshape (empty: none)")}
+
+    def infer(self, types, attrs):
+        (corrected,) = Correct().infer(types, {"region": attrs["region"]})
+        return [TensorType(_layout_shape(corrected.shape, attrs), corrected.dtype)]
+
+    def numpy(self, args, attrs):
+        (y,) = Correct().numpy(args, {"region": attrs["region"]})
+        if attrs["view"]:
+            y = y.reshape(attrs["view"])
+        if attrs["perm"]:
+            y = y.transpose(attrs["perm"])
+        if attrs["shape"]:
+            y = y.reshape(attrs["shape"])
+        return [np.ascontiguousarray(y)]
+
+    def flops(self, ins, outs, attrs):
+        return 0
+
+    def bytes(self, ins, outs, attrs):
+        """As `correct`'s: one copy of the region. The layout chain it absorbs is views that cost
+        no bytes (the cost model's reshape and transpose), and where they would need a copy, the
+        correction is done inside that copy."""
+        return 2 * ins[1].nbytes
+
+    def to_onnx(self, ctx, node):
+        """The correction's Slice/Concat expansion, then Reshape, Transpose, Reshape."""
+        steps = [(k, attrs) for k, attrs in (("view", node.attrs["view"]), ("perm", node.attrs["perm"]),
+                                             ("shape", node.attrs["shape"])) if attrs]
+        cur = node.outputs[0] if not steps else ctx.fresh("corrected")
+        Correct().to_onnx(ctx, _Named(node.inputs, {"region": node.attrs["region"]}, [cur]))
+        for k, (name, v) in enumerate(steps):
+            out = node.outputs[0] if k == len(steps) - 1 else ctx.fresh(name)
+            if name == "perm":
+                ctx.node("Transpose", [cur], [out], perm=v)
+            else:
+                ctx.node("Reshape", [cur, int64s(ctx, v, name)], [out])
+            cur = out
+
+
+class _Named:
+    """The inputs, attributes and outputs of a node, for an expansion that writes another op's."""
+
+    def __init__(self, inputs, attrs, outputs):
+        self.inputs, self.attrs, self.outputs = list(inputs), attrs, list(outputs)

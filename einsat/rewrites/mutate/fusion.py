@@ -12,14 +12,70 @@ Along a spatial axis the zero gap g keeps each input reading zeros where its own
 g >= a's end padding and g >= b's begin padding (the fused conv pads a's begin and b's end), and
 the g + k_eff − 1 − (a's end padding) − (b's begin padding) outputs that straddle the gap are
 split off and dropped (g is the least that keeps that count >= 0). Along the batch (axis 0) the
-inputs are simply stacked. `fuse(graph)` applies the law to a program until no pair is left:
-a corrected mutant's fixes join its mutant conv in one kernel.
+inputs are simply stacked.
+
+`join(...)` decides the law for two convolutions from their shapes and attributes alone (a
+`Join`, or None), so that it serves both sides: `fuse(graph)` applies it to a program until no
+pair is left (a corrected mutant's fixes join its mutant conv in one kernel), and the e-graph
+generator `rewrites.mutate.correction_fusion` applies it to the convolutions of the corrections
+in the e-graph, across admissions, leaving the choice to extraction.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Mapping
+
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Op
+
+
+@dataclass(frozen=True)
+class Join:
+    """How two convolutions of one weight become one: `b` padded by `gap` zeros before it along
+    `axis` (0: none), `a` and `b` concatenated along `axis`, one conv with `attrs`, its output
+    split into `sizes` of which `keep` are the two outputs (a's, then b's)."""
+
+    axis: int
+    gap: int
+    attrs: Mapping[str, Any]
+    sizes: tuple[int, ...]
+    keep: tuple[int, int]
+
+    def gap_pads(self, rank: int) -> tuple[int, ...]:
+        """ONNX pads (begins, then ends) putting the gap before `b` along the axis."""
+        pads = [0] * (2 * rank)
+        pads[self.axis] = self.gap
+        return tuple(pads)
+
+
+def join(a_in: tuple[int, ...], a_attrs: Mapping[str, Any], a_out: tuple[int, ...],
+         b_in: tuple[int, ...], b_attrs: Mapping[str, Any], b_out: tuple[int, ...],
+         w_shape: tuple[int, ...]) -> Join | None:
+    """The law for conv(a, W) and conv(b, W) of the given input and output shapes and attributes
+    (both over the same weight and bias), or None where it does not apply."""
+    same = ("dilation", "groups")
+    if any(a_attrs[k] != b_attrs[k] for k in same) or len(a_in) != len(b_in) or len(a_in) < 3:
+        return None
+    nsp = len(a_in) - 2
+    pa, pb = a_attrs["padding"], b_attrs["padding"]
+    sa, sb = a_attrs["stride"], b_attrs["stride"]
+    if a_in[1:] == b_in[1:] and pa == pb and sa == sb:
+        return Join(0, 0, dict(a_attrs), (a_out[0], b_out[0]), (0, 1))
+    for axis in range(2, len(a_in)):
+        i = axis - 2
+        others = [k for k in range(nsp) if k != i]
+        if (a_in[:axis] + a_in[axis + 1:] == b_in[:axis] + b_in[axis + 1:] and sa[i] == sb[i] == 1
+                and all(pa[k] == pb[k] and pa[nsp + k] == pb[nsp + k] for k in others)
+                and all(sa[k] == sb[k] for k in others)):
+            span = a_attrs["dilation"][i] * (w_shape[axis] - 1) + 1
+            end_a, begin_b = pa[nsp + i], pb[i]
+            gap = max(end_a, begin_b, end_a + begin_b - span + 1, 0)
+            pad = list(pa)
+            pad[nsp + i] = pb[nsp + i]
+            junk = gap + span - 1 - end_a - begin_b
+            return Join(axis, gap, {**a_attrs, "padding": tuple(pad)}, (a_out[axis], junk, b_out[axis]), (0, 2))
+    return None
 
 
 def fuse(graph: Graph) -> Graph:
@@ -38,37 +94,24 @@ def _conv_parts(node: Node) -> tuple[str, str, str]:
     return ins[0], ins[1], ins[2]
 
 
-def _first_pair(g: Graph) -> tuple[Node, Node, int] | None:
+def _first_pair(g: Graph) -> tuple[Node, Node, Join] | None:
     convs = [n for n in g.nodes if n.op is Op.CONV]
     for i, a in enumerate(convs):
         for b in convs[i + 1:]:
-            axis = _axis(g, a, b)
-            if axis is not None:
-                return a, b, axis
+            plan = _join(g, a, b)
+            if plan is not None:
+                return a, b, plan
     return None
 
 
-def _axis(g: Graph, a: Node, b: Node) -> int | None:
-    """The axis along which the law joins `a` and `b`, or None."""
+def _join(g: Graph, a: Node, b: Node) -> Join | None:
+    """The law for nodes `a` and `b`, or None (another weight or bias, or one reads the other)."""
     (xa, wa, ba), (xb, wb, bb) = _conv_parts(a), _conv_parts(b)
-    sa, sb = g.types[xa].shape, g.types[xb].shape
-    same = ("dilation", "groups")
-    if wa != wb or ba != bb or any(a.attrs[k] != b.attrs[k] for k in same) or len(sa) != len(sb):
+    if wa != wb or ba != bb or _depends(g, a, b) or _depends(g, b, a):
         return None
-    if _depends(g, a, b) or _depends(g, b, a):
-        return None
-    nsp = len(sa) - 2
-    pa, pb = a.attrs["padding"], b.attrs["padding"]
-    if sa[1:] == sb[1:] and pa == pb and a.attrs["stride"] == b.attrs["stride"]:
-        return 0
-    for axis in range(2, len(sa)):
-        i = axis - 2
-        others = [k for k in range(nsp) if k != i]
-        if (sa[:axis] + sa[axis + 1:] == sb[:axis] + sb[axis + 1:] and a.attrs["stride"][i] == b.attrs["stride"][i] == 1
-                and all(pa[k] == pb[k] and pa[nsp + k] == pb[nsp + k] for k in others)
-                and all(a.attrs["stride"][k] == b.attrs["stride"][k] for k in others)):
-            return axis
-    return None
+    t = g.types
+    return join(t[xa].shape, a.attrs, t[a.outputs[0]].shape, t[xb].shape, b.attrs, t[b.outputs[0]].shape,
+                t[wa].shape)
 
 
 def _depends(g: Graph, a: Node, b: Node) -> bool:
@@ -85,37 +128,17 @@ def _depends(g: Graph, a: Node, b: Node) -> bool:
     return False
 
 
-def _merged(g: Graph, a: Node, b: Node, axis: int) -> Graph:
+def _merged(g: Graph, a: Node, b: Node, plan: Join) -> Graph:
     (xa, w, bias), (xb, _, _) = _conv_parts(a), _conv_parts(b)
-    ya, yb = a.outputs[0], b.outputs[0]
-    rank = g.types[xa].rank
-    name = f"{ya}+{yb}"
-    attrs = dict(a.attrs)
+    name = f"{a.outputs[0]}+{b.outputs[0]}"
     nodes: list[Node] = []
-    if axis == 0:
-        sizes, keep = (g.types[ya].shape[0], g.types[yb].shape[0]), (0, 1)
-        joined = [xa, xb]
-    else:
-        nsp, i = rank - 2, axis - 2
-        span = a.attrs["dilation"][i] * (g.types[w].shape[axis] - 1) + 1
-        end_a, begin_b = a.attrs["padding"][nsp + i], b.attrs["padding"][i]
-        gap = max(end_a, begin_b, end_a + begin_b - span + 1, 0)
-        pad = list(a.attrs["padding"])
-        pad[nsp + i] = b.attrs["padding"][nsp + i]
-        attrs["padding"] = tuple(pad)
-        junk = gap + span - 1 - end_a - begin_b
-        sizes = (g.types[ya].shape[axis], junk, g.types[yb].shape[axis])
-        keep = (0, 2)
-        if gap:
-            pads = [0] * (2 * rank)
-            pads[axis] = gap
-            nodes.append(Node(Op.PAD, [xb], [f"{name}/gap"], {"pads": tuple(pads)}))
-            xb = f"{name}/gap"
-        joined = [xa, xb]
-    nodes.append(Node(Op.CONCAT, joined, [f"{name}/in"], {"axis": axis}))
-    nodes.append(Node(Op.CONV, [f"{name}/in", w] + ([bias] if bias else []), [f"{name}/out"], attrs))
-    outs = [f"{name}/junk{k}" for k in range(len(sizes))]
-    outs[keep[0]], outs[keep[1]] = ya, yb
-    nodes.append(Node(Op.SPLIT, [f"{name}/out"], outs, {"axis": axis, "sizes": sizes}))
+    if plan.gap:
+        nodes.append(Node(Op.PAD, [xb], [f"{name}/gap"], {"pads": plan.gap_pads(g.types[xa].rank)}))
+        xb = f"{name}/gap"
+    nodes.append(Node(Op.CONCAT, [xa, xb], [f"{name}/in"], {"axis": plan.axis}))
+    nodes.append(Node(Op.CONV, [f"{name}/in", w] + ([bias] if bias else []), [f"{name}/out"], dict(plan.attrs)))
+    outs = [f"{name}/junk{k}" for k in range(len(plan.sizes))]
+    outs[plan.keep[0]], outs[plan.keep[1]] = a.outputs[0], b.outputs[0]
+    nodes.append(Node(Op.SPLIT, [f"{name}/out"], outs, {"axis": plan.axis, "sizes": plan.sizes}))
     rest = [n for n in g.nodes if n is not a and n is not b]
     return g.replace(nodes=rest + nodes)

@@ -1,0 +1,160 @@
+"""The units a program runs as on onnxruntime's CPU provider: its fusion groups.
+
+onnxruntime fuses a convolution with the bias or residual Add and the activation after it
+(ConvAddFusion, ConvActivationFusion, ConvAddActivationFusion) and a matmul with the Add of a
+bias (MatMulAddFusion into Gemm) and an activation: the intermediate tensors are never written,
+and the Add and activation cost next to nothing. A sum of one-node times charges them in full.
+So a whole program is predicted unit by unit: each fusion group is costed as einsat's own fused
+op (`fused_conv`, `fused_matmul`), whose one-node model exports to exactly the group onnxruntime
+fuses back, and whose time the profiler measures as that unit.
+
+    units = ort_units(graph)       # [Unit], every node in exactly one unit, in program order
+
+A group grows from a conv (or a fused conv without epilogue) or a matmul along its value's only
+consumer, while that value is no graph output: for a conv, any batchnorms with constant
+statistics and Muls or Adds of constant per-channel values (folded into its weights and bias);
+one Add of a residual of the output's shape (for a matmul, or a bias vector of the output's
+last extent); then one activation (relu, sigmoid, tanh), which ends it. A node computed from weights alone (a layout of weights that `extract.rebuild` keeps
+instead of storing a larger weight) is a `constant` unit: onnxruntime folds it at load time.
+Pure: depends on `einsat.ir` alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from einsat.ir.graph import Graph, Node
+from einsat.ir.registry import Op
+from einsat.ir.types import TensorType
+
+ACTIVATION_OPS = {Op.RELU: "relu", Op.SIGMOID: "sigmoid", Op.TANH: "tanh"}
+HEADS = (Op.CONV, Op.FUSED_CONV, Op.MATMUL, Op.FUSED_MATMUL)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Nodes onnxruntime runs as one kernel, and the op application that stands for them."""
+
+    nodes: tuple[Node, ...]
+    op: Op
+    attrs: dict[str, Any]
+    ins: tuple[TensorType | None, ...]
+    outs: tuple[TensorType, ...]
+    constant: bool = False  # computed from weights alone: onnxruntime folds it at load time
+
+    @property
+    def fused(self) -> bool:
+        return len(self.nodes) > 1
+
+
+def _single(node: Node, graph: Graph, uses: dict[str, list[Node]]) -> Node | None:
+    """The only consumer of `node`'s only output, unless that output is a graph output."""
+    if len(node.outputs) != 1 or node.outputs[0] in graph.outputs:
+        return None
+    users = uses.get(node.outputs[0], [])
+    return users[0] if len(users) == 1 else None
+
+
+def _head(node: Node, graph: Graph):
+    """(fused op, attrs, inputs) of a group started at `node`, or None when none can start."""
+    ins, _ = graph.node_types(node)
+    a = dict(node.attrs)
+    if node.op is Op.CONV:
+        return Op.FUSED_CONV, {**a, "activation": "none"}, [*ins, *[None] * (3 - len(ins))]
+    if node.op is Op.FUSED_CONV and a["activation"] == "none" and (len(ins) < 4 or ins[3] is None):
+        return Op.FUSED_CONV, a, [*ins[:3], *[None] * (3 - len(ins[:3]))]
+    if node.op is Op.MATMUL:
+        return Op.FUSED_MATMUL, {"activation": "none"}, [*ins, None]
+    if node.op is Op.FUSED_MATMUL and a["activation"] == "none" and (len(ins) < 4 or ins[3] is None):
+        return Op.FUSED_MATMUL, a, [*ins[:3], *[None] * (3 - len(ins[:3]))]
+    return None
+
+
+def _absorb_add(op: Op, ins: list, add: Node, value: str, graph: Graph, out: TensorType) -> list | None:
+    """`ins` with the Add's other operand as a residual (or a matmul's bias), or None."""
+    if add.op is not Op.ADD or list(add.inputs).count(value) != 1:
+        return None
+    other = add.inputs[1] if add.inputs[0] == value else add.inputs[0]
+    t = graph.types[other]
+    if graph.types[add.outputs[0]] != out:
+        return None
+    if t == out:
+        return [*ins[:3], t]
+    if op is Op.FUSED_MATMUL and ins[2] is None and t.shape == out.shape[-1:]:
+        return [ins[0], ins[1], t]
+    return None
+
+
+def _per_channel(t: TensorType, out: TensorType) -> bool:
+    """A constant onnxruntime folds into a conv's weights or bias: a scalar or one value per
+    output channel ([C], [C, 1, 1] or [1, C, 1, 1])."""
+    c = out.shape[1] if out.rank > 1 else -1
+    return t.size == 1 or (t.size == c and t.shape[-(out.rank - 1):] == (c,) + (1,) * (out.rank - 2)) \
+        or t.shape == (c,) and out.rank == 2
+
+
+def _folds_into_conv(nxt: Node, value: str, graph: Graph, out: TensorType) -> bool:
+    """A batchnorm with constant statistics (ConvBNFusion), or a Mul or Add of a constant
+    per-channel value (ConvMulFusion, ConvAddFusion): onnxruntime folds it into the conv."""
+    if graph.types[nxt.outputs[0]] != out:
+        return False
+    if nxt.op is Op.BATCHNORM:
+        return nxt.inputs[0] == value and all(i in graph.weights for i in nxt.inputs[1:] if i)
+    if nxt.op in (Op.MUL, Op.ADD) and list(nxt.inputs).count(value) == 1:
+        other = nxt.inputs[1] if nxt.inputs[0] == value else nxt.inputs[0]
+        return other in graph.weights and _per_channel(graph.types[other], out)
+    return False
+
+
+def ort_units(graph: Graph) -> list[Unit]:
+    """Every node of `graph` in exactly one unit (see the module docstring), in program order."""
+    uses = graph.consumers()
+    taken: set[int] = set()
+    units: list[Unit] = []
+    const = set(graph.weights)
+    for node in graph.nodes:
+        if id(node) in taken:
+            continue
+        if all(i in const for i in node.inputs if i) and node.definition.foldable:
+            const.update(node.outputs)
+            ins, outs = graph.node_types(node)
+            units.append(Unit((node,), node.op, dict(node.attrs), tuple(ins), tuple(outs), constant=True))
+            continue
+        head = _head(node, graph) if node.op in HEADS else None
+        if head is None:
+            ins, outs = graph.node_types(node)
+            units.append(Unit((node,), node.op, dict(node.attrs), tuple(ins), tuple(outs)))
+            continue
+        op, attrs, ins = head
+        out = graph.types[node.outputs[0]]
+        group, cur = [node], node
+        nxt = _single(cur, graph, uses)
+        residual_taken = False
+        while nxt is not None:
+            if op is Op.FUSED_CONV and _folds_into_conv(nxt, cur.outputs[0], graph, out):
+                if nxt.op in (Op.BATCHNORM, Op.ADD) and ins[2] is None:  # a bias appears
+                    ins = [ins[0], ins[1], TensorType((out.shape[1],), out.dtype), *ins[3:]]
+            elif nxt.op is Op.ADD and not residual_taken:
+                grown = _absorb_add(op, ins, nxt, cur.outputs[0], graph, out)
+                if grown is None:
+                    break
+                ins, residual_taken = grown, len(grown) > 3
+            elif nxt.op in ACTIVATION_OPS and attrs.get("activation", "none") == "none":
+                attrs = {**attrs, "activation": ACTIVATION_OPS[nxt.op]}
+                group.append(nxt)
+                break
+            else:
+                break
+            group.append(nxt)
+            cur = nxt
+            nxt = _single(cur, graph, uses)
+        if len(group) == 1:
+            ins_, outs = graph.node_types(node)
+            units.append(Unit((node,), node.op, dict(node.attrs), tuple(ins_), tuple(outs)))
+            continue
+        while ins and ins[-1] is None:
+            ins = ins[:-1]
+        taken.update(id(n) for n in group)
+        units.append(Unit(tuple(group), op, attrs, tuple(ins), (out,)))
+    return units

@@ -1,0 +1,155 @@
+"""`TargetCost`: a measured cost model that fills its own profile on the target it models.
+
+    model = cost_model("cpu")            # onnxruntime on this machine's CPU
+    model.missing(signatures)            # what the cached profile lacks
+    model.add(entries, method)           # measurements taken by a profiler (top level: einsat.measure)
+    model.save()                         # the cache file, atomically
+
+The profile lives in the user's cache (`profile_db.cache_path(machine)`: XDG_CACHE_HOME, keyed
+by processor, backend and library versions), so a second run on the same machine reuses every
+timing. Signatures the profile lacks (outside the profiling budget) are costed by the roofline
+calibrated on the measured ones (`CalibratedRoofline`), or the target's rough prior
+(`devices.CPU`) while fewer than three are measured.
+
+Node costs keep the `CostModel` contract (extraction sums them). `graph_cost` is a prediction of
+the whole program as the target runs it: onnxruntime's fusion groups costed as units
+(`extract.fusion.ort_units`), plus the fixed cost of one run call; `predicted_ms` is that in ms.
+extract cannot run programs: the profiler is `einsat.runtime.profiler`, called from the top
+level (`einsat.measure`), which hands the entries over.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from einsat.errors import EinsatError
+from einsat.extract.cost import CostModel, RooflineCost
+from einsat.extract.fusion import Unit, ort_units
+from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
+from einsat.extract.profiled import CalibratedRoofline, MeasuredCost, datasheet
+from einsat.ir.registry import opdef
+from einsat.ir.signature import Signature, signature_of
+
+
+def _fallback(db: ProfileDB, kind: str) -> CostModel:
+    """The calibrated roofline of `db`, or the prior of `kind` while too few ops are measured."""
+    try:
+        return CalibratedRoofline.fit(db)
+    except EinsatError:
+        return RooflineCost(datasheet(kind))
+
+
+class TargetCost(MeasuredCost):
+    """Measured times of the machine at hand, profiled on demand and cached (module docstring).
+
+    `target`: the backend that runs the programs ("onnxruntime" on a CPU, "cupy" on a GPU);
+    `machine`: what the profile is valid for (its hash names the cache file); `path`: the
+    cache file (default: `cache_path(machine)`)."""
+
+    def __init__(self, target: str, machine: Mapping[str, Any], path: str | os.PathLike | None = None,
+                 name: str | None = None):
+        self.target = target
+        self.machine = dict(machine)
+        self.kind = str(self.machine.get("kind", "cpu"))
+        self.path = os.fspath(path) if path is not None else cache_path(self.machine)
+        self.loaded = 0
+        db = ProfileDB(device=dict(self.machine))
+        self.problem = None  # why a cache file could not be used, if one could not
+        if os.path.exists(self.path):
+            try:
+                db = ProfileDB.load(self.path)
+            except EinsatError as e:  # a damaged cache is measured again, and then rewritten
+                self.problem = str(e)
+                db = ProfileDB(device=dict(self.machine))
+            if db.device != self.machine:  # the key is a digest of the machine: this is a stale file
+                db = ProfileDB(device=dict(self.machine))
+            self.loaded = len(db)
+        db.mode = "us"
+        super().__init__(db, fallback=_fallback(db, self.kind), mode="us", name=name or f"measured-{self.kind}")
+
+    # -- the profile ---------------------------------------------------------------------------
+    @property
+    def threads(self) -> int:
+        """The intra-op threads the target runs with (a CPU profile is keyed by them)."""
+        return int(self.machine.get("threads", 1))
+
+    @property
+    def call_overhead_us(self) -> float:
+        """The fixed cost of one run call on the target (a session's `run`), measured with the profile."""
+        return float(self.db.method.get("call_overhead_us", 0.0))
+
+    def missing(self, sigs: Iterable[Signature]) -> list[Signature]:
+        """The distinct signatures of `sigs` that the profile neither holds nor failed to measure."""
+        out: dict[str, Signature] = {}
+        for s in sigs:
+            if s.key not in self.db.entries and s.key not in self.db.failures:
+                out.setdefault(s.key, s)
+        return list(out.values())
+
+    def add(self, entries: Mapping[str, Mapping], method: Mapping | None = None,
+            failures: Mapping[str, str] | None = None, sigs: Iterable[Signature] = ()) -> None:
+        """Take measured entries (signature key -> entry with "us"), then refit the fallback."""
+        by_key = {s.key: s for s in sigs}
+        for key, entry in entries.items():
+            if key not in by_key:
+                raise EinsatError(f"measured entry {key!r} comes without its signature")
+            self.db.add(by_key[key], **entry)
+        self.db.failures.update(failures or {})
+        if method:
+            self.db.method = {**self.db.method, **method}
+        self.fallback = _fallback(self.db, self.kind)
+
+    def save(self) -> None:
+        """Write the profile to its cache file (atomically; the folder is created). Two runs
+        saving at once each write a whole file; the last one's entries win."""
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self.db.save(self.path)
+
+    # -- whole programs --------------------------------------------------------------------------
+    def units(self, graph) -> list:
+        """What the target runs as one kernel: onnxruntime's fusion groups; on another target
+        (CuPy) every node, as einsat's own fused ops already are the fusions it runs."""
+        if self.target == "onnxruntime":
+            return ort_units(graph)
+        return [Unit((n,), n.op, dict(n.attrs), *map(tuple, graph.node_types(n))) for n in graph.nodes]
+
+    def unit_cost(self, unit) -> float:
+        """A unit's time: its op's, or 0 for a constant one (folded when the model loads)."""
+        if unit.constant:
+            return 0.0
+        return self.node_cost(unit.op, unit.attrs, list(unit.ins), list(unit.outs))
+
+    def graph_cost(self, graph) -> float:
+        """The predicted time of `graph` on the target (µs): its fusion groups as units, plus the
+        fixed cost of one run call."""
+        return self.call_overhead_us + sum(self.unit_cost(u) for u in self.units(graph))
+
+    def cost_by_op(self, graph) -> dict[str, float]:
+        """The predicted time by op name, a fusion group charged to its first op."""
+        out: dict[str, float] = {}
+        for u in self.units(graph):
+            name = u.nodes[0].op_name
+            out[name] = out.get(name, 0.0) + self.unit_cost(u)
+        return out
+
+    def unit_signatures(self, graph) -> list[Signature]:
+        """The signatures `graph_cost` looks up: every unit's, fused groups included."""
+        out: dict[str, Signature] = {}
+        for u in self.units(graph):
+            if opdef(u.op).source or u.constant:
+                continue
+            try:
+                sig = signature_of(u.op, u.attrs, list(u.ins))
+            except EinsatError:
+                continue
+            if sig is not None:
+                out.setdefault(sig.key, sig)
+        return list(out.values())
+
+
+def cpu_model(path: str | os.PathLike | None = None, threads: int = 1) -> TargetCost:
+    """`cost="cpu"`: onnxruntime on this machine's CPU with `threads` intra-op threads (one by
+    default, as `runtime.profiler.THREADS` says why), profiled on demand into the user's cache."""
+    return TargetCost("onnxruntime", cpu_machine(threads), path, name="measured-cpu")

@@ -1,0 +1,178 @@
+"""Where to cut a program into pieces, and the pieces as programs of their own.
+
+A *boundary* lies between two consecutive nodes of the program's topological order; the values
+*crossing* it are those produced before it and used after it (graph inputs and weights are not:
+every piece reads them directly). A boundary is a *cut candidate* (PET §6.1: split where little
+is lost) when at most `max_crossing` values cross it and each of them either comes from an op
+that is not multi-linear (PET's mutations work on multi-linear subprograms, so none is torn
+apart) or has more than one use (it is materialized for its other users anyway).
+
+`atoms` are the runs of nodes between consecutive candidates; `group` joins atoms into pieces:
+a run of atoms that repeats (the same structural fingerprint, `partition.fingerprint`, twice or
+more in a row) becomes one piece per repetition, so every copy of a repeated layer is the same
+piece up to names and weights; the other atoms are joined into pieces of at most `piece_nodes`
+nodes. A run longer than that with no candidate inside is cut at its boundary with the fewest
+crossing values (a *forced* cut, reported as such).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from einsat.ir.graph import Graph
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A boundary the partition cuts at: after node `after` (index in the topological order)."""
+
+    after: int
+    node: str                  # the name of the last node before the cut
+    values: tuple[str, ...]    # the values crossing it
+    producers: tuple[str, ...]  # their producers' ops
+    bytes: int                 # the crossing values' size: written before the cut, read after it
+    forced: bool = False       # no candidate boundary in a run longer than the piece size
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Nodes `start` to `stop` (exclusive) of the program, as a program of their own: its inputs
+    are the values it reads from outside (in order of first use), its weights those it uses, its
+    outputs the values used after it or by the program's outputs (in order of production)."""
+
+    index: int
+    start: int
+    stop: int
+    graph: Graph
+
+
+def crossings(graph: Graph) -> list[tuple[str, ...]]:
+    """For each boundary k (after node k, for k < len(nodes) - 1), the values crossing it."""
+    nodes = graph.nodes
+    last: dict[str, int] = {}
+    for k, node in enumerate(nodes):
+        for i in node.inputs:
+            if i:
+                last[i] = k
+    for o in graph.outputs:
+        last[o] = len(nodes)
+    live: dict[str, None] = {}
+    out = []
+    for k, node in enumerate(nodes[:-1]):
+        for v in node.outputs:
+            if last.get(v, -1) > k:
+                live[v] = None
+        for v in [v for v in live if last[v] <= k]:
+            del live[v]
+        out.append(tuple(live))
+    return out
+
+
+def candidates(graph: Graph, crossing: list[tuple[str, ...]], max_crossing: int) -> list[bool]:
+    """Whether each boundary is a cut candidate (see the module docstring)."""
+    uses: dict[str, int] = {}
+    for node in graph.nodes:
+        for i in node.inputs:
+            if i:
+                uses[i] = uses.get(i, 0) + 1
+
+    def harmless(value: str) -> bool:
+        node = graph.producer(value)
+        return uses.get(value, 0) > 1 or not node.definition.is_multilinear(node.attrs)
+
+    return [len(c) <= max_crossing and all(harmless(v) for v in c) for c in crossing]
+
+
+def atoms(graph: Graph, ok: list[bool], crossing: list[tuple[str, ...]],
+          piece_nodes: int) -> tuple[list[tuple[int, int]], set[int]]:
+    """The runs of nodes between candidate boundaries, as (start, stop); a run longer than
+    `piece_nodes` is cut at its boundaries with the fewest crossing values. Also the boundaries
+    cut that way (forced)."""
+    n = len(graph.nodes)
+    bounds = [k for k, good in enumerate(ok) if good]
+    forced: set[int] = set()
+    edges = [-1] + bounds + [n - 1]
+    out: list[tuple[int, int]] = []
+    for a, b in zip(edges, edges[1:]):
+        start, stop = a + 1, b + 1
+        while stop - start > piece_nodes:
+            window = range(start + piece_nodes // 2 - 1, min(stop - 1, start + piece_nodes) - 1)
+            k = min(window, key=lambda j: (len(crossing[j]), -j))
+            forced.add(k)
+            out.append((start, k + 1))
+            start = k + 1
+        out.append((start, stop))
+    return out, forced
+
+
+def group(spans: list[tuple[int, int]], keys: list[str], piece_nodes: int, min_unit: int) -> list[tuple[int, int]]:
+    """Atoms (spans with their fingerprints `keys`) joined into pieces, as node ranges: the
+    longest run of repeating atoms starting at each position (its unit of at most `piece_nodes`
+    and at least `min_unit` nodes, the shortest unit when several cover as much) becomes one
+    piece per repetition; the atoms in between are joined up to `piece_nodes` nodes."""
+    size = [b - a for a, b in spans]
+    n = len(spans)
+    pieces: list[tuple[int, int]] = []
+    pending: list[int] = []
+
+    def flush():
+        start = None
+        for i in pending:
+            if start is not None and spans[i][1] - spans[start][0] > piece_nodes:
+                pieces.append((spans[start][0], spans[i - 1][1]))
+                start = None
+            if start is None:
+                start = i
+        if start is not None:
+            pieces.append((spans[start][0], spans[pending[-1]][1]))
+        pending.clear()
+
+    i = 0
+    while i < n:
+        best = None  # (covered atoms, -unit length)
+        nodes = 0
+        for k in range(1, (n - i) // 2 + 1):
+            nodes += size[i + k - 1]
+            if nodes > piece_nodes:
+                break
+            if nodes < min_unit:
+                continue
+            unit = keys[i:i + k]
+            r = 1
+            while keys[i + r * k:i + (r + 1) * k] == unit:
+                r += 1
+            if r >= 2 and (best is None or r * k > best[0]):
+                best = (r * k, k)
+        if best is None:
+            pending.append(i)
+            i += 1
+            continue
+        flush()
+        covered, k = best
+        for j in range(i, i + covered, k):
+            pieces.append((spans[j][0], spans[j + k - 1][1]))
+        i += covered
+    flush()
+    return pieces
+
+
+def subgraph(graph: Graph, start: int, stop: int, name: str) -> Graph:
+    """Nodes `start`..`stop` of `graph` as a program (see `Piece`)."""
+    nodes = graph.nodes[start:stop]
+    made = {o for node in nodes for o in node.outputs}
+    inputs: dict[str, None] = {}
+    weights: dict[str, None] = {}
+    for node in nodes:
+        for i in node.inputs:
+            if i and i not in made:
+                (weights if i in graph.weights else inputs)[i] = None
+    later = {i for node in graph.nodes[stop:] for i in node.inputs if i} | set(graph.outputs)
+    outputs = [o for node in nodes for o in node.outputs if o in later]
+    return Graph(nodes, {i: graph.types[i] for i in inputs}, outputs, {w: graph.weights[w] for w in weights}, name)
+
+
+def cut_at(graph: Graph, boundary: int, crossing: list[tuple[str, ...]], forced: bool) -> Cut:
+    values = crossing[boundary]
+    return Cut(boundary, graph.nodes[boundary].name, values,
+               tuple(graph.producer(v).op_name for v in values),
+               sum(graph.types[v].nbytes for v in values), forced)

@@ -1,0 +1,313 @@
+"""The partitioned optimization: cut, optimize each distinct piece once, rebind, stitch, verify.
+
+    result = einsat.optimize(model)                                   # partitions above 256 nodes
+    result = einsat.optimize(model, partition=Partitioning(workers=4, executor="ray"))
+    print(result.report.partition)                                    # pieces, cuts, cache hits
+
+1. `partition` cuts the program (`partition.cut`) into pieces of at most `piece_nodes` nodes,
+   one per repetition where the program repeats (transformer layers);
+2. pieces with one structural fingerprint (`partition.fingerprint`) are optimized once (with
+   `reuse`), by the executor (`partition.executors`: a process pool by default), each with the
+   full rule set and its own saturation limits: a layer's e-graph is not starved by the others';
+3. every other copy gets the template's optimized program with its own names and weights
+   (`partition.rebind`, weights folded by the optimizer recomputed from the copy's weights) and
+   is verified against its input piece on random inputs; a copy that fails is optimized on its
+   own (and the report says why);
+4. the pieces are stitched back in order, and the whole program is verified against the input,
+   as `optimize` always does.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from einsat import budget as budgets
+from einsat.errors import EinsatError
+from einsat.ir.graph import Graph, Node, fresh_name
+from einsat.partition.cut import Cut, Piece, atoms, candidates, crossings, cut_at, group, subgraph
+from einsat.partition.executors import EXECUTORS, run_jobs, spawn_safe
+from einsat.partition.fingerprint import canonical
+from einsat.partition.rebind import rebind
+from einsat.partition.report import CutSummary, PartitionSummary, PieceSummary
+from einsat.progress import ProgressEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How `optimize` splits a large program (see the module docstring).
+
+    above: programs with more nodes than this are partitioned (`optimize(partition=None)`);
+    piece_nodes: the most nodes in one piece (a repeated unit included): about 40-60 nodes of a
+        transformer layer grow an e-graph within the default `Limits.nodes` in a few rewrite steps;
+    max_crossing: the most values a cut may cross;
+    min_unit: the fewest nodes of a repeated unit that makes pieces of its own;
+    reuse: optimize pieces with one fingerprint once;
+    executor: "process" (the default), "serial" or "ray" (`partition.executors`);
+    workers: processes (this one included) or Ray CPUs (None: the CPUs this process may use);
+    address: a Ray cluster's address (None: Ray's default, a local cluster).
+    """
+
+    above: int = 256
+    piece_nodes: int = 64
+    max_crossing: int = 4
+    min_unit: int = 8
+    reuse: bool = True
+    executor: str = "process"
+    workers: int | None = None
+    address: str | None = None
+
+    def __post_init__(self):
+        if self.executor not in EXECUTORS:
+            raise EinsatError(f"unknown executor {self.executor!r}; choose one of {EXECUTORS}")
+        if self.piece_nodes < 1 or self.max_crossing < 0 or self.above < 0:
+            raise EinsatError(f"invalid partitioning {self}")
+
+
+def partition(graph: Graph, settings: Partitioning = Partitioning()) -> tuple[list[Piece], list[Cut]]:
+    """`graph` cut into pieces (in order) and the cuts between them (see `partition.cut`)."""
+    if len(graph.nodes) == 0:
+        return [], []
+    crossing = crossings(graph)
+    ok = candidates(graph, crossing, settings.max_crossing)
+    spans, forced = atoms(graph, ok, crossing, settings.piece_nodes)
+    keys = [canonical(subgraph(graph, a, b, "atom")).key for a, b in spans]
+    ranges = group(spans, keys, settings.piece_nodes, settings.min_unit)
+    pieces = [Piece(k, a, b, subgraph(graph, a, b, f"{graph.name}.piece{k}")) for k, (a, b) in enumerate(ranges)]
+    cuts = [cut_at(graph, b - 1, crossing, b - 1 in forced) for _, b in ranges[:-1]]
+    return pieces, cuts
+
+
+def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs=None, cost, rules=None,
+                         limits=None, extractor: str = "ilp", time_limit: float | None = None, budget=None,
+                         verify: bool | str = True, progress=None):
+    """`einsat.optimize` of a partitioned program (called by it; see the module docstring)."""
+    from einsat.optimize import Result, _examples, verify_equivalent
+    from einsat.optimize_report import Report
+
+    run = budgets.of(budget)
+    examples = _examples(graph, example_inputs) if example_inputs is not None else None
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def notify(event: ProgressEvent) -> None:
+        if progress is not None:
+            progress(event)
+
+    pieces, cuts = partition(graph, settings)
+    canon = [canonical(p.graph) for p in pieces]
+    template: list[int] = []
+    first: dict[str, int] = {}
+    for k, c in enumerate(canon):
+        template.append(first.setdefault(c.key, k) if settings.reuse else k)
+    own = sorted({t for k, t in enumerate(template) if pieces[k].graph.outputs})  # a piece nobody reads is dropped
+    times["partition"] = time.perf_counter() - t0
+    notify(ProgressEvent("partition", f"{len(pieces)} pieces, {len(own)} to optimize"))
+
+    workers = settings.workers or _cpus()
+    options: dict[str, Any] = dict(cost=cost, rules=rules, limits=limits, extractor=extractor,
+                                   time_limit=time_limit, verify=verify)
+    executor = settings.executor
+    if executor != "serial" and not (_picklable(rules) and _picklable(cost)):
+        log.warning("the pieces run in this process: the rule schedule or the cost model cannot be pickled "
+                    "for a worker")
+        executor = "serial"
+    if executor == "process":
+        safe, why = spawn_safe()
+        if not safe:
+            log.warning("the pieces run in this process: %s", why)
+            executor = "serial"
+    if executor == "serial":
+        workers = 1
+    if run.seconds is not None:  # the pieces share what is left, a fifth kept for stitching and checks
+        options["budget"] = max(0.5, 0.8 * run.remaining() / max(1, math.ceil(len(own) / workers)))
+    jobs = [(pieces[k].graph, options) for k in own]
+    t = time.perf_counter()
+    results = dict(zip(own, run_jobs(jobs, executor, workers, settings.address,
+                                     on_done=lambda j, r: notify(ProgressEvent(
+                                         "optimize", f"piece {own[j]} done in {r.seconds:.1f} s")))))
+    times["optimize"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    programs: list[Graph] = []
+    summaries: list[PieceSummary] = []
+    for k, piece in enumerate(pieces):
+        if not piece.graph.outputs:  # dead code: nothing after it reads its values
+            programs.append(Graph([], piece.graph.input_types(), [], {}, piece.graph.name))
+            summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
+                                          fingerprint=canon[k].key[:12], template=k,
+                                          cost_before=cost.graph_cost(piece.graph), cost_after=0.0, seconds=0.0,
+                                          fallback="dropped: none of its values is used"))
+            continue
+        src = template[k]
+        res = results[src]
+        if res is None:  # the run was interrupted before this piece's template started
+            programs.append(piece.graph)
+            summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
+                                          fingerprint=canon[k].key[:12], template=k,
+                                          cost_before=cost.graph_cost(piece.graph),
+                                          cost_after=cost.graph_cost(piece.graph), seconds=0.0,
+                                          fallback="not optimized: the run was interrupted"))
+            continue
+        t1 = time.perf_counter()
+        fallback = ""
+        if src == k:
+            program, seconds = res.graph, res.seconds
+        else:
+            try:
+                program = rebind(res.graph, res.recipe, canon[src], canon[k], piece.graph, f"p{k}")
+                if verify:
+                    check_copy(piece.graph, program)
+            except EinsatError as e:  # a rewrite that depended on the template's weights: optimize it alone
+                fallback = f"optimized alone: the template did not apply ({str(e).splitlines()[0]})"
+                res = run_jobs([(piece.graph, options)], "serial")[0]
+                program, src = res.graph, k
+            seconds = time.perf_counter() - t1 + (res.seconds if fallback else 0.0)
+        programs.append(program)
+        rep = res.report
+        summaries.append(PieceSummary(
+            index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes), fingerprint=canon[k].key[:12],
+            template=src, cost_before=cost.graph_cost(piece.graph), cost_after=cost.graph_cost(program),
+            seconds=seconds, stop_reason=rep.saturation.stop_reason if src == k and rep.saturation else None,
+            enodes=rep.saturation.enodes if src == k and rep.saturation else None,
+            verified=verify, fallback=fallback))
+    times["rebind"] = time.perf_counter() - t
+
+    t = time.perf_counter()
+    stitched = stitch(graph, pieces, programs)
+    times["stitch"] = time.perf_counter() - t
+    verification = None
+    if verify:
+        t = time.perf_counter()
+        notify(ProgressEvent("verify", "running both programs on random inputs"))
+        verification = verify_equivalent(graph, stitched, examples=examples, require_proof=verify == "prove")
+        times["verify"] = time.perf_counter() - t
+    times["total"] = time.perf_counter() - t0
+
+    device = getattr(cost, "device", None)
+    cut_rows = [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes,
+                           2 * c.bytes / device.bandwidth * 1e6 if device is not None else None, c.forced)
+                for c in cuts]
+    summary = PartitionSummary(summaries, cut_rows, executor, workers,
+                               settings.reuse, dict(times))
+    reports = [results[k].report for k in own if results[k] is not None]
+    interrupted = run.cancelled or any(r.interrupted for r in reports) or any(results[k] is None for k in own)
+    before, after = cost.graph_cost(graph), cost.graph_cost(stitched)
+    report = Report(name=graph.name, model=cost.name, unit=cost.unit, cost_before=before, cost_after=after,
+                    ops_before=graph.op_counts(), ops_after=stitched.op_counts(),
+                    saturation=_saturation(reports), extraction=_extraction(reports, after),
+                    verification=verification, times=times, cost_by_op_before=cost.cost_by_op(graph),
+                    cost_by_op_after=cost.cost_by_op(stitched), interrupted=interrupted, partition=summary)
+    notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
+    return Result(stitched, report, graph)
+
+
+def check_copy(piece: Graph, program: Graph) -> None:
+    """A copy's program against its piece on one random input set (`verify.numeric.equivalent`:
+    the template itself was verified by `optimize`, and the stitched program is verified whole
+    afterwards); raises `VerificationError` on a mismatch."""
+    from einsat.errors import VerificationError
+    from einsat.verify.numeric import equivalent
+
+    with np.errstate(all="ignore"):
+        report = equivalent(piece, program, trials=1)
+    if not report:
+        bad = next(o for o in report.outputs if not o.ok)
+        raise VerificationError(f"the template's program differs from piece {piece.name!r} on output "
+                                f"{bad.name!r} ({report.first_divergence or 'at the output'})")
+
+
+def stitch(graph: Graph, pieces: list[Piece], programs: list[Graph]) -> Graph:
+    """The pieces' programs joined in order into one program with `graph`'s interface. Interface
+    values keep their names, and so do the input's weights and values; a name another piece
+    already used (a copy's internal values carry its template's names) is made fresh."""
+    taken = set(graph.types)
+    used: set[str] = set(graph.inputs)
+    nodes: list[Node] = []
+    weights: dict[str, np.ndarray] = {}
+    for piece, program in zip(pieces, programs):
+        interface = set(program.inputs) | set(program.outputs)
+        own = {o for node in graph.nodes[piece.start:piece.stop] for o in node.outputs}
+        names: dict[str, str] = {}
+        for w, array in program.weights.items():
+            if w in graph.weights and _same(graph.weights[w], array):
+                names[w] = w  # an input weight: shared by name (and stored once)
+            elif w in used or w in graph.types:
+                names[w] = fresh_name(w, taken)
+            else:
+                names[w] = w
+                taken.add(w)
+            weights[names[w]] = array
+            used.add(names[w])
+        for node in program.nodes:
+            for o in node.outputs:
+                if o in interface or (o not in used and (o not in graph.types or o in own)):
+                    names[o] = o
+                    taken.add(o)
+                else:
+                    names[o] = fresh_name(o, taken)
+                used.add(names[o])
+        for node in program.nodes:
+            nodes.append(Node(node.op, [names.get(i, i) for i in node.inputs], [names[o] for o in node.outputs],
+                              dict(node.attrs)))
+    for o in graph.outputs:
+        if o in graph.weights:
+            weights[o] = graph.weights[o]
+    return Graph(nodes, graph.input_types(), graph.outputs, weights, graph.name)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a is b or (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b))
+
+
+def _picklable(value) -> bool:
+    import pickle
+    try:
+        pickle.dumps(value)
+        return True
+    except Exception:
+        return False
+
+
+def _cpus() -> int:
+    import os
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _saturation(reports):
+    """The pieces' saturations as one summary: e-nodes and matches summed, stop reasons counted."""
+    from einsat.optimize_report import SaturationSummary
+
+    sats = [r.saturation for r in reports if r.saturation is not None]
+    if not sats:
+        return None
+    reasons: dict[str, int] = {}
+    matches: dict[str, int] = {}
+    for s in sats:
+        reasons[s.stop_reason] = reasons.get(s.stop_reason, 0) + 1
+        for k, v in s.rule_matches.items():
+            matches[k] = matches.get(k, 0) + v
+    text = ", ".join(f"{k} ({v} pieces)" for k, v in sorted(reasons.items()))
+    return SaturationSummary(enodes=sum(s.enodes for s in sats), eclasses=sum(s.eclasses for s in sats),
+                             stop_reason=max(reasons, key=lambda k: (reasons[k], k)),
+                             iterations=max((s.iterations or 0) for s in sats),
+                             seconds=sum((s.seconds or 0.0) for s in sats), node_limit=sats[0].node_limit,
+                             rule_matches=matches, stop_text=f"{len(sats)} e-graphs, one per optimized piece: {text}")
+
+
+def _extraction(reports, cost: float):
+    from einsat.extract.extraction import ExtractionSummary
+
+    xs = [r.extraction for r in reports]
+    statuses = sorted({x.status for x in xs})
+    return ExtractionSummary(cost=cost, method=xs[0].method if xs else "none",
+                             status=f"{len(xs)} pieces: " + ", ".join(statuses),
+                             seconds=sum(x.seconds for x in xs), candidates=sum(x.candidates for x in xs),
+                             classes=sum(x.classes for x in xs))

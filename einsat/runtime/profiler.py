@@ -1,0 +1,304 @@
+"""Timing op signatures and whole programs on the machine at hand: the profiler every target shares.
+
+The method, for any backend (onnxruntime on the CPU here; `einsat.gpu.profiler` feeds CuPy
+programs timed with CUDA events through the same loop and statistics):
+
+- every timed thing is a *runner*: a callable that runs it once and returns its time in µs
+  (`wall_runner` wraps a plain call with `time.perf_counter`);
+- `warmup` untimed runs of each, then `reps` rounds; each round runs every runner once, in
+  turn (**interleaved**: a slow phase of the machine, another process's burst, a frequency
+  change, falls on all of them alike instead of on whichever was being timed then);
+- each runner's **median**, 10th and 90th percentiles, and its **outliers**: repetitions above
+  median + 5 MAD (a scaled median absolute deviation; reported, never silently dropped, and
+  they do not move the median).
+
+`profile_signatures` times op signatures in batches of `BATCH` under a time budget (the
+signatures left when it runs out are returned, for a calibrated fallback to cover), with
+progress messages. For onnxruntime each signature is a one-node model (`Signature.graph`
+exported to ONNX: a fused op exports as the group onnxruntime fuses back, so the group is
+timed as the unit it runs as). A session's `run` costs a fixed overhead of its own (feeding
+inputs, allocating outputs, the Python call: `call_overhead_us`, the time of a one-element
+Add) that a node inside a whole program does not pay; entries keep the raw median (`raw_us`)
+and `us` = raw − overhead, floored at `MIN_US`.
+
+`compare_programs` times two programs side by side on the same inputs (interleaved rounds)
+and says whether the second is faster beyond noise (`Comparison`). Depends on `einsat.ir`
+alone (and onnxruntime when it runs).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from einsat.ir.graph import Graph
+from einsat.ir.registry import Op
+from einsat.ir.signature import Signature
+from einsat.ir.types import TensorType
+from einsat.runtime.inputs import random_inputs
+
+BATCH = 16          # signatures timed together (interleaved) before the budget is checked again
+MIN_US = 0.05       # a measured op never costs less than this (the cost contract: positive)
+OUTLIER_MADS = 5.0  # a repetition above median + this many scaled MADs is an outlier
+# onnxruntime's intra-op threads for every timing (profiles, side-by-side checks, benchmarks):
+# one. A multi-threaded session on a shared machine waits for whichever of its threads the OS
+# has descheduled: measured on the 2-core development machine under a load of 8, a 1×1 conv
+# took 2.7 ms at its 10th percentile and 20 ms at its median with 2 threads. The count is part
+# of a CPU profile's machine key (`profile_db.cpu_machine`).
+THREADS = 1
+
+Runner = Callable[[], float]
+
+
+# -- statistics -------------------------------------------------------------------------------
+def summarize(times: Sequence[float]) -> dict:
+    """Median, 10th/90th percentiles and outliers of one runner's repetitions (µs)."""
+    t = np.asarray(times, dtype=np.float64)
+    med = float(np.median(t))
+    mad = 1.4826 * float(np.median(np.abs(t - med)))
+    limit = med + OUTLIER_MADS * max(mad, 0.01 * med)
+    p10, p90 = (float(v) for v in np.percentile(t, [10, 90]))
+    return {"median_us": med, "p10_us": p10, "p90_us": p90, "reps": int(t.size),
+            "outliers": int(np.sum(t > limit)), "max_us": float(t.max())}
+
+
+def interleaved(runners: Mapping[str, Runner], reps: int, warmup: int = 2) -> dict[str, list[float]]:
+    """`warmup` untimed runs of each runner, then `reps` rounds running each once, in turn;
+    every runner's `reps` times (µs)."""
+    for run in runners.values():
+        for _ in range(warmup):
+            run()
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(reps):
+        for k, run in runners.items():
+            times[k].append(run())
+    return times
+
+
+def wall_runner(call: Callable[[], object]) -> Runner:
+    """A runner timing `call()` by the wall clock (µs)."""
+    def run() -> float:
+        t0 = time.perf_counter()
+        call()
+        return (time.perf_counter() - t0) * 1e6
+    return run
+
+
+# -- onnxruntime ------------------------------------------------------------------------------
+def ort_session(graph: Graph, threads: int = THREADS):
+    """An onnxruntime CPU session of `graph` with onnxruntime's own optimizations on (what a
+    user runs), the unsafe optimizers of `backend_onnxruntime` off, `threads` intra-op threads
+    (0: onnxruntime's default, one per core)."""
+    from einsat.ir.onnx_export import to_onnx
+    from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
+    return new_session(to_onnx(graph).SerializeToString(), threads=threads,
+                       disabled_optimizers=unsafe_optimizers(graph))
+
+
+def ort_runner(graph: Graph, seed: int = 0, threads: int = THREADS) -> Runner:
+    """A runner of `graph` as one onnxruntime session on random inputs."""
+    session = ort_session(graph, threads)
+    feeds = random_inputs(graph, seed)
+    return wall_runner(lambda: session.run(None, feeds))
+
+
+# inputs a one-node model holds as initializers: the weights of convolutions and of 2-D GEMMs,
+# which onnxruntime pre-packs (and lays out for its blocked NCHWc convolutions) only when constant
+WEIGHT_INPUTS = {Op.CONV: (1, 2), Op.FUSED_CONV: (1, 2), Op.CONV_TRANSPOSE: (1, 2), Op.GEMM: (1, 2)}
+GEMM_OPS = (Op.MATMUL, Op.FUSED_MATMUL)
+
+
+def weight_positions(sig: Signature) -> tuple[int, ...]:
+    """The input positions of `sig` a program most likely feeds from weights (see WEIGHT_INPUTS;
+    a matmul's second operand when it is 2-D, with a fused matmul's bias). Signatures do not
+    record which inputs are constant; these are what CNNs and transformers' projections have."""
+    if sig.op in WEIGHT_INPUTS:
+        return WEIGHT_INPUTS[sig.op]
+    if sig.op in GEMM_OPS and len(sig.inputs) > 1 and sig.inputs[1] is not None and sig.inputs[1].rank == 2:
+        return (1, 2)
+    return ()
+
+
+def signature_graph(sig: Signature, seed: int = 0) -> Graph:
+    """`sig`'s one-node program with its weight positions as random weights (initializers)."""
+    g = sig.graph()
+    node = g.nodes[0]
+    fixed = {node.inputs[k] for k in weight_positions(sig) if k < len(node.inputs) and node.inputs[k]}
+    if not fixed:
+        return g
+    arrays = random_inputs(g, seed)
+    return g.replace(inputs={n: t for n, t in g.input_types().items() if n not in fixed},
+                     weights={n: arrays[n] for n in fixed})
+
+
+def ort_signature_runner(sig: Signature, threads: int = THREADS) -> Runner:
+    """A runner of `sig` as a one-node onnxruntime session (weights as initializers)."""
+    return ort_runner(signature_graph(sig), threads=threads)
+
+
+def call_overhead_graph() -> Graph:
+    """The one-element Add whose session time is the fixed cost of a `session.run` call."""
+    from einsat.ir.signature import signature_of
+    return signature_of(Op.ADD, {}, [TensorType((1,)), TensorType((1,))]).graph()
+
+
+@dataclass
+class ProfileRun:
+    """What one `profile_signatures` call measured."""
+
+    entries: dict[str, dict] = field(default_factory=dict)   # signature key -> profile entry
+    failures: dict[str, str] = field(default_factory=dict)   # signature key -> why not measured
+    left: list[Signature] = field(default_factory=list)      # not timed: the budget ran out
+    call_overhead_us: float = 0.0
+    seconds: float = 0.0
+    method: dict = field(default_factory=dict)
+
+
+def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 2,
+                       budget_s: float | None = None, progress: Callable[[str], None] | None = None,
+                       make_runner: Callable[[Signature], Runner] | None = None,
+                       overhead: Runner | None = None, threads: int = THREADS) -> ProfileRun:
+    """Time `sigs` (interleaved in batches of `BATCH`) within `budget_s` seconds.
+
+    `make_runner(sig)` builds a signature's runner (default: its one-node onnxruntime session,
+    `ort_signature_runner`);
+    `overhead` is the runner whose median is subtracted from every entry (default: the
+    one-element Add's session). A signature whose runner cannot be built or fails is recorded
+    in `failures`, and the others go on."""
+    make_runner = make_runner or (lambda sig: ort_signature_runner(sig, threads))
+    start = time.monotonic()
+    out = ProfileRun(method={"reps": reps, "warmup": warmup, "statistic": "median", "order": "interleaved",
+                             "batch": BATCH, "outlier_rule": f"> median + {OUTLIER_MADS} MAD"})
+    overhead = overhead or ort_runner(call_overhead_graph(), threads=threads)
+    out.call_overhead_us = summarize(interleaved({"o": overhead}, reps=max(reps, 30), warmup=5)["o"])["median_us"]
+    out.method["call_overhead_us"] = out.call_overhead_us
+    todo = list(sigs)
+    done = 0
+    while todo:
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            out.left = todo
+            if progress:
+                progress(f"profiling budget of {budget_s:.0f} s reached: {len(todo)} signatures left to the "
+                         "calibrated roofline")
+            break
+        batch, todo = todo[:BATCH], todo[BATCH:]
+        runners: dict[str, Runner] = {}
+        for sig in batch:
+            try:
+                runners[sig.key] = make_runner(sig)
+                runners[sig.key]()  # a failing run is found here, not in the middle of a round
+            except Exception as e:  # noqa: BLE001 - one signature that cannot run must not lose the others
+                runners.pop(sig.key, None)
+                out.failures[sig.key] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        times = interleaved(runners, reps, warmup)
+        by_key = {s.key: s for s in batch}
+        for key, ts in times.items():
+            stats = summarize(ts)
+            sig = by_key[key]
+            out.entries[key] = {"us": max(stats["median_us"] - out.call_overhead_us, MIN_US),
+                                "raw_us": stats["median_us"], "p10_us": stats["p10_us"], "p90_us": stats["p90_us"],
+                                "reps": stats["reps"], "outliers": stats["outliers"],
+                                "flops": sig.flops(), "bytes": sig.bytes(), "kernels": 1}
+        done += len(batch)
+        if progress:
+            progress(f"profiled {done}/{len(sigs)} signatures ({time.monotonic() - start:.1f} s)")
+    out.seconds = time.monotonic() - start
+    return out
+
+
+# -- whole programs side by side --------------------------------------------------------------
+@dataclass
+class Comparison:
+    """Two programs timed side by side: medians and spread (ms), the paired ratios, the verdict.
+
+    `faster` holds when the paired rounds say so (Wilcoxon's signed-rank test on the per-round
+    log ratios, one-sided, at `ALPHA`: it weighs by how much each round was won, so a clear gain
+    shows in 15 rounds on a loaded machine where a sign test needs more) and the candidate's
+    median is at least `MARGIN` below the baseline's: a result within noise, or slower, is not
+    faster. `wins` (rounds won) is reported beside it."""
+
+    baseline_ms: float
+    candidate_ms: float
+    baseline_spread_ms: tuple[float, float]   # 10th and 90th percentiles
+    candidate_spread_ms: tuple[float, float]
+    rounds: int
+    wins: int                                 # rounds the candidate was faster in
+    p_value: float
+    outliers: tuple[int, int]
+    faster: bool
+    backend: str = "onnxruntime"
+
+    ALPHA = 0.05
+    MARGIN = 0.02
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_ms / self.candidate_ms if self.candidate_ms > 0 else math.inf
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "speedup": self.speedup}
+
+    def __str__(self) -> str:
+        b0, b1 = self.baseline_spread_ms
+        c0, c1 = self.candidate_spread_ms
+        return (f"{self.baseline_ms:.3f} ms [{b0:.3f}–{b1:.3f}] -> {self.candidate_ms:.3f} ms "
+                f"[{c0:.3f}–{c1:.3f}] on {self.backend}: {self.speedup:.2f}x measured, "
+                f"faster in {self.wins}/{self.rounds} interleaved rounds (p={self.p_value:.3f})")
+
+
+def signed_rank_test(diffs: Sequence[float]) -> float:
+    """One-sided p-value of Wilcoxon's signed-rank test that the `diffs` lean positive (exact:
+    the null distribution of W+ by counting over the signs; tied magnitudes share their mean
+    rank, zeros are dropped)."""
+    d = [x for x in diffs if x != 0]
+    if not d:
+        return 1.0
+    order = sorted(range(len(d)), key=lambda i: abs(d[i]))
+    ranks = [0] * len(d)  # doubled ranks: integers even with ties
+    k = 0
+    while k < len(order):
+        j = k
+        while j + 1 < len(order) and abs(d[order[j + 1]]) == abs(d[order[k]]):
+            j += 1
+        for i in order[k:j + 1]:
+            ranks[i] = k + j + 2  # 2 × the mean of ranks k+1 .. j+1
+        k = j + 1
+    w_plus = sum(r for r, x in zip(ranks, d) if x > 0)
+    counts = {0: 1}
+    for r in ranks:
+        nxt = dict(counts)
+        for total, c in counts.items():
+            nxt[total + r] = nxt.get(total + r, 0) + c
+        counts = nxt
+    return sum(c for total, c in counts.items() if total >= w_plus) / 2 ** len(d)
+
+
+def sign_test(wins: int, rounds: int) -> float:
+    """One-sided p-value of `wins` or more successes in `rounds` fair coin flips."""
+    return sum(math.comb(rounds, k) for k in range(wins, rounds + 1)) / 2 ** rounds if rounds else 1.0
+
+
+def judge(baseline_us: Sequence[float], candidate_us: Sequence[float], backend: str = "onnxruntime") -> Comparison:
+    """The verdict on paired, interleaved timings (µs) of a baseline and a candidate."""
+    b, c = summarize(baseline_us), summarize(candidate_us)
+    wins = sum(ci < bi for bi, ci in zip(baseline_us, candidate_us))
+    rounds = min(len(baseline_us), len(candidate_us))
+    p = signed_rank_test([math.log(bi / ci) for bi, ci in zip(baseline_us, candidate_us) if bi > 0 and ci > 0])
+    faster = p < Comparison.ALPHA and c["median_us"] < (1 - Comparison.MARGIN) * b["median_us"]
+    ms = lambda s: (s["p10_us"] / 1e3, s["p90_us"] / 1e3)  # noqa: E731
+    return Comparison(b["median_us"] / 1e3, c["median_us"] / 1e3, ms(b), ms(c), rounds, wins, p,
+                      (b["outliers"], c["outliers"]), faster, backend)
+
+
+def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: int = 3, seed: int = 0,
+                     runner: Callable[[Graph, int], Runner] | None = None, threads: int = THREADS) -> Comparison:
+    """Time `baseline` and `candidate` side by side (`reps` interleaved rounds after `warmup`
+    runs of each, the same random inputs; `runner(graph, seed)` builds each one's runner,
+    by default its onnxruntime session) and judge whether the candidate is faster."""
+    runner = runner or (lambda g, seed: ort_runner(g, seed, threads))
+    times = interleaved({"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}, reps, warmup)
+    return judge(times["baseline"], times["candidate"])

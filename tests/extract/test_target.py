@@ -1,0 +1,89 @@
+"""TargetCost: the cache file (XDG_CACHE_HOME, keyed by machine and versions), measured entries
+and the fallback for the others, and whole-program predictions by fusion group."""
+
+from __future__ import annotations
+
+import pytest
+
+from einsat.extract.cost import RooflineCost
+from einsat.extract.profile_db import cache_dir, cache_path, cpu_machine, machine_key
+from einsat.extract.profiled import CalibratedRoofline
+from einsat.extract.target import TargetCost, cpu_model
+from einsat.ir.builder import GraphBuilder
+from einsat.ir.registry import Op
+from einsat.ir.signature import signature_of
+from einsat.ir.types import TensorType
+
+MACHINE = {"kind": "cpu", "backend": "onnxruntime", "name": "test cpu", "onnxruntime": "1.0"}
+
+
+def sigs(n=4):
+    return [signature_of(Op.MATMUL, {}, [TensorType((k, 16)), TensorType((16, 16))]) for k in range(1, n + 1)]
+
+
+def entry(sig, us):
+    return {"us": us, "flops": sig.flops(), "bytes": sig.bytes(), "kernels": 1}
+
+
+def test_the_cache_follows_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == str(tmp_path / "einsat" / "profiles")
+    assert cache_path(MACHINE).startswith(str(tmp_path)) and cache_path(MACHINE).endswith(".json")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # not absolute: ignored, as the spec says
+    assert cache_dir().endswith(".cache/einsat/profiles")
+    assert cpu_model().path.startswith(cache_dir())
+
+
+def test_the_key_changes_with_the_machine_and_the_versions():
+    assert machine_key(MACHINE) == machine_key(dict(reversed(MACHINE.items())))
+    assert machine_key(MACHINE) != machine_key({**MACHINE, "onnxruntime": "1.1"})
+    assert machine_key(MACHINE) != machine_key({**MACHINE, "name": "another cpu"})
+    assert machine_key(MACHINE).startswith("cpu-onnxruntime-")
+    m = cpu_machine()
+    assert m["kind"] == "cpu" and m["threads"] == 1 and m["cpus"] >= 1 and "onnxruntime" in m
+
+
+def test_entries_are_saved_reused_and_refit_the_fallback(tmp_path):
+    path = tmp_path / "p.json"
+    model = TargetCost("onnxruntime", MACHINE, path)
+    assert model.loaded == 0 and isinstance(model.fallback, RooflineCost)  # the prior: nothing measured
+    todo = model.missing(sigs())
+    assert len(todo) == 4
+    model.add({s.key: entry(s, 10.0 * (k + 1)) for k, s in enumerate(todo)}, {"call_overhead_us": 12.0},
+              sigs=todo)
+    assert isinstance(model.fallback, CalibratedRoofline)
+    model.save()
+    again = TargetCost("onnxruntime", MACHINE, path)
+    assert again.loaded == 4 and not again.missing(sigs()) and again.call_overhead_us == 12.0
+    s = sigs()[2]
+    assert again.node_cost(s.op, s.attr_dict, list(s.inputs), s.outputs()) == 30.0
+    other = TargetCost("onnxruntime", {**MACHINE, "onnxruntime": "2.0"}, path)  # another machine's file
+    assert other.loaded == 0 and len(other.missing(sigs())) == 4
+
+
+def test_an_entry_without_its_signature_is_refused(tmp_path):
+    model = TargetCost("onnxruntime", MACHINE, tmp_path / "p.json")
+    with pytest.raises(Exception, match="without its signature"):
+        model.add({sigs()[0].key: entry(sigs()[0], 1.0)})
+
+
+def test_a_program_is_predicted_by_its_fusion_groups(tmp_path):
+    b = GraphBuilder("mm")
+    x = b.input("x", (4, 16))
+    y = b.relu(b.add(b.matmul(x, b.weight("w", (16, 16))), b.weight("bias", (16,))))
+    g = b.build(b.sigmoid(y))
+    model = TargetCost("onnxruntime", MACHINE, tmp_path / "p.json")
+    units = model.unit_signatures(g)
+    assert [s.op for s in units] == [Op.FUSED_MATMUL, Op.SIGMOID]
+    model.add({units[0].key: entry(units[0], 50.0), units[1].key: entry(units[1], 5.0)},
+              {"call_overhead_us": 10.0}, sigs=units)
+    assert model.graph_cost(g) == pytest.approx(10.0 + 50.0 + 5.0)  # not matmul + add + relu + sigmoid
+    assert model.cost_by_op(g) == {"matmul": 50.0, "sigmoid": 5.0}
+    assert not (tmp_path / "p.json").exists()  # written by save() only
+
+
+def test_a_damaged_cache_file_is_measured_again(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text("{not json")
+    model = TargetCost("onnxruntime", MACHINE, path)
+    assert model.loaded == 0 and "cannot read the profile" in model.problem and len(model.missing(sigs())) == 4

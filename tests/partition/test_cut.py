@@ -1,0 +1,97 @@
+"""Where the partition cuts: layer-aligned pieces that cover the program once, cheap cuts."""
+
+import numpy as np
+import pytest
+
+import einsat
+from einsat.ir.graph import Graph
+from einsat.partition import Partitioning, canonical, partition, stitch
+from einsat.partition.cut import crossings
+from tests.partition.common import assert_same_function, stacked
+
+
+def check_cover(graph: Graph, pieces) -> None:
+    assert pieces[0].start == 0 and pieces[-1].stop == len(graph.nodes)
+    for a, b in zip(pieces, pieces[1:]):
+        assert a.stop == b.start
+    assert sum(len(p.graph.nodes) for p in pieces) == len(graph.nodes)
+
+
+def test_a_stack_of_layers_is_cut_into_one_piece_per_layer():
+    graph = stacked(layers=5)
+    pieces, cuts = partition(graph, Partitioning(piece_nodes=64))
+    check_cover(graph, pieces)
+    keys = [canonical(p.graph).key for p in pieces]
+    # every layer reads one value and makes one; the repeated ones share one fingerprint
+    assert len(pieces) == 5 and len(set(keys[:-1])) == 1
+    assert [len(p.graph.nodes) for p in pieces[:-1]] == [len(pieces[0].graph.nodes)] * 4
+    assert len(cuts) == 4 and all(len(c.values) == 1 and not c.forced for c in cuts)
+    for c in cuts:  # each cut crosses a value made by the last node before it
+        assert graph.nodes[c.after].outputs[0] == c.values[0]
+        assert c.bytes == graph.types[c.values[0]].nbytes
+
+
+def test_cuts_cross_few_values_from_ops_that_are_not_multilinear_or_have_other_uses():
+    graph = stacked(layers=3, softmax=True)
+    pieces, cuts = partition(graph, Partitioning(piece_nodes=64, max_crossing=2))
+    check_cover(graph, pieces)
+    uses = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            uses[i] = uses.get(i, 0) + 1
+    for c in cuts:
+        assert 1 <= len(c.values) <= 2
+        for v in c.values:
+            p = graph.producer(v)
+            assert uses[v] > 1 or not p.definition.is_multilinear(p.attrs), (c, p.op_name)
+        assert c.values == crossings(graph)[c.after]
+
+
+def test_stitching_the_pieces_back_unoptimized_gives_the_program():
+    graph = stacked(layers=4, softmax=True)
+    pieces, _ = partition(graph, Partitioning(piece_nodes=40))
+    again = stitch(graph, pieces, [p.graph for p in pieces])
+    assert [n.op for n in again.nodes] == [n.op for n in graph.nodes]
+    assert again.outputs == graph.outputs and again.input_types() == graph.input_types()
+    assert_same_function(graph, again, rtol=0)
+
+
+def test_a_run_without_a_candidate_is_cut_by_force_and_every_piece_fits():
+    b = einsat.GraphBuilder("chain")
+    x = b.input("x", (8, 8))
+    w = b.weight("w", (8, 8))
+    t = x
+    for _ in range(30):  # matmuls only: multilinear, one use each: no candidate boundary
+        t = b.matmul(t, w)
+    graph = b.build(t)
+    pieces, cuts = partition(graph, Partitioning(piece_nodes=8))
+    check_cover(graph, pieces)
+    assert all(len(p.graph.nodes) <= 8 for p in pieces)
+    assert cuts and all(c.forced for c in cuts)
+
+
+def test_a_piece_reads_what_it_needs_and_exports_what_is_used_later():
+    graph = stacked(layers=3)
+    pieces, _ = partition(graph, Partitioning(piece_nodes=64))
+    inside = set()
+    for p in pieces:
+        made = {o for n in p.graph.nodes for o in n.outputs}
+        used_later = {i for q in pieces[p.index + 1:] for n in q.graph.nodes for i in n.inputs} | set(graph.outputs)
+        assert set(p.graph.outputs) == made & used_later
+        assert set(p.graph.inputs) <= set(graph.inputs) | inside
+        assert set(p.graph.weights) <= set(graph.weights)
+        inside |= made
+
+
+@pytest.mark.parametrize("bad", [dict(executor="threads"), dict(piece_nodes=0)])
+def test_bad_settings_are_clear_errors(bad):
+    with pytest.raises(einsat.EinsatError, match="executor|partitioning"):
+        Partitioning(**bad)
+
+
+def test_partition_is_deterministic():
+    graph = stacked(layers=4, softmax=True)
+    one, cuts1 = partition(graph)
+    two, cuts2 = partition(graph)
+    assert [(p.start, p.stop) for p in one] == [(p.start, p.stop) for p in two] and cuts1 == cuts2
+    assert np.all([canonical(a.graph) == canonical(b.graph) for a, b in zip(one, two)])

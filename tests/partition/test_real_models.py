@@ -1,0 +1,30 @@
+"""The transformers exports cut into one piece per layer, the layers sharing one fingerprint."""
+
+import pytest
+
+import einsat
+from einsat.partition import Partitioning, canonical, partition
+from tests.ir.test_models import MODELS
+
+TEXT = {"bert_base": ("input_ids", "attention_mask", "token_type_ids"), "gpt2": ("input_ids", "attention_mask"),
+        "distilbert": ("input_ids", "attention_mask")}
+LAYERS = {"bert_base": 12, "gpt2": 12, "distilbert": 6}
+
+
+@pytest.mark.parametrize("name", [pytest.param("bert_base", marks=pytest.mark.slow), "distilbert",
+                                  pytest.param("gpt2", marks=pytest.mark.slow)])
+def test_every_layer_is_a_piece_and_the_repeated_ones_share_a_fingerprint(name):
+    graph = einsat.load_onnx(MODELS / f"hf_{name}.onnx", fill_weights="random",
+                             input_shapes={k: (1, 16) for k in TEXT[name]})
+    assert len(graph.nodes) > Partitioning().above  # optimize partitions it by default
+    pieces, cuts = partition(graph)
+    keys = [canonical(p.graph).key for p in pieces]
+    most = max(set(keys), key=keys.count)
+    # every layer but possibly the last (which feeds the final norm or the outputs) is one piece
+    assert keys.count(most) >= LAYERS[name] - 1
+    assert len(pieces) <= LAYERS[name] + 3
+    assert all(len(p.graph.nodes) <= Partitioning().piece_nodes for p in pieces)
+    assert not any(c.forced for c in cuts) and all(len(c.values) <= 2 for c in cuts)
+    layer = pieces[keys.index(most)].graph
+    assert len(layer.inputs) <= 2 and len(layer.outputs) == 1  # the hidden state (and the mask) in, one out
+    assert {"matmul", "softmax"} <= set(layer.op_counts())

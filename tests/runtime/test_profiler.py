@@ -1,0 +1,129 @@
+"""The shared profiler: statistics, interleaving, budgets and failures (with fake runners: no
+timing luck), the verdict on side-by-side timings, and real onnxruntime timings as ratios."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from einsat.ir.registry import Op
+from einsat.ir.signature import signature_of
+from einsat.ir.types import TensorType
+from einsat.runtime.profiler import (
+    Comparison,
+    interleaved,
+    judge,
+    profile_signatures,
+    sign_test,
+    signed_rank_test,
+    signature_graph,
+    summarize,
+)
+
+
+def matmul_sig(n):
+    return signature_of(Op.MATMUL, {}, [TensorType((n, n)), TensorType((n, n))])
+
+
+def fixed(us):
+    return lambda: us
+
+
+def test_summary_reports_outliers_without_moving_the_median():
+    times = [10.0] * 9 + [10.5] * 5 + [400.0]
+    s = summarize(times)
+    assert s["median_us"] == 10.0 and s["outliers"] == 1 and s["reps"] == 15 and s["max_us"] == 400.0
+    assert summarize([10.0] * 15)["outliers"] == 0
+
+
+def test_runners_are_warmed_up_then_interleaved_round_by_round():
+    calls = []
+    runners = {k: (lambda k=k: calls.append(k) or 1.0) for k in "abc"}
+    times = interleaved(runners, reps=3, warmup=2)
+    assert calls == list("aabbcc") + list("abc") * 3
+    assert times == {k: [1.0] * 3 for k in "abc"}
+
+
+def test_entries_subtract_the_call_overhead_and_keep_the_raw_median():
+    sigs = [matmul_sig(4), matmul_sig(8)]
+    us = {sigs[0].key: 30.0, sigs[1].key: 110.0}
+    run = profile_signatures(sigs, reps=5, make_runner=lambda s: fixed(us[s.key]), overhead=fixed(10.0))
+    assert run.call_overhead_us == 10.0 and not run.failures and not run.left
+    assert run.entries[sigs[0].key]["us"] == 20.0 and run.entries[sigs[1].key]["us"] == 100.0
+    assert run.entries[sigs[1].key]["raw_us"] == 110.0 and run.entries[sigs[1].key]["flops"] == 2 * 8 ** 3
+    assert run.method["order"] == "interleaved" and run.method["reps"] == 5
+
+
+def test_a_signature_that_cannot_run_is_recorded_and_the_others_go_on():
+    good, bad = matmul_sig(4), matmul_sig(8)
+
+    def make(sig):
+        if sig is bad:
+            raise RuntimeError("no kernel for this")
+        return fixed(5.0)
+
+    run = profile_signatures([bad, good], reps=3, make_runner=make, overhead=fixed(1.0))
+    assert set(run.entries) == {good.key} and "no kernel for this" in run.failures[bad.key]
+
+
+def test_the_budget_leaves_signatures_to_the_fallback_and_says_so():
+    sigs = [matmul_sig(n) for n in range(2, 40)]
+    said = []
+    run = profile_signatures(sigs, reps=2, budget_s=0.0, make_runner=lambda s: fixed(5.0),
+                             overhead=fixed(1.0), progress=said.append)
+    assert not run.entries and len(run.left) == len(sigs)
+    assert any("budget" in line and str(len(sigs)) in line for line in said)
+
+
+def test_the_verdict_needs_a_clear_majority_and_a_margin():
+    base = [100.0 + k % 3 for k in range(15)]
+    assert judge(base, [v * 0.8 for v in base]).faster                 # 1.25x, every round
+    assert not judge(base, list(base)).faster                           # the same program
+    assert not judge(base, [v * 1.2 for v in base]).faster              # slower
+    assert not judge(base, [v * 0.995 for v in base]).faster            # within the margin
+    mixed = [v * (0.7 if k % 2 else 1.3) for k, v in enumerate(base)]   # wins 7 of 15 rounds
+    c = judge(base, mixed)
+    assert not c.faster and c.wins == 7 and c.rounds == 15
+    # won by a lot in 11 rounds, lost by a little in 4: faster (a sign test alone would miss it)
+    clear = [v * (0.7 if k % 4 else 1.05) for k, v in enumerate(base)]
+    c = judge(base, clear)
+    assert c.wins == 11 and sign_test(11, 15) > Comparison.ALPHA and c.faster
+    assert c.baseline_spread_ms[0] <= c.baseline_ms <= c.baseline_spread_ms[1]
+
+
+def test_signed_rank_test_matches_its_exact_tail():
+    assert signed_rank_test([1.0] * 10) == pytest.approx(2 ** -10)      # every rank positive
+    assert signed_rank_test([-1.0] * 10) == 1.0
+    assert signed_rank_test([0.0, 0.0]) == 1.0
+    # n = 3, ranks 1, 2, 3; W+ = 3; the 8 sign patterns give W+ = 0, 1, 2, 3, 3, 4, 5, 6: 5 reach 3
+    assert signed_rank_test([-0.1, -0.2, 0.3]) == pytest.approx(5 / 8)
+    # ties share their rank: |d| = 1, 1, 2 -> ranks 1.5, 1.5, 3; W+ = 1.5 + 3 = 4.5, reached by
+    # 3 of the 8 patterns (4.5 twice, 6 once)
+    assert signed_rank_test([1.0, -1.0, 2.0]) == pytest.approx(3 / 8)
+    assert signed_rank_test([1.0, -1.0, 2.0]) < signed_rank_test([1.0, -2.0, 1.0])
+
+
+def test_sign_test_is_the_binomial_tail():
+    assert sign_test(15, 15) == pytest.approx(2 ** -15)
+    assert sign_test(0, 15) == 1.0
+    assert sign_test(12, 15) == pytest.approx(sum(__import__("math").comb(15, k) for k in range(12, 16)) / 2 ** 15)
+    assert sign_test(12, 15) < Comparison.ALPHA < sign_test(11, 15)
+
+
+def test_conv_weights_are_initializers_in_the_one_node_model():
+    sig = signature_of(Op.CONV, {}, [TensorType((1, 3, 8, 8)), TensorType((4, 3, 3, 3)), TensorType((4,))])
+    g = signature_graph(sig)
+    assert g.inputs == ("in0",) and set(g.weights) == {"in1", "in2"}
+    attn = signature_of(Op.MATMUL, {}, [TensorType((2, 8, 16)), TensorType((2, 16, 8))])
+    assert not signature_graph(attn).weights  # a batched product of activations has no weight
+
+
+def test_onnxruntime_times_grow_with_the_work():
+    """Ratios only: 64× the FLOPs of a small matmul cost far more than twice its time."""
+    pytest.importorskip("onnxruntime")
+    small, big = matmul_sig(32), matmul_sig(128)
+    run = profile_signatures([small, big], reps=7)
+    assert not run.failures and run.call_overhead_us > 0
+    e_small, e_big = run.entries[small.key], run.entries[big.key]
+    assert e_big["us"] > 2 * e_small["us"] > 0
+    assert e_big["p10_us"] <= e_big["raw_us"] <= e_big["p90_us"]

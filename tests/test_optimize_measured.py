@@ -1,0 +1,88 @@
+"""`optimize(cost="cpu")`: profiling after saturation into the cache, reuse on the second run,
+measured figures in the report, and the never-slower rule (the verdict injected: no timing luck)."""
+
+from __future__ import annotations
+
+import pytest
+
+import einsat
+from einsat import measure
+from einsat.extract.target import cpu_model
+from einsat.ir import GraphBuilder
+from einsat.runtime.profiler import judge
+
+pytest.importorskip("onnxruntime")
+
+
+def double_transpose():
+    """transpose(transpose(x)) @ w: the rewrites remove both transposes."""
+    b = GraphBuilder("tt")
+    x = b.input("x", (32, 48))
+    t = b.transpose(b.transpose(x, perm=(1, 0)), perm=(1, 0))
+    return b.build(b.relu(b.matmul(t, b.weight("w", (48, 16)))))
+
+
+def verdict(faster: bool):
+    base = [1000.0 + k for k in range(15)]
+    return judge(base, [v * (0.5 if faster else 1.5) for v in base])
+
+
+def test_profiles_then_reuses_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    p = first.report.profile
+    assert p["path"].startswith(str(tmp_path)) and p["measured"] > 0 and p["cached"] == 0
+    assert p["measured"] + p["failed"] + p["left"] == p["needed"]
+    assert first.report.model == "measured-cpu" and first.report.measured_speedup is not None
+    text = str(first.report)
+    assert "profile:" in text and ("measured on onnxruntime" in text or "returned: the INPUT" in text)
+    second = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    p2 = second.report.profile
+    assert p2["measured"] == 0 and p2["cached"] == p2["needed"] >= p["measured"]
+    assert second.report.times["profile"] < first.report.times["profile"]
+
+
+def test_a_result_not_measured_faster_is_not_returned(tmp_path, monkeypatch):
+    model = cpu_model(path=tmp_path / "p.json")
+    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=False))
+    g = double_transpose()
+    result = einsat.optimize(g, cost=model)
+    r = result.report
+    assert result.graph is g and r.kept_input and "not measured faster" in r.kept_input
+    assert r.ops_after == g.op_counts() and r.measured_speedup == 1.0
+    assert r.measured["speedup"] < 1 and not r.measured["faster"]
+    assert r.measured["predicted_ms"][1] < r.measured["predicted_ms"][0]  # the model promised a gain
+    assert "returned: the INPUT program" in str(r)
+
+
+def test_a_result_measured_faster_is_returned_with_its_figures(tmp_path, monkeypatch):
+    model = cpu_model(path=tmp_path / "p.json")
+    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=True))
+    g = double_transpose()
+    result = einsat.optimize(g, cost=model)
+    r = result.report
+    assert r.kept_input is None and "transpose" not in r.ops_after
+    assert r.measured_speedup == pytest.approx(2.0) and r.to_dict()["measured"]["faster"]
+    line = next(ln for ln in str(r).splitlines() if "measured on onnxruntime" in ln)
+    assert "p10" in line and "p90" in line and "modeled" in line
+
+
+def test_a_program_the_extraction_keeps_is_not_timed(tmp_path, monkeypatch):
+    def never(*args):
+        raise AssertionError("nothing to compare: the extraction chose the input")
+    monkeypatch.setattr(measure, "check_measured", never)
+    b = GraphBuilder("one")
+    g = b.build(b.relu(b.input("x", (4, 4))))
+    result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"))
+    assert result.report.kept_input == "the extraction chose the input program itself"
+    assert result.report.measured is None and result.report.measured_speedup == 1.0
+
+
+def test_a_result_that_cannot_be_measured_is_not_returned(tmp_path, monkeypatch):
+    def fails(*args):
+        raise RuntimeError("Failed to allocate memory for requested buffer of size 1642496000")
+    monkeypatch.setattr(measure, "check_measured", fails)
+    g = double_transpose()
+    result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"))
+    assert result.graph is g and "could not be measured" in result.report.kept_input
+    assert "1642496000" in result.report.kept_input and result.report.measured is None

@@ -8,7 +8,8 @@ weights filled by role), in a fresh process each (so its peak memory is its own)
 - import: `load_onnx` -> `einsat.run` against onnxruntime on the same model (worst error over
   the output's scale); round trip: `save_onnx` passes `check_model(full_check=True)` and
   onnxruntime computes the same outputs on it;
-- `einsat.optimize` with a time budget (`--budget`, seconds): nodes, modeled cost before and
+- `einsat.optimize` of the whole model as one e-graph (`partition=False`; `benchmarks/partition_bench.py`
+  measures the partitioned path) with a time budget (`--budget`, seconds): nodes, modeled cost before and
   after, time per phase and in all, the process's peak resident memory, the verification's
   status (proved / inconclusive) and how much each output varied;
 - the planted wrong rewrite: the optimized program's middle accumulating node 5% off
@@ -97,7 +98,7 @@ def bench_one(name: str, small: bool, budget: float) -> dict:
 
         examples = feeds if any(np.issubdtype(v.dtype, np.integer) for v in feeds.values()) else None
         t = time.perf_counter()
-        result = einsat.optimize(graph, examples, budget=budget)
+        result = einsat.optimize(graph, examples, budget=budget, partition=False)
         row["optimize_wall_s"] = time.perf_counter() - t
         r, v = result.report, result.report.verification
         row.update(nodes_before=sum(r.ops_before.values()), nodes_after=sum(r.ops_after.values()),
@@ -129,8 +130,10 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Real models: import, optimize, verify, plant a wrong rewrite, measure", "",
              f"Machine: {meta['machine']}; commit {meta['commit'][:10]}{' (dirty)' if meta['dirty'] else ''}, "
              f"{meta['date']}. Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
-             f"Each model in its own process; `einsat.optimize(..., budget={meta['budget']:g})` with the default "
-             f"rules, limits and cost model ({meta['cost_model']}); {'small' if meta['small'] else 'full'} shapes.",
+             f"Each model in its own process; `einsat.optimize(..., budget={meta['budget']:g}, partition=False)` "
+             "(the whole model as one e-graph; rows from before partitioning existed ran the same path) "
+             f"with the default rules, limits and cost model ({meta['cost_model']}); "
+             f"{'small' if meta['small'] else 'full'} shapes.",
              "Modeled cost: the cost model's µs. Measured: onnxruntime CPU (2 threads), the input and the optimized "
              "ONNX run interleaved in one process, median (min–max) ms. Errors are worst |diff| / max|reference|. "
              "Memory: the process's peak resident set (the model's weights, its ONNX copies and onnxruntime "

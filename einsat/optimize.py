@@ -121,9 +121,12 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(partition).__name__}")
         graph = _load(program, example_inputs)
         if len(graph.nodes) > settings.above:
-            return optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model, rules=rules,
-                                        limits=limits, extractor=extractor, time_limit=time_limit,
-                                        budget=run, verify=verify, progress=progress)
+            with _watch(_limits(limits), run) as watch:  # this process's memory: pieces in workers are their own
+                result = optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model,
+                                              rules=rules, limits=limits, extractor=extractor,
+                                              time_limit=time_limit, budget=run, verify=verify, progress=progress)
+            result.report.memory = watch.summary()
+            return result
         program = graph
 
     def notify(event: ProgressEvent) -> None:
@@ -141,8 +144,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
 
     t = start
     limits = _limits(limits)
-    watch = MemoryWatch(None if limits.memory_gb is None else int(limits.memory_gb * 2**30), run)
-    with watch:
+    with _watch(limits, run) as watch:
         with run.interruptible():
             notify(ProgressEvent("load", "reading the program"))
             graph = _load(program, example_inputs)
@@ -257,6 +259,11 @@ def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
         raise EinsatError(f"{len(arrays)} example inputs for {graph.name!r}, which takes "
                           f"{len(graph.inputs)}: {list(graph.inputs)}")
     return dict(zip(graph.inputs, arrays))
+
+
+def _watch(limits, run: budgets.Budget) -> MemoryWatch:
+    """The memory watch of a run under `limits.memory_gb` (see `einsat.memory`)."""
+    return MemoryWatch(None if limits.memory_gb is None else int(limits.memory_gb * 2**30), run)
 
 
 def _limits(limits):

@@ -55,3 +55,10 @@ def test_optimize_reports_its_memory_and_none_means_unbounded():
     assert "memory: peak" in str(r) and "(unbounded)" in str(r)
     assert "<b>memory</b>: peak" in r._repr_html_()
     assert einsat.optimize(chain("left")).report.memory["limit_bytes"] == 4 * 2**30
+
+
+def test_a_partitioned_run_reports_this_process_memory_too():
+    from einsat.partition import Partitioning
+    r = einsat.optimize(chain("left"), partition=Partitioning(above=0, piece_nodes=2, executor="serial")).report
+    assert r.partition is not None
+    assert r.memory["limit_bytes"] == 4 * 2**30 and r.memory["peak_bytes"] >= r.memory["start_bytes"] > 0

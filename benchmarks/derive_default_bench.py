@@ -143,6 +143,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
     import importlib.metadata
+
     import numpy
     meta = {"machine": f"{platform.machine()}, {platform.node()}, Python {platform.python_version()}, "
                        f"numpy {numpy.__version__}, egglog {importlib.metadata.version('egglog')}"}

@@ -1,11 +1,12 @@
 """The default rules and schedule, assembled in exactly one place.
 
-One step of the default schedule runs, in order: EinNet's derivations (first step only, see
-below), the n-ary sibling merge (first step only), PET's mutation generator (first four steps; it needs the session's cost model), the fusion of
-the corrections' convolutions (`mutate.correction_fusion`: one chain step a step), associativity
-and commutativity (back-off), the other algebra theories, the multi-pattern merges (first two
-steps only), the post rules (`post.correct`: a correction fused into the layout chain after
-it), every fourth step the weight folding generator, then EinNet's inter-expression generators.
+One step of the default schedule runs, in order: EinNet's derivations (first step only, see below),
+the n-ary sibling merge (first step only), PET's mutation generator (first four steps; it needs the
+session's cost model), the fusion of the corrections' convolutions (`mutate.correction_fusion`: one
+chain step a step), associativity and commutativity (back-off), the other algebra theories, the
+multi-pattern merges (first two steps only), the post rules (`post.correct`: a correction fused into
+the layout chain after it), every fourth step the weight folding generator, then EinNet's inter-
+expression generators.
 `Session.run` repeats steps until saturation or a limit.
 
 EinNet's derivations (`rewrites.derive`) run in the default schedule too: the search in the
@@ -13,8 +14,8 @@ first step (before the mutation generator), then, once a derivation has entered,
 derived matmuls and the fusion of eOperators every step. The default search is bounded by work
 alone (states per operator and per round, no deadline: deterministic) and runs only for the
 operators where a derivation can pay under the session's cost model (`derive.generator.can_pay`:
-an operator costing more than a GEMM of its FLOPs or a stream of its bytes); searching every convolution instead took about
-as long as the rest of saturation on GCN and 20-40 s per dilated convolution on CSRNet
+an operator costing more than a GEMM of its FLOPs or a stream of its bytes); searching every
+convolution instead took about as long as the rest of saturation on GCN and 20-40 s per dilated convolution on CSRNet
 (benchmarks/results/derive_default.md). `einnet_schedule()` searches every derivable operator
 (EinNet's own setting, with the search's deadline), for studies and the EinNet notebook.
 """

@@ -14,7 +14,8 @@ from einsat.ir.registry import _KINDS, REQUIRED, Attr
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "ops.md"
 
 # ops that export as an expansion into standard ONNX nodes and that no ONNX op imports as
-EXPORT_ONLY = {Op.BATCHMATMUL: "MatMul", Op.CORRECT: "Slice/Concat", Op.FUSED_CORRECT: "Slice/Concat/Reshape/Transpose", Op.EOP: "Range/Gather/ReduceSum"}
+EXPORT_ONLY = {Op.BATCHMATMUL: "MatMul", Op.CORRECT: "Slice/Concat",
+               Op.FUSED_CORRECT: "Slice/Concat/Reshape/Transpose", Op.EOP: "Range/Gather/ReduceSum"}
 
 
 def overrides(d: OpDef, method: str) -> bool:

@@ -243,5 +243,5 @@ def out_shape_of_pad(shape: Sequence[int], pads: Sequence[int]) -> tuple[int, ..
     return tuple(d + pads[k] + pads[r + k] for k, d in enumerate(shape))
 
 
-__all__ = ["concat_kernel", "contiguous_strides", "correct_kernel", "fused_correct_kernel", "gather_kernel", "out_shape_of_pad",
-           "pad_kernel"]
+__all__ = ["concat_kernel", "contiguous_strides", "correct_kernel", "fused_correct_kernel", "gather_kernel",
+           "out_shape_of_pad", "pad_kernel"]

@@ -34,7 +34,7 @@ images, 5×5 and transposed convs, dilated band products). The rank is then the 
 from __future__ import annotations
 
 from dataclasses import replace
-from math import ceil, prod
+from math import ceil
 from typing import Callable
 from weakref import WeakSet
 

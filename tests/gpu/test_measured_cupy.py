@@ -61,5 +61,6 @@ def test_cupy_target_compares_whole_programs_side_by_side(tmp_path):
     dev = device_for([slow, fast])
     model = measure.cupy_model(dev, HOST, path=tmp_path / "p.json")
     c = measure.check_measured(model, slow, fast, reps=5)
-    assert c.backend == "cupy" and c.rounds == 5 and c.baseline_ms > 0 and c.candidate_ms > 0
+    assert c.backend == "cupy" and c.rounds == (10 if c.faster else 5)  # a verdict of faster is confirmed
+    assert c.baseline_ms > 0 and c.candidate_ms > 0
     assert np.isfinite(c.p_value)

@@ -40,7 +40,7 @@ def test_runners_are_warmed_up_then_interleaved_round_by_round():
     calls = []
     runners = {k: (lambda k=k: calls.append(k) or 1.0) for k in "abc"}
     times = interleaved(runners, reps=3, warmup=2)
-    assert calls == list("aabbcc") + list("abc") * 3
+    assert calls == list("aabbcc") + list("abc") + list("cba") + list("abc")  # every other round reversed
     assert times == {k: [1.0] * 3 for k in "abc"}
 
 
@@ -127,3 +127,27 @@ def test_onnxruntime_times_grow_with_the_work():
     e_small, e_big = run.entries[small.key], run.entries[big.key]
     assert e_big["us"] > 2 * e_small["us"] > 0
     assert e_big["p10_us"] <= e_big["raw_us"] <= e_big["p90_us"]
+
+
+def test_a_verdict_of_faster_needs_a_second_block_to_agree():
+    from einsat.ir.builder import GraphBuilder
+    from einsat.runtime.profiler import compare_programs
+    b = GraphBuilder("g")
+    g = b.build(b.relu(b.input("x", (2,))))
+    clock = {"n": 0}
+
+    def scripted(graph, seed):  # the candidate wins the first block clearly, then loses
+        def run():
+            clock["n"] += 1
+            first_block = clock["n"] <= 2 * (2 + 5)  # warm-up and 5 rounds of both
+            return 100.0 if seed == "b" or not first_block else 80.0
+        return run
+
+    runners = iter(["b", "c"])
+    c = compare_programs(g, g, reps=5, warmup=2, runner=lambda graph, seed: scripted(graph, next(runners)))
+    assert c.rounds == 10 and not c.faster
+    runners = iter(["b", "c"])
+    clock["n"] = 0
+    c = compare_programs(g, g, reps=5, warmup=2, confirm=False,
+                         runner=lambda graph, seed: scripted(graph, next(runners)))
+    assert c.rounds == 5 and c.faster

@@ -142,7 +142,8 @@ def bench_workload(name: str, args, log=print) -> dict:
             rec["cpu"] = {"error": f"{type(e).__name__}: {e}"}
         c = rec["cpu"]
         if "ort" in c:
-            log(f"    onnxruntime: {c['ort']['input']['median_ms']:.2f} -> {c['ort']['optimized']['median_ms']:.2f} ms, "
+            ort = c["ort"]
+            log(f"    onnxruntime: {ort['input']['median_ms']:.2f} -> {ort['optimized']['median_ms']:.2f} ms, "
                 f"{c['ort']['speedup']:.3f}x measured ({c['returned']} returned)", flush=True)
     if args.gpu:
         from benchmarks.gpu_bench import measure

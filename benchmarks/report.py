@@ -107,7 +107,8 @@ def cpu_markdown(results: dict) -> str:
              f"- commit `{meta['commit']}`{' (with uncommitted changes)' if meta.get('dirty') else ''}, "
              f"{meta['date']}",
              f"- machine: {meta['machine']}"
-             + (f"; load average {meta['load_average_end']} at the last workload" if "load_average_end" in meta else ""),
+             + (f"; load average {meta['load_average_end']} at the last workload"
+                if "load_average_end" in meta else ""),
              f"- versions: {versions}",
              f"- cost model: {meta.get('cost_model', '–')}; onnxruntime CPU, all graph optimizations on, "
              "1 intra-op thread, input and optimized ONNX interleaved in one process", ""]
@@ -124,11 +125,13 @@ def cpu_markdown(results: dict) -> str:
                   f"the naive sum of one-node times: {sm['naive_sum_within_15pct']}. "
                   + (f"With the units timed in the same interleaved rounds as the program (no drift of the "
                      f"machine's load between profiling and measuring): {sm['same_run_within_15pct']} within 15% "
-                     f"(median |error| {sm['same_run_median_abs_error']:.0%})." if "same_run_within_15pct" in sm else ""),
+                     f"(median |error| {sm['same_run_median_abs_error']:.0%})."
+                     if "same_run_within_15pct" in sm else ""),
                   ""]
-    head = ["workload", "nodes", "GFLOP", "e-nodes", "profile: sigs (cached) s", "optimize s", "ORT input ms [p10–p90]",
-            "ORT optimized ms [p10–p90]", "measured speedup", "returned", "modeled speedup", "predicted input ms (error)",
-            "naive sum error", "same-run prediction error", "predicted optimized ms (error)", "weights MB in → out", "torch eager ms", "note"]
+    head = ["workload", "nodes", "GFLOP", "e-nodes", "profile: sigs (cached) s", "optimize s",
+            "ORT input ms [p10–p90]", "ORT optimized ms [p10–p90]", "measured speedup", "returned",
+            "modeled speedup", "predicted input ms (error)", "naive sum error", "same-run prediction error",
+            "predicted optimized ms (error)", "weights MB in → out", "torch eager ms", "note"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w in results["workloads"]:
         opt = w.get("optimize", {})
@@ -160,7 +163,8 @@ def cpu_markdown(results: dict) -> str:
     lines += ["", "Measured speedup: the input ONNX's median over the optimized ONNX's, both on onnxruntime in one "
               "process, interleaved rounds; where einsat returned the input (it was not measured faster beyond "
               "noise, or extraction kept it) the file is the input's and the speedup is 1 by construction. "
-              "Modeled speedup: the measured cost model's prediction for the extracted candidate. Predicted: the cost model's whole-program "
+              "Modeled speedup: the measured cost model's prediction for the extracted candidate. "
+              "Predicted: the cost model's whole-program "
               "time (onnxruntime's fusion groups as units + one run call) against the measured median; naive sum: "
               "every node's own one-node time summed. PyTorch eager: the input program interpreted op by op with "
               "PyTorch's kernels on one thread (`benchmarks.torch_baseline --time`)."]

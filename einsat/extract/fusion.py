@@ -14,8 +14,9 @@ A group grows from a conv (or a fused conv without epilogue) or a matmul along i
 consumer, while that value is no graph output: for a conv, any batchnorms with constant
 statistics and Muls or Adds of constant per-channel values (folded into its weights and bias);
 one Add of a residual of the output's shape (for a matmul, or a bias vector of the output's
-last extent); then one activation (relu, sigmoid, tanh), which ends it. A node computed from weights alone (a layout of weights that `extract.rebuild` keeps
-instead of storing a larger weight) is a `constant` unit: onnxruntime folds it at load time.
+last extent); then one activation (relu, sigmoid, tanh), which ends it. A node computed from
+weights alone (a layout of weights that `extract.rebuild` keeps instead of storing a larger
+weight) is a `constant` unit: onnxruntime folds it at load time.
 Pure: depends on `einsat.ir` alone.
 """
 

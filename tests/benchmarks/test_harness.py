@@ -80,7 +80,8 @@ def test_summary_geomean_and_prediction_counts():
     sm = summary({"workloads": rows})
     assert sm["geomean_speedup"] == pytest.approx((1.21 * 1.0 * 0.96) ** (1 / 3))
     assert sm["slower_than_0.97"] == ["c"] and sm["carried_by"] == ["a"] and sm["min_speedup"] == 0.96
-    assert sm["predicted_within_15pct"] == "2/3" and sm["naive_sum_within_15pct"] == "1/3"  # naive errors 10%, -40%, 20%
+    # naive errors 10%, -40%, 20%
+    assert sm["predicted_within_15pct"] == "2/3" and sm["naive_sum_within_15pct"] == "1/3"
 
 
 def test_a_failing_workload_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):

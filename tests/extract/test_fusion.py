@@ -94,7 +94,8 @@ def test_constant_batchnorm_and_per_channel_scale_fold_into_the_conv():
     b = GraphBuilder("bn")
     x = b.input("x", (1, 3, 8, 8))
     y = b.conv(x, b.weight("w", (4, 3, 3, 3)), padding=(1, 1, 1, 1))
-    y = b.batchnorm(y, *(b.weight(n, (4,)) for n in ("scale", "shift", "mean")), b.weight("var", np.ones(4, np.float32)))
+    y = b.batchnorm(y, *(b.weight(n, (4,)) for n in ("scale", "shift", "mean")),
+                    b.weight("var", np.ones(4, np.float32)))
     y = b.add(b.mul(y, b.weight("s", (1, 4, 1, 1))), b.weight("t", (1, 4, 1, 1)))
     g = b.build(b.relu(y))
     (unit,) = ort_units(g)

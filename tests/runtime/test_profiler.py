@@ -3,7 +3,6 @@ timing luck), the verdict on side-by-side timings, and real onnxruntime timings 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from einsat.ir.registry import Op
@@ -15,8 +14,8 @@ from einsat.runtime.profiler import (
     judge,
     profile_signatures,
     sign_test,
-    signed_rank_test,
     signature_graph,
+    signed_rank_test,
     summarize,
 )
 

@@ -168,12 +168,9 @@ def _version(pkg: str) -> str | None:
 
 
 def metadata(kind: str, cost: str) -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
+    from einsat.extract.profile_db import cpu_name
+
+    cpu = cpu_name()
     versions = {"python": platform.python_version()}
     versions.update({p: v for p in PACKAGES if (v := _version(p))})
     gpu = None

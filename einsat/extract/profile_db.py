@@ -163,11 +163,9 @@ def cache_path(machine: Mapping[str, Any]) -> str:
     return os.path.join(cache_dir(), machine_key(machine) + ".json")
 
 
-def cpu_machine(threads: int = 1) -> dict[str, Any]:
-    """What a CPU profile (onnxruntime's CPU execution provider) is valid for: the processor,
-    core count, system, threads and the versions of the libraries that run the ops."""
+def cpu_name() -> str:
+    """The processor's model name (Linux's /proc/cpuinfo), else what `platform` knows of it."""
     import platform
-    from importlib import metadata
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -175,6 +173,16 @@ def cpu_machine(threads: int = 1) -> dict[str, Any]:
             cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
     except OSError:
         pass
+    return cpu
+
+
+def cpu_machine(threads: int = 1) -> dict[str, Any]:
+    """What a CPU profile (onnxruntime's CPU execution provider) is valid for: the processor,
+    core count, system, threads and the versions of the libraries that run the ops."""
+    import platform
+    from importlib import metadata
+
+    cpu = cpu_name()
     versions = {}
     for pkg in ("onnxruntime", "onnx", "numpy"):
         try:

@@ -223,7 +223,7 @@ y_class = next(c for c, cls in data.classes.items()  # the original conv's e-cla
 print([n.op.value for n in data.classes[y_class].nodes])
 assert len(data.classes[y_class].nodes) > 1  # the conv, and the corrected mutants (a layout undone, or a Correct)
 assert admit(original, side_by_side_mutant.graph).graph is not None
-pet_rules = Schedule(tuple(p for p in default_schedule().phases if p.name != "einnet-derive"))
+pet_rules = default_schedule(derivations=False)
 result = einsat.optimize(original, cost=WiderIsFaster("h100"), limits=Limits(generator_s=60.0), rules=pet_rules)
 print(result.report)
 corrections = (einsat.Op.CORRECT, einsat.Op.FUSED_CORRECT)

@@ -49,7 +49,12 @@ def default_rules() -> list[Rule]:
     return [r for rs in default_rulesets() for r in rs.rules]
 
 
-def default_schedule() -> Schedule:
+def default_schedule(derivations: bool = True) -> Schedule:
+    """The default schedule; `derivations=False` leaves EinNet's derivations out (PET's mutants,
+    the rules and the generators only): for studying PET's forms under a cost model where a
+    derivation would win."""
+    if not derivations:
+        return _schedule(None, None, None)
     return _schedule(default_derive_generator(), after_derivations(matmul_merge_generator()),
                      after_derivations(eop_fusion_generator()))
 
@@ -61,5 +66,6 @@ def einnet_schedule(rank=None) -> Schedule:
 
 
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
-    return Schedule((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
-                    + tuple(default_rulesets()) + (fold_generator(), merge_derived, fuse_eops))
+    phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
+              + tuple(default_rulesets()) + (fold_generator(), merge_derived, fuse_eops))
+    return Schedule(tuple(p for p in phases if p is not None))

@@ -30,6 +30,10 @@ class CostModel(ABC):
 
     name: str = "cost"
     unit: str = "µs"
+    # whether the target computes values made from weights alone once, when it loads the program
+    # (onnxruntime folds them): then a program may keep a layout of its weights (pad, concat, ...)
+    # instead of storing a larger weight (`extract.rebuild`); einsat's own runtimes run every node
+    folds_weights_at_load: bool = False
 
     @abstractmethod
     def node_cost(self, op: Op, attrs: Mapping[str, Any], ins: Sequence[TensorType | None],

@@ -6,12 +6,15 @@ outputs of a multi-output op chosen for several e-classes come from one node. Co
 e-classes (see `Problem`) are evaluated once with the registry's NumPy semantics and become
 weights. The `Graph` constructor validates the result (types re-inferred, no cycle).
 
-No weight grows without need: a constant that is larger than the source weights it is laid
-out from (a 1×1 kernel zero-padded to 3×3 so that it merges with a 3×3 conv, then concatenated:
-SqueezeNet's fire modules made the optimized file grow from 5 to 7 MB that way) is not stored
-as a new weight; the program keeps its data-movement ops (`LAYOUT_OPS`) over the source
-weights instead. They are computed from weights alone: onnxruntime folds them when it loads
-the model, and the measured cost model charges them nothing (`extract.fusion`).
+No weight grows without need: for a target that folds values made from weights alone when it
+loads the program (`CostModel.folds_weights_at_load`: onnxruntime, `cost="cpu"`), a constant
+that is larger than the source weights it is laid out from (a 1×1 kernel zero-padded to 3×3 so
+that it merges with a 3×3 conv, then concatenated: SqueezeNet's fire modules made the optimized
+file grow from 5 to 7 MB that way) is not stored as a new weight; the program keeps its
+data-movement ops (`LAYOUT_OPS`) over the source weights instead, which that target folds at
+load and its cost model charges nothing (`extract.fusion`). einsat's own runtimes (NumPy, the
+GPU program) run every node, so for their cost models (the rooflines) the constant is stored:
+re-laying it out on every run would cost SqueezeNet a third of its modeled gain.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized",
     how a caller finds the derivation of a folded weight (`egraph.weights.weight_recipe`)."""
     data = problem.data
     order = problem.order(selection)
+    lay_out = problem.model.folds_weights_at_load
     owner: dict[int, str] = {}  # root e-class -> the output name its value takes
     for r, o in zip(data.roots, data.output_names):
         owner.setdefault(r, o)
@@ -85,7 +89,7 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized",
         elif (node.leaf is not None or cand.folded) and cid in value:
             continue  # laid out already, as part of another constant's layout
         elif (node.leaf is not None and node.leaf[1].startswith(FOLDED)) or cand.folded:
-            if laid_out(cid) is not None:
+            if lay_out and laid_out(cid) is not None:
                 continue
             if node.leaf is not None:
                 value[cid] = _weight(node.leaf[1], data, weights, names, owner.get(cid))

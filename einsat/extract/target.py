@@ -51,6 +51,7 @@ class TargetCost(MeasuredCost):
     def __init__(self, target: str, machine: Mapping[str, Any], path: str | os.PathLike | None = None,
                  name: str | None = None):
         self.target = target
+        self.folds_weights_at_load = target == "onnxruntime"  # the CuPy runtime runs every node
         self.machine = dict(machine)
         self.kind = str(self.machine.get("kind", "cpu"))
         self.path = os.fspath(path) if path is not None else cache_path(self.machine)

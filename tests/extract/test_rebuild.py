@@ -5,6 +5,7 @@ import einsat
 from einsat.egraph.data import EClass, EGraphData, ENode
 from einsat.errors import ExtractionError
 from einsat.extract import Problem, egraph_data_from_graph, extract, greedy_tree, rebuild
+from einsat.extract.cost import RooflineCost
 from einsat.ir import GraphBuilder, Op, TensorType
 
 
@@ -130,18 +131,28 @@ def test_a_cheaper_cycle_is_never_extracted(method):
     np.testing.assert_array_equal(einsat.run(result.graph, {"x": x})["b"], np.maximum(x, 0).reshape(6))
 
 
-def test_merged_convs_keep_the_source_weights_instead_of_a_grown_one():
-    """A fire module: its 1×1 and 3×3 expand convs merge into one 3×3 conv, whose kernel is the
-    1×1 one zero-padded and concatenated with the other. That kernel is not stored (it is 9/5
-    the size of the two); the program lays it out from the source weights (onnxruntime folds it)."""
-    import einsat
+def _fire():
     from einsat.ir import GraphBuilder
     b = GraphBuilder("fire")
     x = b.input("x", (1, 16, 13, 13))
     e1 = b.relu(b.conv(x, b.weight("w1", (32, 16, 1, 1)), b.weight("b1", (32,))))
     e3 = b.relu(b.conv(x, b.weight("w3", (32, 16, 3, 3)), b.weight("b3", (32,)), padding=(1, 1, 1, 1)))
-    g = b.build(b.concat(e1, e3, axis=1))
-    result = einsat.optimize(g, cost="h100")
+    return b.build(b.concat(e1, e3, axis=1))
+
+
+class _FoldsAtLoad(RooflineCost):
+    """The H100 roofline for a target that folds values made from weights alone at load."""
+    folds_weights_at_load = True
+
+
+def test_merged_convs_keep_the_source_weights_instead_of_a_grown_one():
+    """A fire module: its 1×1 and 3×3 expand convs merge into one 3×3 conv, whose kernel is the
+    1×1 one zero-padded and concatenated with the other. For a target that folds weight-only
+    values at load (onnxruntime), that kernel is not stored (it is 9/5 the size of the two); the
+    program lays it out from the source weights."""
+    import einsat
+    g = _fire()
+    result = einsat.optimize(g, cost=_FoldsAtLoad("h100"))
     merged = [n for n in result.graph.nodes if n.op in (Op.CONV, Op.FUSED_CONV)]
     assert len(merged) == 1 and result.graph.types[merged[0].inputs[1]].shape == (64, 16, 3, 3)
     before = sum(a.nbytes for a in g.weights.values())
@@ -150,3 +161,17 @@ def test_merged_convs_keep_the_source_weights_instead_of_a_grown_one():
     x_ = {"x": np.random.default_rng(0).standard_normal((1, 16, 13, 13)).astype(np.float32)}
     np.testing.assert_allclose(einsat.run(result.graph, x_, backend="onnxruntime")[g.outputs[0]],
                                einsat.run(g, x_)[g.outputs[0]], rtol=1e-4, atol=1e-4)
+
+
+def test_merged_convs_store_the_kernel_for_a_runtime_that_runs_every_node():
+    """einsat's own runtimes (the H100 roofline's) would re-lay the kernel out on every run: the
+    merged kernel is stored, and the program has no layout ops left over its weights."""
+    import einsat
+    g = _fire()
+    result = einsat.optimize(g, cost="h100")
+    merged = [n for n in result.graph.nodes if n.op in (Op.CONV, Op.FUSED_CONV)]
+    assert len(merged) == 1 and merged[0].inputs[1] in result.graph.weights
+    assert not {"pad", "concat"} & set(result.graph.op_counts())
+    x_ = {"x": np.random.default_rng(0).standard_normal((1, 16, 13, 13)).astype(np.float32)}
+    np.testing.assert_allclose(einsat.run(result.graph, x_)[g.outputs[0]], einsat.run(g, x_)[g.outputs[0]],
+                               rtol=1e-4, atol=1e-4)

@@ -97,10 +97,11 @@ class SaturationSummary:
         return sorted(matched, key=lambda kv: (-kv[1], kv[0]))[:n]
 
     def round_lines(self) -> list[str]:
-        """One line per generator round that reported counts."""
+        """One line per generator round that found something to work on (a round whose counts
+        are all zero is left out, as rules that never matched are; `rounds` keeps every one)."""
         return [f"{r['generator']} step {r['step'] + 1}: "
                 + ", ".join(f"{v} {k}" for k, v in r["counts"].items()) + f" ({r['seconds']:.2f} s)"
-                for r in self.rounds]
+                for r in self.rounds if any(r["counts"].values())]
 
     def __str__(self) -> str:
         text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes"

@@ -59,3 +59,13 @@ def test_report_and_result_draw_themselves(result):
     html = result._repr_html_()
     assert html.count("<svg") >= 4 and "optimized" in html
     assert result.report._repr_html_().count("<svg") >= 2
+
+
+def test_generator_rounds_that_found_nothing_are_left_out_of_the_text():
+    rounds = [{"step": 0, "generator": "pet-mutate", "counts": {"subprograms": 3, "admitted": 0}, "seconds": 0.1},
+              {"step": 0, "generator": "correction-fusion", "counts": {"pairs": 0, "fused": 0}, "seconds": 0.0},
+              {"step": 1, "generator": "correction-fusion", "counts": {"pairs": 2, "fused": 1}, "seconds": 0.0}]
+    s = SaturationSummary(5, 5, "saturated", 2, rounds=rounds)
+    assert s.round_lines() == ["pet-mutate step 1: 3 subprograms, 0 admitted (0.10 s)",
+                               "correction-fusion step 2: 2 pairs, 1 fused (0.00 s)"]
+    assert len(s.rounds) == 3  # the data keeps every round

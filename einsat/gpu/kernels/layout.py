@@ -178,15 +178,21 @@ def gather_nd_kernel(data: Operand, indices: Operand, batch_dims: int) -> Kernel
     return make_kernel("gather_nd", params, grid_stride("\n".join(x for x in lines if x), work), work, span=span)
 
 
+def _check_region(op: str, mutant: Operand, fix: Operand, starts: Sequence[int], ends: Sequence[int]) -> None:
+    """A correction's region matches the mutant's rank and the fix fills it exactly."""
+    r = len(mutant.shape)
+    if len(starts) != r or len(ends) != r:
+        raise ExecutionError(f"{op}: region {list(starts)}..{list(ends)} does not match rank {r}")
+    box = tuple(e - s for s, e in zip(starts, ends))
+    if tuple(fix.shape) != box:
+        raise ExecutionError(f"{op}: fix {list(fix.shape)} does not fill region {list(box)}")
+
+
 @memoize
 def correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], ends: Sequence[int]) -> Kernel:
     """PET's correction in one pass: out = mutant, except out[starts:ends] = fix."""
     r = len(mutant.shape)
-    if len(starts) != r or len(ends) != r:
-        raise ExecutionError(f"correct: region {list(starts)}..{list(ends)} does not match rank {r}")
-    box = tuple(e - s for s, e in zip(starts, ends))
-    if tuple(fix.shape) != box:
-        raise ExecutionError(f"correct: fix {list(fix.shape)} does not fill region {list(box)}")
+    _check_region("correct", mutant, fix, starts, ends)
     ct = ctype(mutant.dtype)
     c = [f"c{k}" for k in range(r)]
     inside = " && ".join(f"c{k} >= {s}LL && c{k} < {e}LL" for k, (s, e) in enumerate(zip(starts, ends))) or "true"
@@ -209,11 +215,7 @@ def fused_correct_kernel(mutant: Operand, fix: Operand, starts: Sequence[int], e
     data). Each output element finds its position in the view (through the inverse permutation),
     then in the corrected tensor, and reads the fix there inside the region, else the mutant."""
     r = len(mutant.shape)
-    if len(starts) != r or len(ends) != r:
-        raise ExecutionError(f"fused_correct: region {list(starts)}..{list(ends)} does not match rank {r}")
-    box = tuple(e - s for s, e in zip(starts, ends))
-    if tuple(fix.shape) != box:
-        raise ExecutionError(f"fused_correct: fix {list(fix.shape)} does not fill region {list(box)}")
+    _check_region("fused_correct", mutant, fix, starts, ends)
     vshape = tuple(view) or tuple(mutant.shape)
     if numel(vshape) != numel(mutant.shape):
         raise ExecutionError(f"fused_correct: view {list(vshape)} does not hold {list(mutant.shape)}")

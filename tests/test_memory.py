@@ -1,7 +1,6 @@
 """The memory of a run (`einsat.memory`): measured, and bounded with a graceful stop."""
 
 import itertools
-import time
 
 import numpy as np
 
@@ -15,7 +14,7 @@ from tests.test_optimize import chain
 def test_the_watch_sees_an_allocation_and_its_peak():
     with memory.MemoryWatch() as watch:
         block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
-        time.sleep(0.1)
+        watch.sample()  # what the thread does every 20 ms, here while the block surely lives
         del block
     assert watch.added_bytes >= 48 * 2**20
     assert watch.peak_bytes >= watch.start_bytes + watch.added_bytes - 1
@@ -26,9 +25,7 @@ def test_passing_the_limit_cancels_the_budget_with_its_reason():
     budget = Budget()
     with memory.MemoryWatch(limit_bytes=16 * 2**20, budget=budget) as watch:
         block = np.ones(64 * 2**20 // 8)
-        deadline = time.monotonic() + 5
-        while not budget.cancelled and time.monotonic() < deadline:
-            time.sleep(0.01)
+        watch.sample()  # the thread's sample, taken here: a loaded machine may not schedule it in time
         del block
     assert watch.exceeded and budget.cancelled and budget.reason == memory.MEMORY_LIMIT
 

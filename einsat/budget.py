@@ -6,7 +6,8 @@
 
 A `Budget` is shared by the phases of one run: the saturation session checks it between
 phases, the ILP from HiGHS's interrupt callback. `remaining()` is the time left (inf without a
-deadline); `exhausted` is true once the deadline passed or the budget was cancelled. A second
+deadline); `exhausted` is true once the deadline passed or the budget was cancelled. `reserve(s)` holds
+`s` seconds back for a later phase (the verification), `release(s)` gives them back. A second
 Ctrl-C inside `interruptible()` raises `KeyboardInterrupt` as usual, for a user who wants out now.
 """
 
@@ -29,11 +30,26 @@ class Budget:
         self.start = time.monotonic()
         self.cancelled = False
         self.reason: str | None = None  # why it was cancelled: "interrupted" (Ctrl-C), "memory limit", ...
+        self.reserved = 0.0  # seconds held back for a later phase (`reserve`)
 
     def remaining(self) -> float:
+        """Seconds left before the deadline, less those reserved (inf without a deadline)."""
         if self.cancelled:
             return 0.0
-        return math.inf if self.seconds is None else self.seconds - (time.monotonic() - self.start)
+        if self.seconds is None:
+            return math.inf
+        return self.seconds - (time.monotonic() - self.start) - self.reserved
+
+    def reserve(self, seconds: float) -> float:
+        """Hold `seconds` back for a later phase (the verification, the output's writing): the
+        phases before it see them as spent until `release(seconds)`. Returns the seconds held."""
+        seconds = max(0.0, float(seconds))
+        self.reserved += seconds
+        return seconds
+
+    def release(self, seconds: float) -> None:
+        """Give `seconds` held by `reserve` back: the phase they were kept for starts now."""
+        self.reserved = max(0.0, self.reserved - seconds)
 
     @property
     def exhausted(self) -> bool:

@@ -41,7 +41,8 @@ from einsat.progress import ProgressEvent
 
 EXTRACTION_TIME_LIMIT = 5.0  # seconds of ILP by default
 SATURATION_SHARE = 0.5       # of a run's budget, at most, for saturation
-CHECK_SHARE = 0.2            # of what is left after saturation, kept for the rebuild and verification
+CHECK_SHARE = 0.2            # of what is left after saturation, kept for the rebuild
+VERIFY_MARGIN = 1.5          # the candidate's verification runs, held back from a budget: this times the reference's
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +91,13 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         `report.stop == "memory limit"`. The peak is in `report.memory` either way.
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
     time_limit: seconds for the ILP (default 5).
-    budget: seconds for the whole run (or a `Budget`, which the caller may also cancel):
-        saturation gets at most half of what is left when it starts, the ILP what is left after
-        keeping a fifth for the rebuild and verification. The run may pass it by the e-graph's
-        set-up and one saturation phase (egglog cannot be interrupted) and by the verification.
+    budget: seconds for the whole run (or a `Budget`, which the caller may also cancel). The
+        input program runs on the verification's inputs first (their time is the "reference"
+        phase), and the candidate's runs are held back from the budget (as long as the
+        reference's, with a margin); saturation gets at most half of what is left when it starts,
+        the ILP what is left after keeping a fifth for the rebuild. The run may pass it by the
+        e-graph's set-up and one saturation phase (egglog cannot be interrupted) and by a
+        candidate much slower on NumPy than the input.
     verify: check the result numerically against the input on random inputs (default: yes;
         a mismatch raises `VerificationError`; the report says whether the check "proved" the
         result or was "inconclusive": outputs that do not vary could not have failed).
@@ -150,6 +154,12 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             graph = _load(program, example_inputs)
             examples = _examples(graph, example_inputs)
             t = phase("load", t)
+            reference, held = None, 0.0
+            if verify and run.seconds is not None:  # the verification's time, known before the search
+                notify(ProgressEvent("load", "running the input program on the verification's inputs"))
+                reference, candidate_s = prepare_reference(graph, examples=examples)
+                held = run.reserve(VERIFY_MARGIN * candidate_s)
+                t = phase("reference", t)
             notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
             data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
             t = phase("saturate", t)
@@ -171,10 +181,11 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         if run.cancelled:
             log.warning("%s: verifying the best program found so far", run.reason)
         verification = None
+        run.release(held)
         if verify:
             notify(ProgressEvent("verify", "running both programs on random inputs"))
             verification = verify_equivalent(graph, extraction.graph, examples=examples,
-                                             require_proof=verify == "prove")
+                                             require_proof=verify == "prove", reference_runs=reference)
             t = phase("verify", t)
         result, measured, kept_input = extraction.graph, None, None
         if measure.measured(model) and not run.cancelled:
@@ -312,8 +323,35 @@ def _extract(data, model, method: str, seconds: float, graph: Graph, run: budget
                    progress=forward)
 
 
+def verification_plan(reference: Graph, trials: int | None = None, examples: dict | None = None) -> list[tuple]:
+    """The comparisons `verify_equivalent` makes, in order: (inputs or None for random ones,
+    trials) each; see there."""
+    if trials is None:
+        trials = 2 if reference.flops() < 2e9 else 1
+    indexed = any(not np.issubdtype(t.dtype, np.floating) for t in reference.input_types().values())
+    plan = [] if examples is None else [(examples, trials)]
+    if not (examples is not None and indexed):
+        plan.append((None, trials))
+    return plan
+
+
+def prepare_reference(reference: Graph, trials: int | None = None, seed: int = 0,
+                      examples: dict | None = None):
+    """The reference's runs for `verify_equivalent(reference, ..., reference_runs=...)`, taken
+    now, and the seconds the candidate's runs will take if it runs as fast as the reference
+    (`einsat.verify.numeric.ReferenceRuns`)."""
+    from einsat.verify.numeric import ReferenceRuns, draws
+
+    runs = ReferenceRuns(reference)
+    plan = verification_plan(reference, trials, examples)
+    with np.errstate(all="ignore"):
+        runs.prepare([d for inputs, n in plan for d in draws(reference, inputs, trials=n, seed=seed)])
+    return runs, runs.typical_seconds * sum(n for _, n in plan)
+
+
 def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = None,
-                      seed: int = 0, examples: dict | None = None, require_proof: bool = False) -> Verification:
+                      seed: int = 0, examples: dict | None = None, require_proof: bool = False,
+                      reference_runs=None) -> Verification:
     """Run both programs on the same random inputs and compare every output.
 
     The comparison is `einsat.verify.numeric.equivalent` (standard normal floats; a tolerance
@@ -330,6 +368,7 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
     constant or saturated output, the values feeding its last op did and agree), else
     "inconclusive": the outputs agree, but the comparison could not have failed.
     `require_proof` makes an inconclusive verification a `VerificationError` too.
+    `reference_runs`: the reference's runs taken ahead (`prepare_reference`), reused here.
     """
     from einsat.verify.numeric import equivalent
 
@@ -337,15 +376,12 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
         raise VerificationError(f"the optimized program changed the interface of {reference.name!r}: "
                                 f"inputs {reference.input_types()} -> {candidate.input_types()}, "
                                 f"outputs {list(reference.outputs)} -> {list(candidate.outputs)}")
-    if trials is None:
-        trials = 2 if reference.flops() < 2e9 else 1
-    indexed = any(not np.issubdtype(t.dtype, np.floating) for t in reference.input_types().values())
     reports = []
     with np.errstate(all="ignore"):  # random inputs may take log of negatives: NaN must match
-        if examples is not None:
-            reports.append(equivalent(reference, candidate, examples, trials=trials, seed=seed))
-        if all(reports) and not (examples is not None and indexed):
-            reports.append(equivalent(reference, candidate, trials=trials, seed=seed))
+        for inputs, n in verification_plan(reference, trials, examples):
+            reports.append(equivalent(reference, candidate, inputs, trials=n, seed=seed, reference=reference_runs))
+            if not reports[-1]:
+                break
     failed = next((r for r in reports if not r), None)
     if failed is not None:
         bad = next(o for o in failed.outputs if not o.ok)

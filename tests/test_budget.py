@@ -122,3 +122,47 @@ def test_the_ilp_watch_stops_on_the_runs_budget(cancel, reason):
     watch = IlpWatch(b)
     watch._on_interrupt(e)
     assert e.interrupted and watch.reason == reason
+
+
+def test_reserved_seconds_count_as_spent_until_released():
+    b = Budget(100.0)
+    before = b.remaining()
+    held = b.reserve(30.0)
+    assert held == 30.0 and before - 31 < b.remaining() <= before - 30
+    b.reserve(-5)  # nothing held for a negative estimate
+    b.release(held)
+    assert b.remaining() > before - 1 and b.reserved == 0
+    unbounded = Budget()
+    unbounded.reserve(10)
+    assert unbounded.remaining() == float("inf")
+
+
+def test_a_budgeted_run_runs_the_input_for_its_verification_before_the_search(monkeypatch):
+    """With a deadline, the input program's verification runs come first (the "reference" phase),
+    their time is held back from the search, and the verification at the end runs only the result."""
+    numeric = importlib.import_module("einsat.verify.numeric")
+    optimize_module = importlib.import_module("einsat.optimize")
+    g = block()
+    calls = []
+    real_run = numeric.run
+    monkeypatch.setattr(numeric, "run", lambda graph, draw, keep=(): calls.append(graph is g) or
+                        real_run(graph, draw, keep=keep))
+    held = []
+    real_saturate = optimize_module._saturate
+
+    def saturate(graph, rules, limits, model, notify, run):
+        held.append(run.reserved)
+        assert calls == [True, True]  # both draws of the input ran before saturation
+        return real_saturate(graph, rules, limits, model, notify, run)
+
+    monkeypatch.setattr(optimize_module, "_saturate", saturate)
+    budget = Budget(60.0)
+    r = einsat.optimize(g, budget=budget).report
+    assert held and held[0] > 0 and budget.reserved == 0
+    assert "reference" in r.times and r.verification.proved
+    assert calls == [True, True, False, False]  # the verification reused them: only the result ran
+
+
+def test_an_unbudgeted_run_has_no_reference_phase():
+    r = einsat.optimize(block()).report
+    assert "reference" not in r.times and r.verification.proved

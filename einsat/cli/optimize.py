@@ -3,7 +3,8 @@
 `--cost` names the cost model as `einsat.optimize(cost=...)` does (`einsat.extract.models`;
 `--device` is its deprecated old name). Progress goes to stderr (one redrawn line on a terminal,
 plain lines otherwise; `-q` for none); the summary table goes to stdout. The output paths (`-o`,
-`--report`) are checked before any work. `--time-limit` is the budget of the whole run; a first
+`--report`) are checked before any work. `--time-limit` is the budget of the whole run (reading
+the model, the search, the verification and writing the result, not Python's start); a first
 Ctrl-C stops the search, and the best program found so far is verified and written (a second one
 aborts). The output file is written only after verification passed, and atomically
 (`einsat.save_onnx`): a failure never leaves a half-written file. `--report out.json|out.html`
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from einsat.cli.info import add_model_options, load_model
@@ -120,7 +122,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
     from einsat.budget import Budget
     budget = Budget(args.time_limit)  # the whole run's, loading included
+    t0 = time.perf_counter()
     graph = load_model(args)
+    writing = budget.reserve(time.perf_counter() - t0)  # writing the result takes about what reading took
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     try:
         result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
@@ -130,6 +134,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     finally:
         if display is not None:
             display.close()
+    budget.release(writing)
     einsat.save_onnx(result.graph, args.output)
     print(result.report)
     print(f"wrote {args.output}")

@@ -275,11 +275,12 @@ class Session:
         """Repeat `schedule`'s phases until saturation or a limit (the default rules are
         `einsat.rewrites.schedule.default_schedule()`: rewrites come after the e-graph). With a
         `budget` (the whole run's), a phase also does not start once it is exhausted or when its
-        previous duration would exhaust it: INTERRUPTED when it was cancelled, else TIME_LIMIT."""
+        previous duration would exhaust it: INTERRUPTED when it was cancelled, else TIME_LIMIT.
+        The time limit counts the rules' registration (a quarter of a second for the default rules)."""
+        lim, t0 = self.limits, time.perf_counter()
         for phase in schedule.phases:
             if isinstance(phase, Ruleset):
                 self._register(phase)
-        lim, t0 = self.limits, time.perf_counter()
         report = SaturationReport(StopReason.ITERATION_LIMIT, 0, self.num_nodes(), 0, 0.0, lim.nodes)
         last: dict[str, PhaseStats] = {}
         stop = None

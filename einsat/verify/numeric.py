@@ -16,10 +16,17 @@ between two input draws (`einsat.verify.informative`); where one does not (const
 saturated softmax), the values feeding its last computing op are compared as well. The report's
 `status` says which: "proved" (every output agreed and varied, itself or through the values
 feeding it), "inconclusive" (all agreed, but some output could not have failed) or "failed".
+
+The reference's runs can be taken ahead of time and kept (`ReferenceRuns`): a run with a time
+budget runs the input program on the verification's draws while it loads, so that the time they
+take is known before the search starts (and left for the candidate's runs), and the
+verification at the end runs only the candidate.
 """
 
 from __future__ import annotations
 
+import hashlib
+import time
 from dataclasses import dataclass, field
 from math import ceil, sqrt
 
@@ -28,7 +35,7 @@ import numpy as np
 from einsat.ir.graph import Graph
 from einsat.runtime import random_inputs, run
 from einsat.verify.corrector import check_pair
-from einsat.verify.informative import MIN_VARYING, feeding_pairs, informative, varying
+from einsat.verify.informative import MIN_VARYING, feeding_pairs, informative, last_computing_node, varying
 
 
 @dataclass
@@ -166,8 +173,65 @@ def _permuted(inputs: dict, seed: int) -> dict:
     return {k: rng.permutation(np.asarray(v).reshape(-1)).reshape(np.shape(v)) for k, v in inputs.items()}
 
 
+def draws(g1: Graph, inputs=None, *, trials: int = 2, seed: int = 0) -> list[dict]:
+    """The input draws `equivalent(g1, ..., inputs, trials=trials, seed=seed)` runs on, in order."""
+    if inputs is not None:
+        return [inputs, _permuted(inputs, seed + 1)]
+    return [random_inputs(g1, seed + k) for k in range(max(trials, 2))]
+
+
+class ReferenceRuns:
+    """The reference program's runs, kept by draw: each draw runs once, whichever comparison
+    asks for it first (`prepare` runs them ahead of time and says how long one took). A run
+    keeps the reference's outputs and the values feeding their last computing ops, which is
+    all a comparison reads; the first shared value that differs, for the error message of a
+    failed one, comes from a fresh run."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.keep = tuple(dict.fromkeys(i for o in graph.outputs if (n := last_computing_node(graph, o)) is not None
+                                        for i in n.inputs if i and graph.producer(i) is not None))
+        self.seconds: list[float] = []  # the time of each run taken
+        self._runs: dict[bytes, dict[str, np.ndarray]] = {}
+
+    @staticmethod
+    def _key(draw: dict) -> bytes:
+        h = hashlib.blake2b(digest_size=16)
+        for name in sorted(draw):
+            a = np.ascontiguousarray(draw[name])
+            h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
+            h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
+        return h.digest()
+
+    def run(self, draw: dict, keep: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+        """The reference's values on `draw`: its outputs, the kept values and `keep`."""
+        key = self._key(draw)
+        hit = self._runs.get(key)
+        if hit is not None and all(k in hit for k in keep):
+            return hit
+        t0 = time.perf_counter()
+        values = run(self.graph, draw, keep=tuple(dict.fromkeys((*self.keep, *keep))))
+        self.seconds.append(time.perf_counter() - t0)
+        self._runs[key] = values
+        return values
+
+    def prepare(self, inputs: list[dict]) -> None:
+        """Run the reference on each of `inputs` now. A draw it cannot run on is left for the
+        comparison, which reports it (or, for shuffled examples, leaves it out) as it would."""
+        for draw in inputs:
+            try:
+                self.run(draw)
+            except Exception:  # noqa: BLE001 - the comparison meets the same error and handles it
+                continue
+
+    @property
+    def typical_seconds(self) -> float:
+        """The median time of one run taken so far (0 before any)."""
+        return float(np.median(self.seconds)) if self.seconds else 0.0
+
+
 def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int = 0,
-               tol: float | None = None) -> NumericReport:
+               tol: float | None = None, reference: ReferenceRuns | None = None) -> NumericReport:
     """Do `g1` (the reference) and `g2` compute the same outputs on random inputs?
 
     Both programs run on `trials` random draws and are compared on each; the reference also
@@ -175,13 +239,12 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
     the first draw instead, and a shuffle of their elements is the second (compared too when
     `trials` >= 2; if a program cannot run on it, it is left out and the outputs' variation
     stays unknown). Outputs are paired by position. The report is truthy when all agree; its
-    `status` says whether the comparison could have failed.
+    `status` says whether the comparison could have failed. `reference`: the runs of `g1`,
+    kept (and reused) there.
     """
     pairs = check_pair(g1, g2)
-    if inputs is not None:
-        draws = [inputs, _permuted(inputs, seed + 1)]
-    else:
-        draws = [random_inputs(g1, seed + k) for k in range(max(trials, 2))]
+    if reference is not None and reference.graph is not g1:
+        raise ValueError(f"the reference runs are of {reference.graph.name!r}, not of {g1.name!r}")
     shared = [n for n in g2.types if n in g1.types and g1.producer(n) is not None
               and g2.producer(n) is not None and g1.types[n] == g2.types[n]]
     feeds = {a: feeding_pairs(g1, g2, a, b) for a, b in pairs}
@@ -215,11 +278,17 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
             worst[a] = out
         return out
 
+    def run1(draw: dict) -> dict:
+        if reference is None:
+            return run(g1, draw, keep=keep1)
+        return reference.run(draw, tuple(f for fp in feeds.values() for f, _ in fp))
+
     used, t_used = 0, max((tol_of(a) for a, _ in pairs), default=0.0)
     r1 = r2 = {}
-    for k, draw in enumerate(draws):
+    last = None
+    for k, draw in enumerate(draws(g1, inputs, trials=trials, seed=seed)):
         try:
-            s1 = run(g1, draw, keep=keep1)
+            s1 = run1(draw)
             s2 = run(g2, draw, keep=keep2) if k < trials else None
         except Exception:
             if k == 0 or inputs is None:
@@ -231,7 +300,7 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
                 for fa, _ in feeds[a]:
                     observe(fa, s1[fa], k)
             continue
-        r1, r2, used = s1, s2, used + 1
+        r1, r2, used, last = s1, s2, used + 1, draw
         outputs_ok = True
         for a, b in pairs:
             outputs_ok &= compare(a, b, r1, r2, k).ok
@@ -241,6 +310,8 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
             break
     report = _report(pairs, feeds, worst, variation, t_used, used)
     if not report.equivalent:
+        if reference is not None:  # kept runs hold what the comparison reads; the explanation reads more
+            r1 = run(g1, last, keep=keep1)
         _explain(report, g1, g2, pairs, r1, r2, tol_of)
     return report
 

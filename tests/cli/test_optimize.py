@@ -253,3 +253,27 @@ def test_require_proof_refuses_an_inconclusive_verification_and_memory_is_checke
     assert main([*args, "--memory-gb", "2"]) == 0
     text = capsys.readouterr().out
     assert "verification: INCONCLUSIVE" in text and "limit 2 GB" in text and out.is_file()
+
+
+def test_the_time_limit_holds_back_the_writing_of_the_result(tmp_path, monkeypatch):
+    """--time-limit covers reading and writing the model: the search sees the writing's share
+    (as long as reading took) as spent, and it is given back before the file is written."""
+    import einsat
+    small_model(tmp_path / "block.onnx")
+    real_optimize, real_save = einsat.optimize, einsat.save_onnx
+    seen = {}
+
+    def optimize(graph, **kw):
+        seen["budget"], seen["held while optimizing"] = kw["budget"], kw["budget"].reserved
+        return real_optimize(graph, **kw)
+
+    def save(graph, path):
+        seen["held while writing"] = seen["budget"].reserved
+        return real_save(graph, path)
+
+    monkeypatch.setattr(einsat, "optimize", optimize)  # the command reads both at call time
+    monkeypatch.setattr(einsat, "save_onnx", save)
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), "--time-limit", "30",
+                 "-q"]) == 0
+    assert seen["held while optimizing"] > 0 and seen["held while writing"] == 0
+    assert (tmp_path / "o.onnx").exists()

@@ -4,7 +4,8 @@ import pytest
 from einsat.errors import ShapeError
 from einsat.ir import Graph, GraphBuilder, Node, Op
 from einsat.runtime import random_inputs
-from einsat.verify.numeric import equivalent, tolerance
+from einsat.verify import numeric
+from einsat.verify.numeric import ReferenceRuns, draws, equivalent, tolerance
 
 
 def mlp(name="mlp", bias=0.0, dtype=np.float32):
@@ -93,3 +94,38 @@ def test_programs_that_do_not_fit_are_refused():
     other = Graph([Node(Op.RELU, ["y"], ["z"])], {"y": t}, ["z"])
     with pytest.raises(ShapeError, match="different inputs"):
         equivalent(g, other)
+
+
+def test_kept_reference_runs_give_the_same_report_and_run_each_draw_once(monkeypatch):
+    g = mlp()
+    b = GraphBuilder("split")  # the same program, its first matmul split in two
+    x = b.input("x", (4, 8))
+    w1 = g.weights["w1"]
+    halves = [b.matmul(x, b.weight(None, w1[:, :8])), b.matmul(x, b.weight(None, w1[:, 8:]))]
+    h = b.relu(b.add(b.concat(*halves, axis=1), b.const(np.zeros(16), np.float32)))
+    other = b.build(b.matmul(h, b.weight("w2", g.weights["w2"])))
+    ran = []
+    real = numeric.run
+    monkeypatch.setattr(numeric, "run",
+                        lambda graph, draw, keep=(): ran.append(graph.name) or real(graph, draw, keep=keep))
+    plain = equivalent(g, other, trials=2)
+    assert ran.count("mlp") == 2 and ran.count("split") == 2
+    ran.clear()
+    runs = ReferenceRuns(g)
+    runs.prepare(draws(g, trials=2))
+    assert ran == ["mlp", "mlp"] and len(runs.seconds) == 2 and runs.typical_seconds > 0
+    kept = equivalent(g, other, trials=2, reference=runs)
+    kept_again = equivalent(g, g, trials=2, reference=runs)
+    assert ran == ["mlp", "mlp", "split", "split", "mlp", "mlp"]  # the reference never ran again
+    assert bool(kept) and bool(kept_again) and kept.status == plain.status == "proved"
+    assert [(o.name, o.error, o.index) for o in kept.outputs] == [(o.name, o.error, o.index) for o in plain.outputs]
+    with pytest.raises(ValueError, match="reference runs are of 'mlp'"):
+        equivalent(other, g, reference=runs)
+
+
+def test_a_difference_found_on_kept_runs_is_still_explained():
+    g, h = mlp(), mlp(bias=0.25)
+    runs = ReferenceRuns(g)
+    runs.prepare(draws(g))
+    report = equivalent(g, h, reference=runs)
+    assert not report and report.first_divergence.startswith("pre")

@@ -35,7 +35,7 @@ class CutSummary:
     bytes: int
     modeled: float | None      # modeled cost of writing and reading them once (cost unit), if the model has a device
     forced: bool = False
-    repeat: bool = False       # at the edge of a copy of a repeated unit, though not a candidate (`partition.cut.align`)
+    repeat: bool = False       # a repeated unit's edge, though not a candidate (`partition.cut.align`)
 
 
 @dataclass

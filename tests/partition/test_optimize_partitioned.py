@@ -83,6 +83,19 @@ def test_a_process_pool_gives_the_same_program(graph, alone):
     same_program(alone.graph, pool.graph)
 
 
+def test_in_a_process_pool_this_process_takes_the_largest_piece_at_once():
+    # a spawned worker imports einsat first: the largest piece must not wait for that
+    import os
+
+    from einsat.partition.executors import run_jobs
+    big, small = stacked(layers=2), stacked(layers=1, hidden=32)
+    options = dict(limits=LIMITS, time_limit=60, verify=False, cost=einsat.extract.cost_model("h100"))
+    results = run_jobs([(small, options), (big, options), (small, options)], "process", workers=2)
+    assert [len(r.graph.nodes) > 0 for r in results] == [True] * 3
+    assert results[1].pid == os.getpid()
+    assert {r.pid for r in results} - {os.getpid()}  # the worker did some of the rest
+
+
 def test_ray_gives_the_same_program(graph, alone):
     ray = pytest.importorskip("ray", reason="Ray is the 'distributed' extra: pip install 'einsat[distributed]'")
     assert not ray.is_initialized()

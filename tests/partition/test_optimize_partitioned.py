@@ -248,3 +248,6 @@ def test_a_layer_inside_a_partitioned_model_costs_no_more_than_the_layer_optimiz
     norm = part.pieces[-1]
     assert norm.stop_reason == "saturated" and norm.cost_after == pytest.approx(norm.cost_before)
     assert whole.report.speedup < alone.report.speedup
+    # op for op, the stitched model is three copies of the layer optimized alone and the final norm
+    layer = alone.graph.op_counts()
+    assert whole.graph.op_counts() == {op: 3 * n + (op == "layernorm") for op, n in layer.items()}

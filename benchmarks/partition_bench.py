@@ -1,6 +1,6 @@
 """Big models: partitioning, reuse of repeated layers and parallel optimization, side by side.
 
-    python -m benchmarks.partition_bench [bert_base gpt2 synthetic24] [--seq 128] [--reps 15]
+    python -m benchmarks.partition_bench [bert_base gpt2 synthetic24] [--seq 128] [--reps 30] [--ways ...]
 
 For each model (the transformers exports `hf_bert_base`, `hf_gpt2` with seeded random weights,
 and a synthetic 24-layer transformer, `benchmarks.workloads.transformer.bert`), in one process:
@@ -11,10 +11,15 @@ and a synthetic 24-layer transformer, `benchmarks.workloads.transformer.bert`), 
   (both without reuse, where there is work to share);
 - `optimize` of the whole model as one e-graph (what einsat did before partitioning);
 - `optimize` of one layer alone (the most repeated piece, cut out of the model);
+- the issue's modeled comparison: a layer's cost inside the partitioned model (its pieces before
+  and after) next to the layer optimized alone, every piece that is not a layer on its own line,
+  and the whole model's ratio (`modeled`);
 - measured times on the CPU target: onnxruntime (an `InferenceSession` of the exported program,
   default graph optimizations, one thread) and einsat's NumPy interpreter, for the input, the
-  partitioned result and the whole-model result, and for the layer before and after; runs
-  interleaved (input, partitioned, whole, input, ...), medians with the interquartile range.
+  partitioned result and the whole-model result, and for the layer before and after, all five
+  once per round, rounds interleaved; each gain is the median of its per-round ratios with
+  Wilcoxon's p that it is a gain, and the model's per-round gain is tested against the layer's
+  (`compare`): is the measured gain of the whole at least the layer alone's?
 
 Writes `benchmarks/results/partition.json` and `.md`, with the machine, versions and commit.
 """
@@ -74,26 +79,53 @@ def ort_session(graph):
     return ort.InferenceSession(to_onnx(graph).SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def measure(programs: dict, feeds: dict, reps: int) -> dict:
-    """Interleaved timings (ms) of each program on onnxruntime and on NumPy: median and IQR."""
+def measure(programs: dict, reps: int, numpy_reps: int) -> dict:
+    """Interleaved timings of `programs` ({name: (graph, feeds)}): all of them once per round, in
+    turn (every other round reversed, `runtime.profiler.interleaved`), `reps` rounds on
+    onnxruntime and `numpy_reps` on NumPy; each program's times (ms) per backend, paired by round."""
     import einsat
-    sessions = {k: ort_session(g) for k, g in programs.items()}
-    ort_feeds = {k: {n: feeds[n] for n in (i.name for i in s.get_inputs())} for k, s in sessions.items()}
-    times = {k: {"onnxruntime": [], "numpy": []} for k in programs}
-    for k in programs:  # warm-up
-        sessions[k].run(None, ort_feeds[k])
-        einsat.run(programs[k], feeds)
-    for _ in range(reps):
-        for k, g in programs.items():
-            t0 = time.perf_counter()
-            sessions[k].run(None, ort_feeds[k])
-            times[k]["onnxruntime"].append(1e3 * (time.perf_counter() - t0))
-    for _ in range(max(3, reps // 5)):
-        for k, g in programs.items():
-            t0 = time.perf_counter()
-            einsat.run(g, feeds)
-            times[k]["numpy"].append(1e3 * (time.perf_counter() - t0))
-    return {k: {b: _stats(v) for b, v in per.items()} for k, per in times.items()}
+    from einsat.runtime.profiler import interleaved, wall_runner
+
+    runners = {}
+    for k, (g, feeds) in programs.items():
+        session = ort_session(g)
+        given = {i.name: feeds[i.name] for i in session.get_inputs()}
+        runners[k] = wall_runner(lambda session=session, given=given: session.run(None, given))
+    times = {"onnxruntime": interleaved(runners, reps, warmup=2)}
+    if numpy_reps:
+        times["numpy"] = interleaved({k: wall_runner(lambda g=g, feeds=feeds: einsat.run(g, feeds))
+                                      for k, (g, feeds) in programs.items()}, numpy_reps, warmup=1)
+    return {b: {k: [t / 1e3 for t in v] for k, v in per.items()} for b, per in times.items()}
+
+
+def compare(times: dict) -> dict:
+    """The measured gains from paired rounds (`times` of `measure` for one backend, with the
+    programs input, partitioned, whole, layer_input, layer_optimized): each gain as the median of
+    the per-round ratios with their 10th-90th percentiles and Wilcoxon's one-sided p that the
+    optimized program is faster (`runtime.profiler.judge`); and the issue's comparison, the
+    partitioned model's gain against the layer alone's, round by round: the p-values that the
+    model's per-round log ratio lies below, or above, the layer's (signed-rank test)."""
+    from einsat.runtime.profiler import judge, signed_rank_test
+
+    def gain(base: str, cand: str) -> dict:
+        ratios = [b / c for b, c in zip(times[base], times[cand])]
+        verdict = judge([1e3 * t for t in times[base]], [1e3 * t for t in times[cand]])
+        return {"median": statistics.median(ratios), "p10": float(np.percentile(ratios, 10)),
+                "p90": float(np.percentile(ratios, 90)), "rounds": len(ratios), "wins": verdict.wins,
+                "p_faster": verdict.p_value, "faster": verdict.faster}
+
+    out = {"partitioned": gain("input", "partitioned"), "whole": gain("input", "whole"),
+           "layer_alone": gain("layer_input", "layer_optimized")}
+    model = [np.log(b / c) for b, c in zip(times["input"], times["partitioned"])]
+    layer = [np.log(b / c) for b, c in zip(times["layer_input"], times["layer_optimized"])]
+    below = signed_rank_test([lv - mv for mv, lv in zip(model, layer)])
+    above = signed_rank_test([mv - lv for mv, lv in zip(model, layer)])
+    verdict = ("the partitioned model gains less than the layer alone" if below < 0.05 else
+               "the partitioned model gains more than the layer alone" if above < 0.05 else
+               "no difference shown between the partitioned model's gain and the layer alone's")
+    out["model_vs_layer"] = {"p_below": below, "p_above": above, "verdict": verdict,
+                             "holds": below >= 0.05}
+    return out
 
 
 def _stats(values: list[float]) -> dict:
@@ -117,6 +149,10 @@ def summary(result, seconds: float) -> dict:
         layers = [q for q in p.pieces if q.fingerprint == max((q.fingerprint for q in p.pieces),
                                                                  key=[q.fingerprint for q in p.pieces].count)]
         out["layer_in_model_speedup"] = sum(q.cost_before for q in layers) / sum(q.cost_after for q in layers)
+        out["piece_detail"] = [{"index": q.index, "nodes": q.nodes, "fingerprint": q.fingerprint,
+                                "template": q.template, "layer": q in layers, "cost_before": q.cost_before,
+                                "cost_after": q.cost_after, "stop_reason": q.stop_reason, "enodes": q.enodes,
+                                "seconds": round(q.seconds, 2)} for q in p.pieces]
     return out
 
 
@@ -127,7 +163,7 @@ def warm_up() -> None:
     einsat.optimize(bert_tensat(seq=8, hidden=32, heads=2, layers=1), partition=False)
 
 
-def bench(name: str, seq: int, reps: int, ways, log=print) -> dict:
+def bench(name: str, seq: int, reps: int, ways, log=print, numpy_reps: int = 3) -> dict:
     import einsat
     from einsat.partition import Partitioning, canonical, partition
 
@@ -164,12 +200,34 @@ def bench(name: str, seq: int, reps: int, ways, log=print) -> dict:
                            for a, b in (("process+reuse", "serial+reuse"), ("process", "serial"))
                            if a in results and b in results}
     first = results[ways[0]]
-    row["measured"] = measure({"input": graph, "partitioned": first.graph, "whole": whole.graph}, feeds, reps)
-    row["measured_layer"] = measure({"input": layer, "optimized": alone.graph}, feeds_for(layer, None), reps)
-    for k, v in row["measured"].items():
-        log(f"{name} measured {k}: onnxruntime {v['onnxruntime']['median_ms']:.2f} ms, "
-            f"numpy {v['numpy']['median_ms']:.2f} ms")
+    row["modeled"] = modeled(row[ways[0]], row["layer_alone"])
+    times = measure({"input": (graph, feeds), "partitioned": (first.graph, feeds), "whole": (whole.graph, feeds),
+                     "layer_input": (layer, feeds_for(layer, None)),
+                     "layer_optimized": (alone.graph, feeds_for(layer, None))}, reps, numpy_reps)
+    row["measured_ms"] = {b: {k: _stats(v) for k, v in per.items()} for b, per in times.items()}
+    row["measured_gain"] = {b: compare(per) for b, per in times.items()}
+    for b, g in row["measured_gain"].items():
+        log(f"{name} measured {b}: partitioned {g['partitioned']['median']:.3f}x "
+            f"(p={g['partitioned']['p_faster']:.3f}), "
+            f"layer alone {g['layer_alone']['median']:.3f}x (p={g['layer_alone']['p_faster']:.3f}): "
+            f"{g['model_vs_layer']['verdict']}")
     return row
+
+
+def modeled(part: dict, alone: dict) -> dict:
+    """The issue's modeled comparison: a layer's cost inside the partitioned model (its pieces,
+    before and after) next to the layer optimized alone, the other pieces one by one, and the
+    whole model's ratio."""
+    layers = [q for q in part["piece_detail"] if q["layer"]]
+    n = len(layers)
+    before, after = sum(q["cost_before"] for q in layers) / n, sum(q["cost_after"] for q in layers) / n
+    others = [q for q in part["piece_detail"] if not q["layer"]]
+    return {"layer_in_model": {"copies": n, "cost_before": before, "cost_after": after, "speedup": before / after},
+            "layer_alone": {"cost_before": alone["cost_before"], "cost_after": alone["cost_after"],
+                            "speedup": alone["modeled_speedup"], "stop_reason": alone["stop_reason"]},
+            "others": others, "whole_model": {"cost_before": part["cost_before"], "cost_after": part["cost_after"],
+                                              "speedup": part["modeled_speedup"]},
+            "layer_in_model_at_least_alone": after <= alone["cost_after"] * (1 + 1e-9)}
 
 
 def speedups(row: dict) -> dict:
@@ -180,11 +238,6 @@ def speedups(row: dict) -> dict:
         out["parallel (no reuse, serial/process)"] = row["serial"]["seconds"] / row["process"]["seconds"]
     if "serial+reuse" in row and "process+reuse" in row:
         out["parallel (reuse, serial/process)"] = row["serial+reuse"]["seconds"] / row["process+reuse"]["seconds"]
-    m, ml = row["measured"], row["measured_layer"]
-    for b in ("onnxruntime", "numpy"):
-        out[f"measured {b}: partitioned"] = m["input"][b]["median_ms"] / m["partitioned"][b]["median_ms"]
-        out[f"measured {b}: whole"] = m["input"][b]["median_ms"] / m["whole"][b]["median_ms"]
-        out[f"measured {b}: layer alone"] = ml["input"][b]["median_ms"] / ml["optimized"][b]["median_ms"]
     return out
 
 
@@ -192,8 +245,11 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Big models: partitioned optimization (`python -m benchmarks.partition_bench`)", "",
              f"Machine: {meta['machine']}. Commit {meta['commit'][:10]}{' (dirty)' if meta['dirty'] else ''}, "
              f"{meta['date']}. Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
-             "Costs are modeled (h100 roofline, µs); times are measured wall seconds on this machine; "
-             "measured runs are medians [q1–q3] of interleaved runs, one onnxruntime thread.", ""]
+             "Costs are modeled (h100 roofline, µs); times are measured wall seconds on this machine. Measured "
+             "runs: every program once per round, rounds interleaved (every other one reversed), one "
+             "onnxruntime thread; medians [q1–q3] in ms; a gain is the median of the per-round ratios "
+             "[10th–90th percentile], with Wilcoxon's one-sided signed-rank p that the optimized program is "
+             "faster, and the model's gain is tested against the layer's round by round.", ""]
     for row in rows:
         lines += [f"## {row['model']} (sequence {row['seq']}, {row['nodes']} nodes, loaded in {row['load_s']} s)", "",
                   "| run | time (s) | pieces | optimized | cache hits | modeled speedup | saturation stops |",
@@ -205,18 +261,48 @@ def markdown(rows: list[dict], meta: dict) -> str:
             lines.append(f"| {way} | {r['seconds']:.1f} | {r.get('pieces', '–')} | {r.get('optimized', '–')} | "
                          f"{r.get('cache_hits', '–')} | {r['modeled_speedup']:.3f}x | "
                          f"{', '.join(r.get('piece_stops', [])) or r['stop_reason']} |")
-        lines += ["", "| measured (ms) | onnxruntime | numpy |", "|---|---|---|"]
-        for k, v in row["measured"].items():
-            lines.append(f"| model: {k} | " + " | ".join(
-                f"{v[b]['median_ms']:.2f} [{v[b]['q1_ms']:.2f}–{v[b]['q3_ms']:.2f}]" for b in ("onnxruntime", "numpy"))
+        m = row["modeled"]
+        li, la = m["layer_in_model"], m["layer_alone"]
+        lines += ["", "Modeled, per piece (the first run's pieces): a layer inside the model against the layer "
+                  "optimized alone, and the pieces that are not layers.", "",
+                  "| part | nodes | cost before | cost after | gain | saturation |", "|---|---|---|---|---|---|",
+                  f"| layer in the model (each of {li['copies']}) | {row['layer_alone']['nodes']} | "
+                  f"{li['cost_before']:,.2f} | {li['cost_after']:,.2f} | {li['speedup']:.4f}x | – |",
+                  f"| layer alone | {row['layer_alone']['nodes']} | {la['cost_before']:,.2f} | "
+                  f"{la['cost_after']:,.2f} | {la['speedup']:.4f}x | {la['stop_reason']} |"]
+        for q in m["others"]:
+            lines.append(f"| piece {q['index']} (not a layer) | {q['nodes']} | {q['cost_before']:,.2f} | "
+                         f"{q['cost_after']:,.2f} | "
+                         + (f"{q['cost_before'] / q['cost_after']:.4f}x" if q['cost_after'] else "dropped") + " | "
+                         f"{q['stop_reason'] or 'piece ' + str(q['template']) + chr(39) + 's'} |")
+        w = m["whole_model"]
+        lines += [f"| whole model | {row['nodes']} | {w['cost_before']:,.2f} | {w['cost_after']:,.2f} | "
+                  f"{w['speedup']:.4f}x | – |", "",
+                  "A layer inside the model gains at least what the layer alone gains: "
+                  f"{'yes' if m['layer_in_model_at_least_alone'] else 'NO'}.", "",
+                  "| measured (ms) | " + " | ".join(row["measured_ms"]) + " |",
+                  "|---|" + "---|" * len(row["measured_ms"])]
+        for k in next(iter(row["measured_ms"].values())):
+            lines.append(f"| {k} | " + " | ".join(
+                f"{v[k]['median_ms']:.2f} [{v[k]['q1_ms']:.2f}–{v[k]['q3_ms']:.2f}]"
+                for v in row["measured_ms"].values())
                 + " |")
-        for k, v in row["measured_layer"].items():
-            lines.append(f"| layer: {k} | " + " | ".join(
-                f"{v[b]['median_ms']:.2f} [{v[b]['q1_ms']:.2f}–{v[b]['q3_ms']:.2f}]" for b in ("onnxruntime", "numpy"))
-                + " |")
-        lines += ["", "Speed-ups: " + "; ".join(f"{k} {v:.2f}x" for k, v in row["speedups"].items()) + ".",
+        lines += ["", "| measured gain | backend | median [p10–p90] | faster in | p (faster) |",
+                  "|---|---|---|---|---|"]
+        for b, g in row["measured_gain"].items():
+            for k in ("partitioned", "whole", "layer_alone"):
+                x = g[k]
+                lines.append(f"| {k} | {b} | {x['median']:.3f}x [{x['p10']:.3f}–{x['p90']:.3f}] | "
+                             f"{x['wins']}/{x['rounds']} | {x['p_faster']:.3f} |")
+        lines.append("")
+        for b, g in row["measured_gain"].items():
+            v = g["model_vs_layer"]
+            lines.append(f"Measured on {b}: {v['verdict']} (p = {v['p_below']:.3f} that it gains less, "
+                         f"{v['p_above']:.3f} that it gains more, {g['partitioned']['rounds']} paired rounds).")
+        lines += ["", "Speed-ups of the optimization: "
+                  + "; ".join(f"{k} {v:.2f}x" for k, v in row["speedups"].items()) + ".",
                   "Same program from both executors (a piece's search stopped by its time limit depends on "
-                  f"the machine's load): {row.get('same_program', row.get('same_program_as_process+reuse'))}.", ""]
+                  f"the machine's load): {row.get('same_program')}.", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -225,8 +311,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", help=f"some of {', '.join(NAMES)} (default: all)")
     ap.add_argument("--seq", type=int, default=128, help="sequence length (default 128, the exports' example)")
-    ap.add_argument("--reps", type=int, default=20,
-                    help="measured onnxruntime runs per program (default 20; NumPy a fifth)")
+    ap.add_argument("--reps", type=int, default=30,
+                    help="interleaved onnxruntime rounds (default 30)")
+    ap.add_argument("--numpy-reps", type=int, default=3,
+                    help="interleaved rounds on einsat's NumPy interpreter (default 3; 0: none)")
     ap.add_argument("--ways", nargs="*", default=list(WAYS), help=f"some of {', '.join(WAYS)}")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--commit", default=None, help="the commit a snapshot of the tree was taken from")
@@ -240,7 +328,7 @@ def main(argv=None) -> int:
         meta.update(commit=args.commit, dirty=False)
     rows = []
     for name in args.models or NAMES:
-        row = bench(name, args.seq, args.reps, args.ways)
+        row = bench(name, args.seq, args.reps, args.ways, numpy_reps=args.numpy_reps)
         row["speedups"] = speedups(row)
         print(f"{name}: " + "; ".join(f"{k} {v:.2f}x" for k, v in row["speedups"].items()), flush=True)
         rows.append(row)

@@ -13,6 +13,14 @@ more in a row) becomes one piece per repetition, so every copy of a repeated lay
 piece up to names and weights; the other atoms are joined into pieces of at most `piece_nodes`
 nodes. A run longer than that with no candidate inside is cut at its boundary with the fewest
 crossing values (a *forced* cut, reported as such).
+
+`align` then cuts a copy of a repeated unit off the piece next to its repetitions when that
+piece starts (or ends) with one: the last layer of a pre-norm transformer (GPT-2) ends in a
+residual `Add` that only the final norm reads, so no candidate boundary separates the two and
+the grouping sees "last layer + final norm" as a different piece, optimized on its own (a
+larger e-graph than a layer's) instead of reusing the layer's result. Such a cut is a *repeat*
+cut: it lies where the repetitions are cut anyway (the same boundary one layer earlier is a
+candidate), though it is not a candidate itself.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ class Cut:
     producers: tuple[str, ...]  # their producers' ops
     bytes: int                 # the crossing values' size: written before the cut, read after it
     forced: bool = False       # no candidate boundary in a run longer than the piece size
+    repeat: bool = False       # not a candidate: a copy of a repeated unit ends (or starts) here (`align`)
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,39 @@ def group(spans: list[tuple[int, int]], keys: list[str], piece_nodes: int, min_u
     return pieces
 
 
+def align(graph: Graph, ranges: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], set[int]]:
+    """`ranges` (pieces as node ranges, from `group`) with a copy of a repeated piece cut off the
+    start or the end of a neighbouring piece that is longer than it and begins or ends with it
+    (the same fingerprint, `partition.fingerprint`); repeated until nothing changes. Also the
+    boundaries cut that way (see the module docstring)."""
+    from einsat.partition.fingerprint import canonical
+
+    ranges = list(ranges)
+    made: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        keys = [canonical(subgraph(graph, a, b, "piece")).key for a, b in ranges]
+        repeated = {k: b - a for k, (a, b) in zip(keys, ranges) if keys.count(k) > 1}
+        for i, (a, b) in enumerate(ranges):
+            for j in (i - 1, i + 1):
+                if not 0 <= j < len(ranges) or keys[j] not in repeated or keys[i] in repeated:
+                    continue
+                unit = repeated[keys[j]]
+                if b - a <= unit:
+                    continue
+                at = a + unit if j < i else b - unit  # the copy starts this piece after a repetition, or ends it
+                part = (a, at) if j < i else (at, b)
+                if canonical(subgraph(graph, *part, "piece")).key == keys[j]:
+                    ranges[i:i + 1] = [(a, at), (at, b)]
+                    made.add(at - 1)
+                    changed = True
+                    break
+            if changed:
+                break
+    return ranges, made
+
+
 def subgraph(graph: Graph, start: int, stop: int, name: str) -> Graph:
     """Nodes `start`..`stop` of `graph` as a program (see `Piece`)."""
     nodes = graph.nodes[start:stop]
@@ -171,8 +213,8 @@ def subgraph(graph: Graph, start: int, stop: int, name: str) -> Graph:
     return Graph(nodes, {i: graph.types[i] for i in inputs}, outputs, {w: graph.weights[w] for w in weights}, name)
 
 
-def cut_at(graph: Graph, boundary: int, crossing: list[tuple[str, ...]], forced: bool) -> Cut:
+def cut_at(graph: Graph, boundary: int, crossing: list[tuple[str, ...]], forced: bool, repeat: bool = False) -> Cut:
     values = crossing[boundary]
     return Cut(boundary, graph.nodes[boundary].name, values,
                tuple(graph.producer(v).op_name for v in values),
-               sum(graph.types[v].nbytes for v in values), forced)
+               sum(graph.types[v].nbytes for v in values), forced, repeat)

@@ -30,7 +30,7 @@ import numpy as np
 from einsat import budget as budgets
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph, Node, fresh_name
-from einsat.partition.cut import Cut, Piece, atoms, candidates, crossings, cut_at, group, subgraph
+from einsat.partition.cut import Cut, Piece, align, atoms, candidates, crossings, cut_at, group, subgraph
 from einsat.partition.executors import EXECUTORS, run_jobs, spawn_safe
 from einsat.partition.fingerprint import canonical
 from einsat.partition.rebind import rebind
@@ -79,9 +79,9 @@ def partition(graph: Graph, settings: Partitioning = Partitioning()) -> tuple[li
     ok = candidates(graph, crossing, settings.max_crossing)
     spans, forced = atoms(graph, ok, crossing, settings.piece_nodes)
     keys = [canonical(subgraph(graph, a, b, "atom")).key for a, b in spans]
-    ranges = group(spans, keys, settings.piece_nodes, settings.min_unit)
+    ranges, repeat = align(graph, group(spans, keys, settings.piece_nodes, settings.min_unit))
     pieces = [Piece(k, a, b, subgraph(graph, a, b, f"{graph.name}.piece{k}")) for k, (a, b) in enumerate(ranges)]
-    cuts = [cut_at(graph, b - 1, crossing, b - 1 in forced) for _, b in ranges[:-1]]
+    cuts = [cut_at(graph, b - 1, crossing, b - 1 in forced, b - 1 in repeat) for _, b in ranges[:-1]]
     return pieces, cuts
 
 
@@ -193,7 +193,7 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
 
     device = getattr(cost, "device", None)
     cut_rows = [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes,
-                           2 * c.bytes / device.bandwidth * 1e6 if device is not None else None, c.forced)
+                           2 * c.bytes / device.bandwidth * 1e6 if device is not None else None, c.forced, c.repeat)
                 for c in cuts]
     summary = PartitionSummary(summaries, cut_rows, executor, workers,
                                settings.reuse, dict(times))

@@ -38,6 +38,7 @@ class PieceResult:
     recipe: Graph | None      # its new weights from the piece's weights (`optimize(recipe=True)`)
     report: Any               # the piece's `optimize_report.Report`
     seconds: float            # wall time of the piece's optimization, in its worker
+    pid: int = 0              # the process that optimized it
 
 
 def optimize_piece(job: tuple[Graph, dict]) -> PieceResult:
@@ -49,7 +50,7 @@ def optimize_piece(job: tuple[Graph, dict]) -> PieceResult:
     graph, options = job
     t0 = time.perf_counter()
     result = optimize(graph, recipe=True, partition=False, **options)
-    return PieceResult(result.graph, result.recipe, result.report, time.perf_counter() - t0)
+    return PieceResult(result.graph, result.recipe, result.report, time.perf_counter() - t0, os.getpid())
 
 
 def run_jobs(jobs: list[tuple[Graph, dict]], executor: str, workers: int | None = None,
@@ -92,8 +93,10 @@ def _ignore_interrupts() -> None:  # a worker's initializer: Ctrl-C is for the m
 
 def _process_pool(jobs, workers: int, done, stop: list) -> None:
     """`workers - 1` spawned processes and this process draw jobs from one queue, largest first
-    (the longest-processing-time rule: no worker starts a big piece late), so the largest piece
-    starts at once, while the workers are still importing einsat."""
+    (the longest-processing-time rule: no worker starts a big piece late). This process takes
+    the largest piece before the workers are fed, so it starts at once while they are spawned
+    and import einsat (a worker that took it would put its start-up on the critical path: with
+    reuse, a transformer's one layer piece is most of the work)."""
     import threading
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
@@ -129,11 +132,14 @@ def _process_pool(jobs, workers: int, done, stop: list) -> None:
 
     with ProcessPoolExecutor(min(workers - 1, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
                              initializer=_ignore_interrupts) as pool:
+        first = take()
         helper = threading.Thread(target=feed, args=(pool,), daemon=True)
         helper.start()
         try:
-            while (k := take()) is not None:
+            k = first
+            while k is not None:
                 done(k, optimize_piece(jobs[k]))
+                k = take()
         except BaseException as e:
             failed.append(e)
         helper.join()

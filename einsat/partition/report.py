@@ -35,6 +35,7 @@ class CutSummary:
     bytes: int
     modeled: float | None      # modeled cost of writing and reading them once (cost unit), if the model has a device
     forced: bool = False
+    repeat: bool = False       # a repeated unit's edge, though not a candidate (`partition.cut.align`)
 
 
 @dataclass
@@ -56,10 +57,12 @@ class PartitionSummary:
 
     def __str__(self) -> str:
         forced = sum(c.forced for c in self.cuts)
+        repeat = sum(c.repeat for c in self.cuts)
         crossing = sum(c.bytes for c in self.cuts)
         modeled = [c.modeled for c in self.cuts if c.modeled is not None]
         lines = [f"{len(self.pieces)} pieces ({self.templates} optimized, {self.cache_hits} reused), "
-                 f"{self.executor} with {self.workers} worker(s); {len(self.cuts)} cuts ({forced} forced), "
+                 f"{self.executor} with {self.workers} worker(s); {len(self.cuts)} cuts ({forced} forced"
+                 + (f", {repeat} at a repeated unit's edge" if repeat else "") + "), "
                  f"{crossing / 1e6:.2f} MB crossing" + (f", modeled {sum(modeled):,.2f} to materialize" if modeled
                                                         else "")]
         for p in self.pieces:

@@ -49,7 +49,8 @@ def _partition(p) -> list[str]:
          (f"; {q.fallback}" if q.fallback else ""), f"{q.cost_before:,.2f}", f"{q.cost_after:,.2f}", f"{q.seconds:.2f}")
         for q in p.pieces]
     cuts = [("after node", "values crossing", "producers", "bytes", "modeled")] + [
-        (f"{c.after} ({c.node})" + (" forced" if c.forced else ""), ", ".join(c.values), ", ".join(c.producers),
+        (f"{c.after} ({c.node})" + (" forced" if c.forced else " repeat" if c.repeat else ""), ", ".join(c.values),
+         ", ".join(c.producers),
          f"{c.bytes:,}", "-" if c.modeled is None else f"{c.modeled:,.3f}") for c in p.cuts]
     return [f"<h3>Partition</h3><p>{escape(str(p).splitlines()[0])}</p>", _table(pieces), _table(cuts)]
 

@@ -35,3 +35,18 @@ def same_program(a, b) -> None:
     assert a.weights.keys() == b.weights.keys()
     for k in a.weights:
         np.testing.assert_array_equal(a.weights[k], b.weights[k], err_msg=k)
+
+
+def prenorm(layers: int = 3, seq: int = 8, hidden: int = 32, heads: int = 2, ffn: int = 64):
+    """A GPT-2-like pre-norm stack: `t + attention(norm(t))`, `t + mlp(norm(t))` per layer, then
+    a final norm that alone reads the last layer's residual sum (so no candidate boundary lies
+    between the last layer and the final norm)."""
+    from benchmarks.workloads.layers import Net
+    from benchmarks.workloads.transformer import self_attention
+    net = Net("prenorm")
+    b = net.b
+    t = b.input("x", (1, seq, hidden))
+    for _ in range(layers):
+        t = b.add(t, self_attention(net, net.layernorm(t), heads))
+        t = b.add(t, net.linear(b.relu(net.linear(net.layernorm(t), ffn)), hidden))
+    return net.build(net.layernorm(t))

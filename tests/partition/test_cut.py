@@ -7,7 +7,7 @@ import einsat
 from einsat.ir.graph import Graph
 from einsat.partition import Partitioning, canonical, partition, stitch
 from einsat.partition.cut import crossings
-from tests.partition.common import assert_same_function, stacked
+from tests.partition.common import assert_same_function, prenorm, stacked
 
 
 def check_cover(graph: Graph, pieces) -> None:
@@ -95,3 +95,37 @@ def test_partition_is_deterministic():
     two, cuts2 = partition(graph)
     assert [(p.start, p.stop) for p in one] == [(p.start, p.stop) for p in two] and cuts1 == cuts2
     assert np.all([canonical(a.graph) == canonical(b.graph) for a, b in zip(one, two)])
+
+
+def test_the_last_layer_of_a_prenorm_stack_is_cut_off_the_final_norm():
+    from einsat.partition.cut import candidates
+    graph = prenorm(layers=3)
+    pieces, cuts = partition(graph, Partitioning(above=0))
+    check_cover(graph, pieces)
+    keys = [canonical(p.graph).key for p in pieces]
+    # three layers of one fingerprint, the last included, and the final norm on its own
+    assert len(pieces) == 4 and len(set(keys[:3])) == 1 and keys[3] != keys[0]
+    assert [n.op for n in pieces[3].graph.nodes] == [einsat.Op.LAYERNORM]
+    last = cuts[-1]
+    # the last layer's residual sum is read by the final norm alone: not a candidate boundary, a repeat cut
+    assert not candidates(graph, crossings(graph), Partitioning().max_crossing)[last.after]
+    assert last.repeat and not last.forced and graph.producer(last.values[0]).op is einsat.Op.ADD
+    assert not any(c.repeat for c in cuts[:-1])
+    assert "1 at a repeated unit's edge" in str(_summary(cuts))
+    assert_same_function(graph, stitch(graph, pieces, [p.graph for p in pieces]), rtol=0)
+
+
+def test_align_cuts_a_copy_of_the_unit_off_a_longer_neighbour_once():
+    from einsat.partition.cut import align
+    graph = prenorm(layers=3)  # 30 nodes a layer, then the final norm
+    out, made = align(graph, [(0, 30), (30, 60), (60, 91)])
+    assert out == [(0, 30), (30, 60), (60, 90), (90, 91)] and made == {89}
+    assert align(graph, out) == (out, set())  # nothing left to cut
+    # a neighbour that does not begin with a whole copy of the unit stays whole
+    assert align(graph, [(0, 30), (30, 60), (60, 61), (61, 91)]) == ([(0, 30), (30, 60), (60, 61), (61, 91)], set())
+
+
+def _summary(cuts):
+    from einsat.partition.report import CutSummary, PartitionSummary
+    return PartitionSummary([], [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes, None,
+                                            c.forced, c.repeat) for c in cuts], "serial", 1, True)

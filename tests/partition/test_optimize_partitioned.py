@@ -10,7 +10,7 @@ import pytest
 import einsat
 from einsat.egraph import Limits
 from einsat.partition import Partitioning
-from tests.partition.common import assert_same_function, same_program, stacked
+from tests.partition.common import assert_same_function, prenorm, same_program, stacked
 
 # limits that end saturation by its iteration limit, never its time limit: runs are deterministic
 LIMITS = Limits(nodes=6000, iterations=3, time_s=120)
@@ -81,6 +81,19 @@ def test_a_process_pool_gives_the_same_program(graph, alone):
                            partition=dataclasses.replace(SERIAL, executor="process", workers=2, reuse=False))
     assert pool.report.partition.executor == "process" and pool.report.partition.workers == 2
     same_program(alone.graph, pool.graph)
+
+
+def test_in_a_process_pool_this_process_takes_the_largest_piece_at_once():
+    # a spawned worker imports einsat first: the largest piece must not wait for that
+    import os
+
+    from einsat.partition.executors import run_jobs
+    big, small = stacked(layers=2), stacked(layers=1, hidden=32)
+    options = dict(limits=LIMITS, time_limit=60, verify=False, cost=einsat.extract.cost_model("h100"))
+    results = run_jobs([(small, options), (big, options), (small, options)], "process", workers=2)
+    assert [len(r.graph.nodes) > 0 for r in results] == [True] * 3
+    assert results[1].pid == os.getpid()
+    assert {r.pid for r in results} - {os.getpid()}  # the worker did some of the rest
 
 
 def test_ray_gives_the_same_program(graph, alone):
@@ -212,3 +225,29 @@ def test_a_time_budget_is_shared_by_the_pieces(graph, monkeypatch):
     result = einsat.optimize(graph, limits=LIMITS, budget=30.0, partition=dataclasses.replace(SERIAL, reuse=False))
     assert len(seen) == 4 and all(b is not None and 0.5 <= b <= 0.8 * 30.0 / 4 + 1e-9 for b in seen)
     assert result.report.verification is not None
+
+
+def test_a_layer_inside_a_partitioned_model_costs_no_more_than_the_layer_optimized_alone():
+    # issue #17: "modeled gains at least those of a single layer optimized alone", per layer
+    from einsat.partition import partition
+    graph = prenorm(layers=3)
+    settings = Partitioning(above=0, executor="serial")
+    whole = einsat.optimize(graph, limits=LIMITS, partition=settings)
+    pieces, _ = partition(graph, settings)
+    alone = einsat.optimize(pieces[0].graph, limits=LIMITS, partition=False)
+    part = whole.report.partition
+    layers = [p for p in part.pieces if p.fingerprint == part.pieces[0].fingerprint]
+    assert len(layers) == 3  # the last layer too: it is cut off the final norm and reuses the first
+    assert alone.report.cost_after < alone.report.cost_before
+    for p in layers:
+        assert p.cost_before == pytest.approx(alone.report.cost_before)
+        assert p.cost_after <= alone.report.cost_after * (1 + 1e-9)
+    # the whole program's cost is its pieces' (stitching adds nothing); the final norm, which no rule
+    # improves, is what keeps the whole-model ratio below the layer's
+    assert whole.report.cost_after == pytest.approx(sum(p.cost_after for p in part.pieces))
+    norm = part.pieces[-1]
+    assert norm.stop_reason == "saturated" and norm.cost_after == pytest.approx(norm.cost_before)
+    assert whole.report.speedup < alone.report.speedup
+    # op for op, the stitched model is three copies of the layer optimized alone and the final norm
+    layer = alone.graph.op_counts()
+    assert whole.graph.op_counts() == {op: 3 * n + (op == "layernorm") for op, n in layer.items()}

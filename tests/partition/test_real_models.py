@@ -20,11 +20,12 @@ def test_every_layer_is_a_piece_and_the_repeated_ones_share_a_fingerprint(name):
     pieces, cuts = partition(graph)
     keys = [canonical(p.graph).key for p in pieces]
     most = max(set(keys), key=keys.count)
-    # every layer but possibly the last (which feeds the final norm or the outputs) is one piece
-    assert keys.count(most) >= LAYERS[name] - 1
+    # every layer is one piece, the last included (GPT-2's feeds the final norm alone: a repeat cut)
+    assert keys.count(most) == LAYERS[name]
     assert len(pieces) <= LAYERS[name] + 3
     assert all(len(p.graph.nodes) <= Partitioning().piece_nodes for p in pieces)
     assert not any(c.forced for c in cuts) and all(len(c.values) <= 2 for c in cuts)
+    assert sum(c.repeat for c in cuts) == (name == "gpt2")
     layer = pieces[keys.index(most)].graph
     assert len(layer.inputs) <= 2 and len(layer.outputs) == 1  # the hidden state (and the mask) in, one out
     assert {"matmul", "softmax"} <= set(layer.op_counts())

@@ -20,6 +20,7 @@ level (`einsat.measure`), which hands the entries over.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -28,17 +29,42 @@ from einsat.errors import EinsatError
 from einsat.extract.cost import CostModel, RooflineCost
 from einsat.extract.fusion import Unit, ort_units
 from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
-from einsat.extract.profiled import CalibratedRoofline, MeasuredCost, datasheet
+from einsat.extract.profiled import CalibratedRoofline, MeasuredCost, Roofline, datasheet
 from einsat.ir.registry import opdef
 from einsat.ir.signature import Signature, signature_of
 
 
+def _calibration_key(db: ProfileDB) -> str:
+    """What a calibration was fitted to: the profile's entries (their keys and times) and mode."""
+    h = hashlib.sha256(db.mode.encode())
+    for key in sorted(db.entries):
+        e = db.entries[key]
+        h.update(f"{key}={e.get(db.mode, e['us'])};".encode())
+    return h.hexdigest()[:16]
+
+
 def _fallback(db: ProfileDB, kind: str) -> CostModel:
-    """The calibrated roofline of `db`, or the prior of `kind` while too few ops are measured."""
+    """The calibrated roofline of `db`, or the prior of `kind` while too few ops are measured.
+
+    The fit (a least-squares fit per op family: about half a second) is kept in the profile's
+    `method["calibration"]` with the key of the entries it was fitted to, so a run whose cached
+    profile is unchanged rebuilds it instead of fitting again."""
+    key = _calibration_key(db)
+    kept = db.method.get("calibration")
+    if isinstance(kept, Mapping) and kept.get("key") == key:
+        try:
+            families = {f: Roofline(*map(float, r)) for f, r in kept["families"].items()}
+            return CalibratedRoofline(families, float(kept["view_us"]), kind)
+        except (KeyError, TypeError, ValueError):  # a damaged record: fitted again below
+            pass
     try:
-        return CalibratedRoofline.fit(db)
+        fit = CalibratedRoofline.fit(db)
     except EinsatError:
         return RooflineCost(datasheet(kind))
+    db.method = {**db.method, "calibration": {
+        "key": key, "view_us": fit.view_us,
+        "families": {f: [r.launch_us, r.flops_per_us, r.bytes_per_us] for f, r in fit.families.items()}}}
+    return fit
 
 
 class TargetCost(MeasuredCost):
@@ -52,6 +78,7 @@ class TargetCost(MeasuredCost):
                  name: str | None = None):
         self.target = target
         self.folds_weights_at_load = target == "onnxruntime"  # the CuPy runtime runs every node
+        self.views_run = target == "onnxruntime"  # its profile times each reshape, transpose, pad as a kernel
         self.machine = dict(machine)
         self.kind = str(self.machine.get("kind", "cpu"))
         self.path = os.fspath(path) if path is not None else cache_path(self.machine)

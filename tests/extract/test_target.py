@@ -87,3 +87,21 @@ def test_a_damaged_cache_file_is_measured_again(tmp_path):
     path.write_text("{not json")
     model = TargetCost("onnxruntime", MACHINE, path)
     assert model.loaded == 0 and "cannot read the profile" in model.problem and len(model.missing(sigs())) == 4
+
+
+def test_the_calibration_is_kept_with_the_profile(tmp_path, monkeypatch):
+    """A profile saved with its fitted roofline is not fitted again when nothing changed."""
+    from einsat.extract import target
+
+    model = cpu_model(path=tmp_path / "p.json")
+    sigs = [signature_of(Op.RELU, {}, [TensorType((n, 64))]) for n in (8, 64, 512, 4096)]
+    model.add({s.key: {"us": 5.0 + s.inputs[0].shape[0] / 100, "flops": s.inputs[0].shape[0] * 64,
+                       "bytes": s.inputs[0].shape[0] * 512} for s in sigs}, sigs=sigs)
+    model.save()
+    fitted = model.fallback
+    calls, real = [], CalibratedRoofline.fit
+    monkeypatch.setattr(CalibratedRoofline, "fit", staticmethod(lambda db: calls.append(db) or real(db)))
+    again = cpu_model(path=tmp_path / "p.json")
+    assert calls == [] and again.fallback.families == fitted.families and again.fallback.view_us == fitted.view_us
+    again.db.entries[sigs[0].key]["us"] = 50.0  # another profile: fitted anew
+    assert target._fallback(again.db, "cpu") and len(calls) == 1

@@ -105,3 +105,33 @@ def test_the_calibration_is_kept_with_the_profile(tmp_path, monkeypatch):
     assert calls == [] and again.fallback.families == fitted.families and again.fallback.view_us == fitted.view_us
     again.db.entries[sigs[0].key]["us"] = 50.0  # another profile: fitted anew
     assert target._fallback(again.db, "cpu") and len(calls) == 1
+
+
+def test_entries_are_scaled_to_one_load(tmp_path):
+    """Two entries of one kernel's time at loads whose reference took 100 and 300 µs: costed
+    alike, at the profile's median reference, or at the reference time the caller measured."""
+    model = cpu_model(path=tmp_path / "p.json")
+    light, heavy = (signature_of(Op.RELU, {}, [TensorType((n, 64))]) for n in (8, 16))
+    model.add({light.key: {"us": 10.0, "ref_us": 100.0, "flops": 1, "bytes": 1},
+               heavy.key: {"us": 30.0, "ref_us": 300.0, "flops": 1, "bytes": 1}}, sigs=[light, heavy])
+
+    def cost(sig):
+        return model.node_cost(Op.RELU, {}, list(sig.inputs), [sig.inputs[0]])
+
+    assert cost(light) == pytest.approx(cost(heavy))
+    model.reference_us = 150.0
+    assert cost(light) == pytest.approx(15.0) and cost(heavy) == pytest.approx(15.0)
+
+
+def test_weights_beyond_the_cache_cost_their_streaming(tmp_path):
+    """A program whose weights exceed the cache pays at least each unit's weights over the
+    memory's bandwidth; one whose weights fit pays the units' one-node (hot-cache) times."""
+    b = GraphBuilder("fc")
+    g = b.build(b.matmul(b.input("x", (1, 512)), b.weight("w", (512, 512))))
+    model = cpu_model(path=tmp_path / "p.json")
+    (sig,) = model.unit_signatures(g)
+    model.add({sig.key: {"us": 40.0, "flops": 1, "bytes": 1}}, {"call_overhead_us": 5.0, "stream_bytes_per_us": 1000.0,
+                                                                 "cache_bytes": 2 ** 30}, sigs=[sig])
+    assert model.graph_cost(g) == pytest.approx(45.0)
+    model.db.method["cache_bytes"] = 2 ** 16
+    assert model.graph_cost(g) == pytest.approx(5.0 + 512 * 512 * 4 / 1000.0)

@@ -135,3 +135,10 @@ def test_weights_beyond_the_cache_cost_their_streaming(tmp_path):
     assert model.graph_cost(g) == pytest.approx(45.0)
     model.db.method["cache_bytes"] = 2 ** 16
     assert model.graph_cost(g) == pytest.approx(5.0 + 512 * 512 * 4 / 1000.0)
+
+
+def test_onnxruntime_runs_views_as_kernels_and_the_roofline_folds_them(tmp_path):
+    """PET's pre-filter charges a mutant its views on onnxruntime only (`CostModel.views_run`)."""
+    assert cpu_model(path=tmp_path / "p.json").views_run
+    assert not TargetCost("cupy", {"kind": "h100"}, tmp_path / "g.json").views_run
+    assert not RooflineCost("h100").views_run

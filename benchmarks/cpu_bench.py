@@ -12,9 +12,7 @@ onnxruntime, side by side; the cost model's predictions against them; PyTorch on
 - `prediction`: the measured cost model's prediction of each program (fusion groups as units,
   `extract.target`) from the profile the optimize run filled, beside its measured time, the
   relative error, and the error of the naive sum of one-node times (each node alone, no fusion
-  groups) for the input, the gap the units close; `scaled_error`: the prediction with the
-  profile scaled to the load of the measuring rounds (the profiler's reference program timed
-  in them, `TargetCost.reference_us`); and `same_run`: the input's prediction from
+  groups) for the input, the gap the units close; and `same_run`: the input's prediction from
   its units timed in the same interleaved rounds as the whole program (a shared machine's load
   drifts between the profiling and the measurement; timed together, the error is the model's).
 - `weights_mb`: the weights of the input and of the optimized ONNX.
@@ -33,7 +31,7 @@ import tempfile
 import numpy as np
 
 from einsat.runtime import random_inputs
-from einsat.runtime.profiler import THREADS, interleaved, ort_runner, reference_graph, summarize
+from einsat.runtime.profiler import THREADS, interleaved, ort_runner, summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PYTHON = os.path.join(ROOT, ".torch-venv", "bin", "python")
@@ -47,12 +45,11 @@ def _stats(times) -> dict:
 
 def time_on_ort(graph, optimized, reps: int, same: bool) -> dict:
     """Both programs on onnxruntime, interleaved (the input alone when `same`)."""
-    runners = {"input": ort_runner(graph, 0, THREADS), "(reference)": ort_runner(reference_graph(), 0, THREADS)}
+    runners = {"input": ort_runner(graph, 0, THREADS)}
     if not same:
         runners["optimized"] = ort_runner(optimized, 0, THREADS)
     times = interleaved(runners, reps, warmup=3)
-    out = {"threads": THREADS, "input": _stats(times["input"]),
-           "reference_us": statistics.median(times["(reference)"])}  # the machine's load in these rounds
+    out = {"threads": THREADS, "input": _stats(times["input"])}
     if same:
         out["optimized"] = out["input"]
         out["speedup"] = 1.0
@@ -86,11 +83,6 @@ def predictions(graph, optimized, ort: dict) -> dict:
     naive = naive_sum_us(model, graph) / 1e3
     out["input"]["naive_sum_ms"] = naive
     out["input"]["naive_error"] = naive / ort["input"]["median_ms"] - 1
-    if ort.get("reference_us"):  # the profile scaled to the load of the measuring rounds
-        model.reference_us = ort["reference_us"]
-        for key, g in (("input", graph), ("optimized", optimized)):
-            scaled = model.graph_cost(g) / 1e3
-            out[key].update(scaled_ms=scaled, scaled_error=scaled / ort[key]["median_ms"] - 1)
     return out
 
 

@@ -8,12 +8,12 @@ For each program (the harness's CPU sizes): its units' signatures (`TargetCost.u
 onnxruntime's fusion groups) are profiled into the cost model's cache (what `optimize` fills;
 only the missing ones are timed), `graph_cost` predicts it, and the program itself is timed in
 an onnxruntime session (one intra-op thread, all optimizations on) in `--reps` rounds
-interleaved with the run-call overhead and the profiler's reference program, whose time there
-sets the model's `reference_us` (the profile's entries scaled to the machine's load now;
-`unscaled_error`: at the profile's typical load instead). `--same-run` also times the units in the same rounds as
-the program (`cpu_bench.same_run_prediction`: the model's error without the machine's load
-drifting between profiling and measuring). `--kernels` runs onnxruntime's own profiler on the
-whole program and prints where its time goes by onnxruntime kernel (the op types it runs after
+interleaved with the run-call overhead and the profiler's reference program (its time there
+beside its median time in the profile's batches says how the machine's load has moved).
+`--same-run` also times the units in the same rounds as the program
+(`cpu_bench.same_run_prediction`: the model's error without the machine's load drifting
+between profiling and measuring). `--kernels` runs onnxruntime's own profiler on the whole
+program and prints where its time goes by onnxruntime kernel (the op types it runs after
 its fusions and layout changes, NCHWc reorders included) beside the model's prediction by unit
 op: where a prediction is off, that says which kernels it mispredicts.
 
@@ -106,17 +106,16 @@ def predict_one(name: str, reps: int, budget: float | None, same_run: bool, kern
                "reference": ort_runner(reference_graph(), 0, THREADS)}
     times = interleaved(runners, reps, warmup=2)
     measured = statistics.median(times["program"])
-    rec["typical_reference_us"] = model.typical_reference_us()
-    rec["unscaled_predicted_ms"] = model.graph_cost(graph) / 1e3  # at the profile's typical load
-    model.reference_us = rec["reference_us"] = statistics.median(times["reference"])  # the load now
+    refs = sorted(e["ref_us"] for e in model.db.entries.values() if e.get("ref_us"))
+    rec["reference_us"] = statistics.median(times["reference"])  # the machine's load now, beside the profile's
+    rec["profile_reference_us"] = refs[len(refs) // 2] if refs else None
     predicted = model.graph_cost(graph)
     rec.update(predicted_ms=predicted / 1e3, measured_ms=measured / 1e3, error=predicted / measured - 1,
                p10_ms=sorted(times["program"])[len(times["program"]) // 10] / 1e3,
                overhead_us=statistics.median(times["overhead"]), model_overhead_us=model.call_overhead_us)
     from benchmarks.cpu_bench import naive_sum_us
     naive = naive_sum_us(model, graph)
-    rec.update(naive_ms=naive / 1e3, naive_error=naive / measured - 1,
-               unscaled_error=rec["unscaled_predicted_ms"] * 1e3 / measured - 1)
+    rec.update(naive_ms=naive / 1e3, naive_error=naive / measured - 1)
     by_op = {}
     for u in model.units(graph):
         by_op[u.op.name.lower()] = by_op.get(u.op.name.lower(), 0.0) + model.unit_cost(u)
@@ -154,17 +153,16 @@ def markdown(results: list[dict], meta: dict) -> str:
              f"**Within {WITHIN:.0%} of the measured time: {within}/{len(ok)} programs** "
              f"(median |error| {statistics.median(abs(r['error']) for r in ok):.0%}); "
              f"the naive sum of one-node times: {naive}/{len(ok)}." if ok else "no program measured", "",
-             "| program | nodes | predicted ms | measured ms | error | unscaled error | naive sum error "
-             "| same-run error |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| program | nodes | predicted ms | measured ms | error | naive sum error | same-run error |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         if not isinstance(r.get("error"), float):
-            lines.append(f"| {r['name']} | – | – | – | {str(r.get('error'))[:80]} | – | – | – |")
+            lines.append(f"| {r['name']} | – | – | – | {str(r.get('error'))[:80]} | – | – |")
             continue
         same = r.get("same_run", {}).get("error")
         same = "" if same is None else f"{same:+.0%}"
         lines.append(f"| {r['name']} | {r['nodes']} | {r['predicted_ms']:.2f} | {r['measured_ms']:.2f} | "
-                     f"{r['error']:+.0%} | {r['unscaled_error']:+.0%} | {r['naive_error']:+.0%} | {same} |")
+                     f"{r['error']:+.0%} | {r['naive_error']:+.0%} | {same} |")
     return "\n".join(lines) + "\n"
 
 
@@ -194,8 +192,7 @@ def main(argv=None) -> int:
         results.append(rec)
         if isinstance(rec.get("error"), float):
             print(f"{name:24s} predicted {rec['predicted_ms']:9.2f} ms  measured {rec['measured_ms']:9.2f} ms  "
-                  f"error {rec['error']:+6.0%}  unscaled {rec['unscaled_error']:+6.0%}  "
-                  f"naive {rec['naive_error']:+6.0%}"
+                  f"error {rec['error']:+6.0%}  naive {rec['naive_error']:+6.0%}"
                   + (f"  same-run {rec['same_run']['error']:+6.0%}" if "same_run" in rec else ""), flush=True)
             if args.kernels:
                 print("    model by unit op (ms):", ", ".join(f"{k} {v / 1e3:.2f}" for k, v in

@@ -68,10 +68,6 @@ def summary(results: dict) -> dict:
             out["same_run_within_15pct"] = f"{sum(abs(p['error']) <= 0.15 for p in same)}/{len(same)}"
             out["same_run_within_15pct_fraction"] = sum(abs(p["error"]) <= 0.15 for p in same) / len(same)
             out["same_run_median_abs_error"] = sorted(abs(p["error"]) for p in same)[len(same) // 2]
-        scaled = [p for p in preds if "scaled_error" in p["input"]]
-        if scaled:
-            out["scaled_within_15pct"] = f"{sum(abs(p['input']['scaled_error']) <= 0.15 for p in scaled)}/{len(scaled)}"
-            out["scaled_median_abs_error"] = sorted(abs(p["input"]["scaled_error"]) for p in scaled)[len(scaled) // 2]
         naive = [p for p in preds if "naive_error" in p["input"] and abs(p["input"]["naive_error"]) <= 0.15]
         out["naive_sum_within_15pct"] = f"{len(naive)}/{len(preds)}"
         out["median_abs_error"] = sorted(abs(p["input"]["error"]) for p in preds)[len(preds) // 2]
@@ -130,10 +126,7 @@ def cpu_markdown(results: dict) -> str:
                   + (f"With the units timed in the same interleaved rounds as the program (no drift of the "
                      f"machine's load between profiling and measuring): {sm['same_run_within_15pct']} within 15% "
                      f"(median |error| {sm['same_run_median_abs_error']:.0%})."
-                     if "same_run_within_15pct" in sm else "")
-                  + (f" With the profile scaled to the load of the measuring rounds (the profiler's reference "
-                     f"program timed in them): {sm['scaled_within_15pct']} within 15% "
-                     f"(median |error| {sm['scaled_median_abs_error']:.0%})." if "scaled_within_15pct" in sm else ""),
+                     if "same_run_within_15pct" in sm else ""),
                   ""]
     head = ["workload", "nodes", "GFLOP", "e-nodes", "profile: sigs (cached) s", "optimize s",
             "ORT input ms [p10–p90]", "ORT optimized ms [p10–p90]", "measured speedup", "returned",

@@ -196,9 +196,9 @@ def last_level_cache_bytes() -> int:
 def reference_graph() -> Graph:
     """The reference program every profiling batch times beside its signatures: a [64, 256] by
     [256, 256] MatMul with its weight as an initializer (about 8 MFLOP, a few hundred µs on one
-    core). On a shared machine, other processes slow every timing alike: an entry's time over
-    the reference's in the same rounds is what stays put while the load changes (see
-    `extract.target.TargetCost.reference_us`)."""
+    core), so that each entry says how loaded the machine was when it was taken (`ref_us`).
+    The cost model does not scale entries by it (`extract.target.TargetCost.node_cost` says
+    why): it is a record for diagnosing a profile taken under a drifting load."""
     from einsat.ir.signature import signature_of
     return signature_graph(signature_of(Op.MATMUL, {}, [TensorType((64, 256)), TensorType((256, 256))]))
 

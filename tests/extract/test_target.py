@@ -107,22 +107,6 @@ def test_the_calibration_is_kept_with_the_profile(tmp_path, monkeypatch):
     assert target._fallback(again.db, "cpu") and len(calls) == 1
 
 
-def test_entries_are_scaled_to_one_load(tmp_path):
-    """Two entries of one kernel's time at loads whose reference took 100 and 300 µs: costed
-    alike, at the profile's median reference, or at the reference time the caller measured."""
-    model = cpu_model(path=tmp_path / "p.json")
-    light, heavy = (signature_of(Op.RELU, {}, [TensorType((n, 64))]) for n in (8, 16))
-    model.add({light.key: {"us": 10.0, "ref_us": 100.0, "flops": 1, "bytes": 1},
-               heavy.key: {"us": 30.0, "ref_us": 300.0, "flops": 1, "bytes": 1}}, sigs=[light, heavy])
-
-    def cost(sig):
-        return model.node_cost(Op.RELU, {}, list(sig.inputs), [sig.inputs[0]])
-
-    assert cost(light) == pytest.approx(cost(heavy))
-    model.reference_us = 150.0
-    assert cost(light) == pytest.approx(15.0) and cost(heavy) == pytest.approx(15.0)
-
-
 def test_weights_beyond_the_cache_cost_their_streaming(tmp_path):
     """A program whose weights exceed the cache pays at least each unit's weights over the
     memory's bandwidth; one whose weights fit pays the units' one-node (hot-cache) times."""

@@ -63,7 +63,9 @@ def time_on_ort(graph, optimized, reps: int, same: bool) -> dict:
 
 def naive_sum_us(model, graph) -> float:
     """The sum of every node's own one-node time (no fusion groups) and one run call."""
-    return model.call_overhead_us + sum(model.node_cost(n.op, n.attrs, *graph.node_types(n)) for n in graph.nodes)
+    costs = [model.node_cost(n.op, n.attrs, *graph.node_types(n)) for n in graph.nodes]
+    ran = sum(c > 0 for c in costs)  # each pays a node's dispatch (`node_overhead_us`); the call pays one
+    return model.call_overhead_us - model.node_overhead_us * min(ran, 1) + sum(costs)
 
 
 def predictions(graph, optimized, ort: dict) -> dict:
@@ -86,11 +88,12 @@ def predictions(graph, optimized, ort: dict) -> dict:
 
 def same_run_prediction(graph, reps: int) -> dict:
     """The input's units and the whole input timed in the same interleaved rounds: the model's
-    prediction (call overhead + the units' one-node times less it) against the program's time."""
+    prediction (call overhead + the units' one-node times less it + a node's dispatch for every
+    unit but one, `runtime.profiler.chain_graph`) against the program's time."""
     from einsat.extract.target import cpu_model
     from einsat.ir.registry import opdef
     from einsat.ir.signature import signature_of
-    from einsat.runtime.profiler import MIN_US, call_overhead_graph, ort_signature_runner
+    from einsat.runtime.profiler import CHAIN, MIN_US, call_overhead_graph, chain_graph, ort_signature_runner
 
     model = cpu_model()
     counts: dict[str, int] = {}
@@ -107,7 +110,8 @@ def same_run_prediction(graph, reps: int) -> dict:
             continue
         sigs[sig.key] = sig
         counts[sig.key] = counts.get(sig.key, 0) + 1
-    runners = {"(overhead)": ort_runner(call_overhead_graph(), 0, THREADS), "(program)": ort_runner(graph, 0, THREADS)}
+    runners = {"(overhead)": ort_runner(call_overhead_graph(), 0, THREADS), "(program)": ort_runner(graph, 0, THREADS),
+               "(chain)": ort_runner(chain_graph(), 0, THREADS)}
     for key, sig in sigs.items():
         try:
             runners[key] = ort_signature_runner(sig, THREADS)
@@ -118,7 +122,9 @@ def same_run_prediction(graph, reps: int) -> dict:
     times = interleaved(runners, reps, warmup=2)
     med = {k: statistics.median(v) for k, v in times.items()}
     overhead = med["(overhead)"]
-    predicted = overhead + rest + sum(n * max(med[k] - overhead, MIN_US) for k, n in counts.items())
+    dispatch = max((med["(chain)"] - overhead) / (CHAIN - 1), 0.0)
+    predicted = (overhead + rest + sum(n * max(med[k] - overhead, MIN_US) for k, n in counts.items())
+                 + dispatch * max(sum(counts.values()) - 1, 0))
     measured = med["(program)"]
     return {"predicted_ms": predicted / 1e3, "measured_ms": measured / 1e3, "error": predicted / measured - 1,
             "units": sum(counts.values()), "distinct": len(counts), "reps": reps}

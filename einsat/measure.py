@@ -9,6 +9,10 @@ Two steps of the pipeline, for a cost model that measures its target (`TargetCos
 2. `check_measured(input, result)`, after extraction and verification: both programs timed side
    by side on the target (`runtime.profiler.compare_programs`: interleaved rounds, a fixed
    number of them); a result that is not faster beyond noise is not returned (see `optimize`).
+   `checked` keeps each verdict beside the profile (`verdicts_path`), keyed by the two
+   programs' contents and the rounds: a second run that extracts the same result from the
+   same input on the same machine takes the verdict measured before (the report says when)
+   instead of timing both programs again; `optimize(recheck=True)` measures again.
 
 Both steps run on the model's target through the one profiler (`runtime.profiler`):
 "onnxruntime" (`cost="cpu"`) times one-node sessions and whole-program sessions; "cupy"
@@ -20,12 +24,19 @@ signatures), runtime and gpu (the timing).
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
+
+import numpy as np
 
 from einsat.extract.profiled import signatures_of_egraph
 from einsat.extract.target import TargetCost
 from einsat.ir.graph import Graph
+from einsat.ir.signature import atomic_write_json
 from einsat.runtime.profiler import Comparison, compare_programs, profile_signatures
 
 PROFILE_BUDGET_S = 120.0   # seconds of profiling per optimize run, by default
@@ -128,3 +139,88 @@ def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: i
     comparison = compare_programs(baseline, candidate, reps=reps, threads=model.threads, runner=program_runner)
     comparison.backend = model.target
     return comparison
+
+
+# -- verdicts kept across runs ------------------------------------------------------------------
+def program_digest(graph: Graph) -> str:
+    """A digest of what `graph` computes as the target runs it: its nodes (op, attributes,
+    wiring), value types, interface and weights (by value). Value names count too: two
+    programs equal up to renaming get two digests (a verdict is then measured twice, never
+    shared wrongly)."""
+    h = hashlib.sha256()
+
+    def put(v) -> None:
+        if isinstance(v, np.ndarray):
+            a = np.ascontiguousarray(v)
+            h.update(f"<{a.dtype.str}{a.shape}>".encode())
+            h.update(a.tobytes())
+        elif isinstance(v, Graph):
+            h.update(program_digest(v).encode())
+        elif isinstance(v, (tuple, list)):
+            h.update(b"(")
+            for x in v:
+                put(x)
+            h.update(b")")
+        else:
+            h.update(f"{type(v).__name__}:{v!r};".encode())
+
+    put(list(graph.inputs))
+    put(list(graph.outputs))
+    for node in graph.nodes:
+        put((node.op.value, node.inputs, node.outputs))
+        for key in sorted(node.attrs):
+            put((key, node.attrs[key]))
+    for name in sorted(graph.types):
+        put((name, str(graph.types[name])))
+    for name in sorted(graph.weights):
+        put((name, graph.weights[name]))
+    return h.hexdigest()
+
+
+def verdicts_path(model: TargetCost) -> str:
+    """The file of `model`'s kept verdicts: beside its profile (one per machine and versions)."""
+    root, _ = os.path.splitext(model.path)
+    return root + ".verdicts.json"
+
+
+def _load_verdicts(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError):  # none yet, or a damaged file: measured again, then rewritten
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _comparison(record) -> Comparison | None:
+    """A kept verdict as a `Comparison`, None when the record is not one."""
+    try:
+        names = {f.name for f in fields(Comparison)}
+        values = {k: record[k] for k in names if k in record}
+        for k in ("baseline_spread_ms", "candidate_spread_ms", "outliers"):
+            values[k] = tuple(values[k])
+        return Comparison(**values)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def checked(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS,
+            recheck: bool = False) -> tuple[Comparison, str | None]:
+    """`check_measured`'s verdict on `baseline` against `candidate`, taken from the verdicts
+    kept beside `model`'s profile when these two programs were compared with `reps` rounds on
+    this machine before (and `recheck` is off); otherwise measured now and kept. Returns the
+    verdict and when it was measured (None: now)."""
+    path = verdicts_path(model)
+    key = f"{program_digest(baseline)}:{program_digest(candidate)}:{reps}"
+    verdicts = _load_verdicts(path)
+    if not recheck and isinstance(verdicts.get(key), dict):
+        kept = _comparison(verdicts[key])
+        if kept is not None:
+            return kept, str(verdicts[key].get("measured_at", "an earlier run"))
+    comparison = check_measured(model, baseline, candidate, reps)
+    verdicts = _load_verdicts(path)  # another run may have written meanwhile: keep its verdicts
+    verdicts[key] = {**asdict(comparison),
+                     "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    atomic_write_json(path, verdicts)
+    return comparison, None

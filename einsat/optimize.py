@@ -67,7 +67,7 @@ class Result:
 
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
              time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
-             profile_budget: float | None = None, check_reps: int | None = None,
+             profile_budget: float | None = None, check_reps: int | None = None, recheck: bool = False,
              recipe: bool = False, partition=None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
@@ -83,6 +83,9 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         `profile_budget` seconds, default 120), and the result is timed against the input on
         the target (`check_reps` interleaved rounds, default 15): a result not faster beyond
         noise is not returned, the input is, and the report says so (`report.kept_input`).
+        The verdict is kept beside the profile: a later run that extracts the same result from
+        the same input reuses it (the report says when it was measured); `recheck=True` times
+        the two programs again.
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults), and the
         run's memory: `memory_gb` (default 4) bounds the resident memory the run adds to the
@@ -191,13 +194,15 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         if measure.measured(model) and not run.cancelled:
             notify(ProgressEvent("measure", f"the input and the result side by side on {model.target}"))
             measure.profile(model, model.unit_signatures(result), None)  # the result's fused groups, for the prediction
-            result, measured, kept_input = _never_slower(model, graph, result, check_reps or measure.CHECK_REPS)
+            result, measured, kept_input = _never_slower(model, graph, result, check_reps or measure.CHECK_REPS,
+                                                         recheck)
             t = phase("measure", t)
     times["total"] = t - start
     before = model.graph_cost(graph)
     after = model.graph_cost(result) if measure.measured(model) else extraction.cost
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
-        measured = {**measured.to_dict(), "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
+        measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
+                    "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
     report = Report(name=graph.name, model=model.name, unit=model.unit, cost_before=before,
                     cost_after=after, ops_before=graph.op_counts(),
                     ops_after=result.op_counts(), saturation=saturation,
@@ -227,16 +232,18 @@ def same_program(a: Graph, b: Graph) -> bool:
         return False
 
 
-def _never_slower(model, graph: Graph, result: Graph, reps: int):
-    """(the program to return, the measured comparison or None, why the input is returned or None)."""
+def _never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False):
+    """(the program to return, the measured comparison or None, why the input is returned or None);
+    the comparison is kept across runs (`measure.checked`; `recheck` measures again)."""
     if same_program(graph, result):
         return graph, None, "the extraction chose the input program itself"
     try:
-        comparison = measure.check_measured(model, graph, result, reps)
+        comparison, measured_at = measure.checked(model, graph, result, reps, recheck)
     except Exception as e:  # noqa: BLE001 - a program the target cannot run is not returned as faster
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         return graph, None, (f"the programs could not be measured on {model.target} ({type(e).__name__}: {first}): "
                              "the input is returned")
+    comparison.measured_at = measured_at  # None: measured by this run
     if comparison.faster:
         return result, comparison, None
     return graph, comparison, (f"the optimized program was not measured faster beyond noise on {comparison.backend} "

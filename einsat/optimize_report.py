@@ -247,7 +247,9 @@ class Report:
             lines.append(f"  measured on {m['backend']}: input {m['baseline_ms']:.3f} ms [p10 {b0:.3f}, p90 {b1:.3f}], "
                          f"optimized {m['candidate_ms']:.3f} ms [p10 {c0:.3f}, p90 {c1:.3f}]: "
                          f"{m['speedup']:.3f}x measured (faster in {m['wins']}/{m['rounds']} interleaved rounds); "
-                         f"predicted {p0:.3f} -> {p1:.3f} ms ({p0 / p1 if p1 else float('inf'):.3f}x modeled)")
+                         f"predicted {p0:.3f} -> {p1:.3f} ms ({p0 / p1 if p1 else float('inf'):.3f}x modeled)"
+                         + (f"; verdict kept from {m['measured_at']} (optimize(recheck=True) measures again)"
+                            if m.get("measured_at") else ""))
         if self.kept_input:
             lines.append(f"  returned: the INPUT program ({self.kept_input})")
         return lines

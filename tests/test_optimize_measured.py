@@ -86,3 +86,56 @@ def test_a_result_that_cannot_be_measured_is_not_returned(tmp_path, monkeypatch)
     result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"))
     assert result.graph is g and "could not be measured" in result.report.kept_input
     assert "1642496000" in result.report.kept_input and result.report.measured is None
+
+
+def test_a_second_run_times_nothing(tmp_path, monkeypatch):
+    """The work a cached run does, counted (not timed): no signature profiled, no calibration
+    fitted, no program timed (the verdict on the same two programs is kept); `recheck` times
+    them again."""
+    from einsat.extract import profiled, target
+    calls = {"profile": 0, "check": 0, "fit": 0}
+
+    def counting(name, real):
+        def wrapped(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(measure, "profile_signatures", counting("profile", measure.profile_signatures))
+    monkeypatch.setattr(measure, "check_measured", counting("check", lambda m, a, b, reps: verdict(faster=True)))
+    monkeypatch.setattr(target.CalibratedRoofline, "fit",
+                        staticmethod(counting("fit", profiled.CalibratedRoofline.fit)))
+    first = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    assert calls["profile"] >= 1 and calls["check"] == 1 and calls["fit"] >= 1
+    assert first.report.measured["measured_at"] is None
+    calls.update(profile=0, check=0, fit=0)
+    second = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    assert calls == {"profile": 0, "check": 0, "fit": 0}
+    assert second.report.ops_after == first.report.ops_after and second.report.kept_input is None
+    assert second.report.measured["speedup"] == pytest.approx(first.report.measured["speedup"])
+    assert second.report.measured["measured_at"] and "verdict kept from" in str(second.report)
+    einsat.optimize(double_transpose(), cost="cpu", check_reps=5, recheck=True)
+    assert calls["check"] == 1
+
+
+def test_a_kept_verdict_is_for_those_two_programs_only(tmp_path, monkeypatch):
+    """Verdicts are keyed by both programs' contents (weights by value) and the rounds."""
+    model = cpu_model(path=tmp_path / "p.json")
+    g = double_transpose()
+    other = g.replace(weights={"w": g.weights["w"] + 1})
+    assert measure.program_digest(g) == measure.program_digest(double_transpose())
+    assert measure.program_digest(g) != measure.program_digest(other)
+    seen = []
+
+    def fake(m, a, b, reps):  # alternates its verdict: a kept one shows as the same verdict again
+        seen.append(reps)
+        return verdict(faster=len(seen) % 2 == 1)
+
+    monkeypatch.setattr(measure, "check_measured", fake)
+    assert measure.checked(model, g, other, 5)[1] is None
+    kept, when = measure.checked(model, g, other, 5)
+    assert when and kept.faster and seen == [5]
+    assert measure.checked(model, other, g, 5)[1] is None and measure.checked(model, g, other, 7)[1] is None
+    assert seen == [5, 5, 7]
+    assert not measure.checked(model, g, other, 5, recheck=True)[0].faster and seen == [5, 5, 7, 5]

@@ -61,6 +61,9 @@ def add_parser(sub) -> None:
     p.add_argument("--profile-budget", type=float, default=None, metavar="S",
                    help="with a measured cost model (--cost cpu): seconds of op profiling at most "
                         "(default 120; timings are cached and reused by later runs)")
+    p.add_argument("--recheck", action="store_true",
+                   help="with a measured cost model: time the input and the result side by side again "
+                        "even when an earlier run kept the verdict on these two programs")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole run (search, extraction and verification share it)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
@@ -130,7 +133,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
                                  limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
                                  verify="prove" if args.require_proof else True,
-                                 profile_budget=args.profile_budget, partition=partition)
+                                 profile_budget=args.profile_budget, recheck=args.recheck, partition=partition)
     finally:
         if display is not None:
             display.close()

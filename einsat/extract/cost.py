@@ -34,6 +34,11 @@ class CostModel(ABC):
     # (onnxruntime folds them): then a program may keep a layout of its weights (pad, concat, ...)
     # instead of storing a larger weight (`extract.rebuild`); einsat's own runtimes run every node
     folds_weights_at_load: bool = False
+    # whether the target runs layout ops (reshape, transpose, pad, slice, concat, ...) as kernels
+    # of their own at their own cost (onnxruntime copies for most of them), rather than mostly
+    # folding them away after optimization: then a program's views are part of what it costs
+    # (PET's mutant pre-filter charges a mutant its views, `rewrites.mutate.admit.cheaper`)
+    views_run: bool = False
 
     @abstractmethod
     def node_cost(self, op: Op, attrs: Mapping[str, Any], ins: Sequence[TensorType | None],

@@ -52,6 +52,7 @@ OUTLIER_MADS = 5.0  # a repetition above median + this many scaled MADs is an ou
 THREADS = 1
 
 Runner = Callable[[], float]
+REFERENCE = "(reference)"  # the key of `reference_graph`'s runner in a profiling batch
 
 
 # -- statistics -------------------------------------------------------------------------------
@@ -148,6 +149,60 @@ def call_overhead_graph() -> Graph:
     return signature_of(Op.ADD, {}, [TensorType((1,)), TensorType((1,))]).graph()
 
 
+CHAIN = 33  # one-element Adds in `chain_graph`
+
+
+def chain_graph(n: int = CHAIN) -> Graph:
+    """`n` one-element Adds in a chain: its session time less the one Add's, over n - 1, is what
+    one more node costs inside a program (the executor's dispatch, which a one-node session pays
+    once, inside the call overhead, and a program of N nodes N times)."""
+    from einsat.ir.builder import GraphBuilder
+    b = GraphBuilder("chain")
+    x, y = b.input("x", (1,)), b.input("y", (1,))
+    for _ in range(n):
+        x = b.add(x, y)
+    return b.build(x)
+
+
+STREAM = 4096  # `stream_graph`'s extent: a 64 MiB weight, twice the development machine's L3
+
+
+def stream_graph(n: int = STREAM) -> Graph:
+    """A [1, n] by [n, n] MatMul with its weight as an initializer: its time is the weight's
+    bytes streamed from memory (far more than any cache holds). A one-node session times a
+    kernel with its weights hot in cache, run after run; inside a program whose weights exceed
+    the cache each kernel streams its weights from memory again (nasrnn's 80 matmuls of a
+    1 MiB weight: 40 µs each alone, 100 µs in the program)."""
+    from einsat.ir.signature import signature_of
+    return signature_graph(signature_of(Op.MATMUL, {}, [TensorType((1, n)), TensorType((n, n))]))
+
+
+def last_level_cache_bytes() -> int:
+    """The largest cache of this machine's first CPU (Linux sysfs), 32 MiB where unknown."""
+    import glob
+    import re
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            with open(path) as f:
+                m = re.fullmatch(r"(\d+)([KMG]?)", f.read().strip())
+        except OSError:
+            continue
+        if m:
+            sizes.append(int(m[1]) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m[2]])
+    return max(sizes) if sizes else 32 << 20
+
+
+def reference_graph() -> Graph:
+    """The reference program every profiling batch times beside its signatures: a [64, 256] by
+    [256, 256] MatMul with its weight as an initializer (about 8 MFLOP, a few hundred µs on one
+    core), so that each entry says how loaded the machine was when it was taken (`ref_us`).
+    The cost model does not scale entries by it (`extract.target.TargetCost.node_cost` says
+    why): it is a record for diagnosing a profile taken under a drifting load."""
+    from einsat.ir.signature import signature_of
+    return signature_graph(signature_of(Op.MATMUL, {}, [TensorType((64, 256)), TensorType((256, 256))]))
+
+
 @dataclass
 class ProfileRun:
     """What one `profile_signatures` call measured."""
@@ -158,26 +213,44 @@ class ProfileRun:
     call_overhead_us: float = 0.0
     seconds: float = 0.0
     method: dict = field(default_factory=dict)
+    reference_us: list[float] = field(default_factory=list)  # the reference's median in each batch
 
 
 def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 2,
                        budget_s: float | None = None, progress: Callable[[str], None] | None = None,
                        make_runner: Callable[[Signature], Runner] | None = None,
-                       overhead: Runner | None = None, threads: int = THREADS) -> ProfileRun:
+                       overhead: Runner | None = None, threads: int = THREADS,
+                       reference: Runner | None = None) -> ProfileRun:
     """Time `sigs` (interleaved in batches of `BATCH`) within `budget_s` seconds.
 
     `make_runner(sig)` builds a signature's runner (default: its one-node onnxruntime session,
     `ort_signature_runner`);
     `overhead` is the runner whose median is subtracted from every entry (default: the
-    one-element Add's session). A signature whose runner cannot be built or fails is recorded
-    in `failures`, and the others go on."""
+    one-element Add's session; with onnxruntime's runners `chain_graph`'s too, for
+    `method["node_overhead_us"]`). A signature whose runner cannot be built or fails is
+    recorded in `failures`, and the others go on.
+    `reference` is timed in every batch's rounds beside the signatures (default, for
+    onnxruntime's runners: `reference_graph`'s session; none for another `make_runner`): each
+    entry keeps the batch's reference median as `ref_us`."""
+    if reference is None and make_runner is None:
+        reference = ort_runner(reference_graph(), threads=threads)
     make_runner = make_runner or (lambda sig: ort_signature_runner(sig, threads))
     start = time.monotonic()
     out = ProfileRun(method={"reps": reps, "warmup": warmup, "statistic": "median", "order": "interleaved",
                              "batch": BATCH, "outlier_rule": f"> median + {OUTLIER_MADS} MAD"})
-    overhead = overhead or ort_runner(call_overhead_graph(), threads=threads)
-    out.call_overhead_us = summarize(interleaved({"o": overhead}, reps=max(reps, 30), warmup=5)["o"])["median_us"]
+    fixed = {"o": overhead or ort_runner(call_overhead_graph(), threads=threads)}
+    if overhead is None and reference is not None:  # onnxruntime: a node's dispatch, memory's bandwidth
+        fixed["chain"] = ort_runner(chain_graph(), threads=threads)
+        fixed["stream"] = ort_runner(stream_graph(), threads=threads)
+    fixed_times = interleaved(fixed, reps=max(reps, 30), warmup=5)
+    out.call_overhead_us = summarize(fixed_times["o"])["median_us"]
     out.method["call_overhead_us"] = out.call_overhead_us
+    if "chain" in fixed_times:
+        chain = summarize(fixed_times["chain"])["median_us"]
+        out.method["node_overhead_us"] = max((chain - out.call_overhead_us) / (CHAIN - 1), 0.0)
+        stream = summarize(fixed_times["stream"])["median_us"] - out.call_overhead_us
+        out.method["stream_bytes_per_us"] = STREAM * STREAM * 4 / max(stream, MIN_US)
+        out.method["cache_bytes"] = last_level_cache_bytes()
     todo = list(sigs)
     done = 0
     while todo:
@@ -196,7 +269,12 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
             except Exception as e:  # noqa: BLE001 - one signature that cannot run must not lose the others
                 runners.pop(sig.key, None)
                 out.failures[sig.key] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+        if reference is not None and runners:
+            runners[REFERENCE] = reference
         times = interleaved(runners, reps, warmup)
+        ref = summarize(times.pop(REFERENCE))["median_us"] if REFERENCE in times else None
+        if ref is not None:
+            out.reference_us.append(ref)
         by_key = {s.key: s for s in batch}
         for key, ts in times.items():
             stats = summarize(ts)
@@ -205,6 +283,8 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
                                 "raw_us": stats["median_us"], "p10_us": stats["p10_us"], "p90_us": stats["p90_us"],
                                 "reps": stats["reps"], "outliers": stats["outliers"],
                                 "flops": sig.flops(), "bytes": sig.bytes(), "kernels": 1}
+            if ref is not None:
+                out.entries[key]["ref_us"] = ref
         done += len(batch)
         if progress:
             progress(f"profiled {done}/{len(sigs)} signatures ({time.monotonic() - start:.1f} s)")

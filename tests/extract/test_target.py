@@ -87,3 +87,42 @@ def test_a_damaged_cache_file_is_measured_again(tmp_path):
     path.write_text("{not json")
     model = TargetCost("onnxruntime", MACHINE, path)
     assert model.loaded == 0 and "cannot read the profile" in model.problem and len(model.missing(sigs())) == 4
+
+
+def test_the_calibration_is_kept_with_the_profile(tmp_path, monkeypatch):
+    """A profile saved with its fitted roofline is not fitted again when nothing changed."""
+    from einsat.extract import target
+
+    model = cpu_model(path=tmp_path / "p.json")
+    sigs = [signature_of(Op.RELU, {}, [TensorType((n, 64))]) for n in (8, 64, 512, 4096)]
+    model.add({s.key: {"us": 5.0 + s.inputs[0].shape[0] / 100, "flops": s.inputs[0].shape[0] * 64,
+                       "bytes": s.inputs[0].shape[0] * 512} for s in sigs}, sigs=sigs)
+    model.save()
+    fitted = model.fallback
+    calls, real = [], CalibratedRoofline.fit
+    monkeypatch.setattr(CalibratedRoofline, "fit", staticmethod(lambda db: calls.append(db) or real(db)))
+    again = cpu_model(path=tmp_path / "p.json")
+    assert calls == [] and again.fallback.families == fitted.families and again.fallback.view_us == fitted.view_us
+    again.db.entries[sigs[0].key]["us"] = 50.0  # another profile: fitted anew
+    assert target._fallback(again.db, "cpu") and len(calls) == 1
+
+
+def test_weights_beyond_the_cache_cost_their_streaming(tmp_path):
+    """A program whose weights exceed the cache pays at least each unit's weights over the
+    memory's bandwidth; one whose weights fit pays the units' one-node (hot-cache) times."""
+    b = GraphBuilder("fc")
+    g = b.build(b.matmul(b.input("x", (1, 512)), b.weight("w", (512, 512))))
+    model = cpu_model(path=tmp_path / "p.json")
+    (sig,) = model.unit_signatures(g)
+    model.add({sig.key: {"us": 40.0, "flops": 1, "bytes": 1}}, {"call_overhead_us": 5.0, "stream_bytes_per_us": 1000.0,
+                                                                 "cache_bytes": 2 ** 30}, sigs=[sig])
+    assert model.graph_cost(g) == pytest.approx(45.0)
+    model.db.method["cache_bytes"] = 2 ** 16
+    assert model.graph_cost(g) == pytest.approx(5.0 + 512 * 512 * 4 / 1000.0)
+
+
+def test_onnxruntime_runs_views_as_kernels_and_the_roofline_folds_them(tmp_path):
+    """PET's pre-filter charges a mutant its views on onnxruntime only (`CostModel.views_run`)."""
+    assert cpu_model(path=tmp_path / "p.json").views_run
+    assert not TargetCost("cupy", {"kind": "h100"}, tmp_path / "g.json").views_run
+    assert not RooflineCost("h100").views_run

@@ -53,6 +53,16 @@ def test_entries_subtract_the_call_overhead_and_keep_the_raw_median():
     assert run.method["order"] == "interleaved" and run.method["reps"] == 5
 
 
+def test_every_entry_keeps_the_reference_time_of_its_batch():
+    """The reference program runs in each batch's rounds: an entry's load is known by it."""
+    sigs = [matmul_sig(n) for n in range(2, 2 + 20)]  # two batches
+    refs = iter([200.0] * 100 + [600.0] * 100)
+    run = profile_signatures(sigs, reps=3, warmup=0, make_runner=lambda s: fixed(50.0), overhead=fixed(10.0),
+                             reference=lambda: next(refs))
+    assert [run.entries[s.key]["ref_us"] for s in sigs[:16]] == [200.0] * 16
+    assert len(run.reference_us) == 2 and run.reference_us[0] == 200.0
+
+
 def test_a_signature_that_cannot_run_is_recorded_and_the_others_go_on():
     good, bad = matmul_sig(4), matmul_sig(8)
 
@@ -126,6 +136,9 @@ def test_onnxruntime_times_grow_with_the_work():
     e_small, e_big = run.entries[small.key], run.entries[big.key]
     assert e_big["us"] > 2 * e_small["us"] > 0
     assert e_big["p10_us"] <= e_big["raw_us"] <= e_big["p90_us"]
+    assert e_small["ref_us"] > 0 and run.method["node_overhead_us"] >= 0 and run.method["cache_bytes"] > 0
+    # streaming 64 MiB takes longer than a 128^2 matmul (64 KiB per operand, 4 MFLOP) whatever the load
+    assert run.method["stream_bytes_per_us"] * e_big["us"] < 4096 * 4096 * 4
 
 
 def test_a_verdict_of_faster_needs_a_second_block_to_agree():

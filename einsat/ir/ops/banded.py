@@ -15,9 +15,10 @@ p: [Z, M, 2W+1]; v: [Z, M, N]; out: [Z, M, N]. Longformer's attention is
 `gbmm(softmax(g2bmm(q, k)), v)` (EinNet's `getLongformer`).
 
 NumPy runs both as one batched matmul over a strided view of the zero-padded second input (no
-copy of the band). ONNX has no band product: export expands each into Pad, Range (the band's row
-indices), Gather and Einsum, which onnxruntime runs; the gathered band is materialized there, so
-that route is for moderate sizes.
+copy of the band). ONNX has no band product: export expands each into standard nodes
+(`_export_band`: the dilation regrouped away, the rows in chunks, one batched MatMul per product
+with the band read off a skewed diagonal) whose memory stays within a small factor of the
+inputs and output.
 """
 
 from __future__ import annotations
@@ -130,27 +131,105 @@ class GBMM(OpDef):
                      width=(ctx.type(p).shape[2] - 1) // 2)
 
 
+class _Export:
+    """Small helpers over an export context for the band products' expansion."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def ints(self, values, hint: str) -> str:
+        return self.ctx.constant(np.array(values, np.int64), hint)
+
+    def op(self, op_type: str, inputs, hint: str, out: str | None = None, **attrs) -> str:
+        return self.ctx.node(op_type, inputs, [out or self.ctx.fresh(hint)], **attrs)[0]
+
+    def reshape(self, x: str, shape, hint: str = "reshaped") -> str:
+        return self.op("Reshape", [x, self.ints(shape, "shape")], hint)
+
+    def slice(self, x: str, axis: int, start: int, end: int, step: int = 1, hint: str = "sliced") -> str:
+        return self.op("Slice", [x, self.ints([start], "starts"), self.ints([end], "ends"), self.ints([axis], "axes"),
+                                 self.ints([step], "steps")], hint)
+
+    def pad(self, x: str, rank: int, axis: int, before: int, after: int, hint: str = "padded") -> str:
+        pads = [0] * (2 * rank)
+        pads[axis], pads[rank + axis] = before, after
+        return self.op("Pad", [x, self.ints(pads, "pads")], hint)
+
+
+def chunk_rows(rows: int, width: int) -> int:
+    """Rows per chunk of the export: about 2W (a chunk's product covers T + 2W columns, so the
+    work is within 1 + 2W/T of the band's), at least 32, and even chunks over `rows`."""
+    target = max(2 * width, 32)
+    count = -(-rows // target) if rows > target else 1
+    return -(-rows // count)
+
+
+def _undilate(e: _Export, x: str, t: TensorType, d: int) -> tuple[str, int]:
+    """x [Z, M, C] as [Z·D, S, C] with S = ceil(M / D): row q·D + r of x is row q of
+    sequence z·D + r (zero rows pad M to S·D). A band of dilation D over x is a band of
+    dilation 1 over these sequences."""
+    z, m, c = t.shape
+    s = -(-m // d)
+    if d == 1:
+        return x, s
+    if s * d != m:
+        x = e.pad(x, 3, 1, 0, s * d - m)
+    x = e.op("Transpose", [e.reshape(x, [z, s, d, c])], "interleaved", perm=(0, 2, 1, 3))
+    return e.reshape(x, [z * d, s, c], "undilated"), s
+
+
+def _redilate(e: _Export, x: str, z: int, d: int, s: int, m: int, c: int, out: str) -> None:
+    """The inverse of `_undilate` for a result [Z·D, S, C]: rows back in order, cut to M, as `out`."""
+    if d > 1:
+        x = e.op("Transpose", [e.reshape(x, [z, d, s, c])], "reinterleaved", perm=(0, 2, 1, 3))
+        x = e.reshape(x, [z, s * d, c])
+    if s * d == m:
+        e.op("Identity", [x], "", out=out)
+    else:
+        e.op("Slice", [x, e.ints([0], "starts"), e.ints([m], "ends"), e.ints([1], "axes")], "", out=out)
+
+
 def _export_band(ctx, node, band_of: str, equation: str, first: str, width: int | None = None) -> None:
-    """Standard ONNX for a band product: pad the rows of `band_of`, gather rows i + D·j for
-    j < 2W+1 (indices built by Range, so the file stays small) and contract with Einsum."""
+    """Standard ONNX for a band product, in memory within a small factor of its inputs and
+    output (no [Z, M, 2W+1, C] gather of the band: Longformer's took 1.6 GB at the CPU sizes).
+
+    1. Dilation D: rows ≡ r (mod D) meet only rows ≡ r, so the rows are regrouped into D·Z
+       sequences of S = ⌈M/D⌉ rows (Transpose/Reshape), each a band of dilation 1.
+    2. The rows are cut into chunks of T (`chunk_rows`); chunk c meets rows [cT − W, cT + T + W)
+       of the band's input: one Gather of those row windows, L = T + 2W rows each (zero-padded).
+    3. g2bmm: one batched MatMul of each chunk with its window, [T, L], of which the band is the
+       skewed diagonal full[t, t + j] (j ≤ 2W): pad each chunk's flattened product by T and
+       read it back as [T, L + 1] rows, whose first 2W + 1 columns are the band.
+       gbmm: the inverse skew puts p's band on those diagonals of a zero [T, L] (pad p's rows
+       to L + 1, flatten, cut T·L, reshape), and one batched MatMul with the window applies it.
+    4. The chunks back to rows, the sequences back to the rows' order (step 1 inverted)."""
+    e = _Export(ctx)
     w = node.attrs["width"] if width is None else width
     d = node.attrs["dilation"]
-    m = ctx.type(band_of).shape[1]
-    pad = d * w
-    i64 = np.int64
-    padded = ctx.fresh("padded")
-    ctx.node("Pad", [band_of, ctx.constant(np.array([0, pad, 0, 0, pad, 0], i64), "pads")], [padded])
-    rows = ctx.fresh("rows")
-    ctx.node("Range", [ctx.constant(np.array(0, i64), "zero"), ctx.constant(np.array(m, i64), "m"),
-                       ctx.constant(np.array(1, i64), "one")], [rows])
-    offsets = ctx.fresh("offsets")
-    ctx.node("Range", [ctx.constant(np.array(0, i64), "zero"),
-                       ctx.constant(np.array(d * (2 * w + 1), i64), "span"),
-                       ctx.constant(np.array(d, i64), "dilation")], [offsets])
-    col = ctx.fresh("rows_col")
-    ctx.node("Unsqueeze", [rows, ctx.constant(np.array([1], i64), "axis1")], [col])
-    index = ctx.fresh("band_index")
-    ctx.node("Add", [col, offsets], [index])                              # [M, 2W+1]
-    band = ctx.fresh("band")
-    ctx.node("Gather", [padded, index], [band], axis=1)                   # [Z, M, 2W+1, C]
-    ctx.node("Einsum", [first, band], list(node.outputs), equation=equation)
+    ta, tb = ctx.type(first), ctx.type(band_of)
+    z, m, _ = tb.shape
+    a, s = _undilate(e, first, ta, d)
+    b, _ = _undilate(e, band_of, tb, d)
+    zz = z * d
+    t = chunk_rows(s, w)
+    n = -(-s // t)
+    length = t + 2 * w
+    if n * t != s:  # whole chunks: zero rows at the end
+        a = e.pad(a, 3, 1, 0, n * t - s)
+    b = e.pad(b, 3, 1, w, n * t - s + w)                                   # [ZD, nT + 2W, C]
+    index = (np.arange(n)[:, None] * t + np.arange(length)[None, :]).astype(np.int64)
+    windows = e.op("Gather", [b, ctx.constant(index, "windows")], "windows", axis=1)  # [ZD, n, L, C]
+    chunks = e.reshape(a, [zz, n, t, ta.shape[2]], "chunks")               # [ZD, n, T, K or 2W+1]
+    if equation == "zmk,zmjk->zmj":                                        # g2bmm
+        full = e.op("MatMul", [chunks, e.op("Transpose", [windows], "windows_t", perm=(0, 1, 3, 2))], "full")
+        flat = e.pad(e.reshape(full, [zz, n, t * length]), 3, 2, 0, t, "skew")
+        band = e.slice(e.reshape(flat, [zz, n, t, length + 1]), 3, 0, 2 * w + 1, hint="band")
+        out_c = 2 * w + 1
+        result = e.reshape(band, [zz, n * t, out_c])
+    else:                                                                  # gbmm
+        spread = e.pad(chunks, 4, 3, 0, length - 2 * w, "spread")          # [ZD, n, T, L + 1]
+        flat = e.slice(e.reshape(spread, [zz, n, t * (length + 1)]), 2, 0, t * length, hint="unskew")
+        full = e.reshape(flat, [zz, n, t, length], "full")                 # full[t, t + j] = p[t, j]
+        out_c = tb.shape[2]
+        result = e.reshape(e.op("MatMul", [full, windows], "applied"), [zz, n * t, out_c])
+    _redilate(e, result, z, d, n * t, m, out_c, node.outputs[0])

@@ -173,8 +173,7 @@ def main(argv=None) -> int:
     p.add_argument("--profile-budget", type=float, default=120.0, help="seconds of profiling per program")
     p.add_argument("--same-run", action="store_true", help="also time the units in the program's rounds")
     p.add_argument("--kernels", action="store_true", help="onnxruntime's own per-kernel profile beside it")
-    p.add_argument("--skip", nargs="*", default=["longformer", "einnet_g2bmm"],
-                   help="programs left out (default: the two onnxruntime cannot run under 8 GB)")
+    p.add_argument("--skip", nargs="*", default=[], help="programs left out (default: none)")
     p.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "predict"),
                    help="results stem (.json, .md)")
     args = p.parse_args(argv)

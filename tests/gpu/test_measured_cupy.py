@@ -61,6 +61,8 @@ def test_cupy_target_compares_whole_programs_side_by_side(tmp_path):
     dev = device_for([slow, fast])
     model = measure.cupy_model(dev, HOST, path=tmp_path / "p.json")
     c = measure.check_measured(model, slow, fast, reps=5)
-    assert c.backend == "cupy" and c.rounds == (10 if c.faster else 5)  # a verdict of faster is confirmed
+    # a verdict of faster is always confirmed by a second block (10 rounds); a first block that
+    # said "slower" ends at 5, one the confirmation overruled at 10: which one is the machine's luck
+    assert c.backend == "cupy" and (c.rounds == 10 if c.faster else c.rounds in (5, 10))
     assert c.baseline_ms > 0 and c.candidate_ms > 0
     assert np.isfinite(c.p_value)

@@ -3,6 +3,7 @@
 import contextlib
 import gc
 import itertools
+import mmap
 
 import numpy as np
 
@@ -25,11 +26,21 @@ def no_collection():
         gc.enable()
 
 
+@contextlib.contextmanager
+def fresh_pages(nbytes: int):
+    """`nbytes` of new anonymous memory, a byte written in every page: resident for sure. (np.ones
+    is not: a clean-checkout run saw 64 MiB of it add 4 KiB, the allocator reusing memory it held.)"""
+    with mmap.mmap(-1, nbytes) as pages:
+        view = np.frombuffer(pages, dtype=np.uint8)
+        view[::mmap.PAGESIZE] = 1
+        del view  # the mapping cannot close while an array looks at it
+        yield
+
+
 def test_the_watch_sees_an_allocation_and_its_peak():
     with no_collection(), memory.MemoryWatch() as watch:
-        block = np.ones(64 * 2**20 // 8)  # 64 MiB, touched
-        watch.sample()  # what the thread does every 20 ms, here while the block surely lives
-        del block
+        with fresh_pages(64 * 2**20):
+            watch.sample()  # what the thread does every 20 ms, here while the pages surely live
     assert watch.added_bytes >= 48 * 2**20
     assert watch.peak_bytes >= watch.start_bytes + watch.added_bytes - 1
     assert not watch.exceeded
@@ -38,9 +49,8 @@ def test_the_watch_sees_an_allocation_and_its_peak():
 def test_passing_the_limit_cancels_the_budget_with_its_reason():
     budget = Budget()
     with no_collection(), memory.MemoryWatch(limit_bytes=16 * 2**20, budget=budget) as watch:
-        block = np.ones(64 * 2**20 // 8)
-        watch.sample()  # the thread's sample, taken here: a loaded machine may not schedule it in time
-        del block
+        with fresh_pages(64 * 2**20):
+            watch.sample()  # the thread's sample, taken here: a loaded machine may not schedule it in time
     assert watch.exceeded and budget.cancelled and budget.reason == memory.MEMORY_LIMIT
 
 

@@ -42,12 +42,17 @@ def test_profiles_then_reuses_the_cache(tmp_path, monkeypatch):
     assert second.report.times["profile"] < first.report.times["profile"]
 
 
-def test_a_result_not_measured_faster_is_not_returned(tmp_path, monkeypatch):
-    model = cpu_model(path=tmp_path / "p.json")
-    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=False))
+def optimize_judged(tmp_path, monkeypatch, faster: bool):
+    """double_transpose() optimized under `cost="cpu"` with the side-by-side verdict injected:
+    the program, the result and its report."""
+    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=faster))
     g = double_transpose()
-    result = einsat.optimize(g, cost=model)
-    r = result.report
+    result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"))
+    return g, result, result.report
+
+
+def test_a_result_not_measured_faster_is_not_returned(tmp_path, monkeypatch):
+    g, result, r = optimize_judged(tmp_path, monkeypatch, faster=False)
     assert result.graph is g and r.kept_input and "not measured faster" in r.kept_input
     assert r.ops_after == g.op_counts() and r.measured_speedup == 1.0
     assert r.measured["speedup"] < 1 and not r.measured["faster"]
@@ -56,11 +61,7 @@ def test_a_result_not_measured_faster_is_not_returned(tmp_path, monkeypatch):
 
 
 def test_a_result_measured_faster_is_returned_with_its_figures(tmp_path, monkeypatch):
-    model = cpu_model(path=tmp_path / "p.json")
-    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=True))
-    g = double_transpose()
-    result = einsat.optimize(g, cost=model)
-    r = result.report
+    _, _, r = optimize_judged(tmp_path, monkeypatch, faster=True)
     assert r.kept_input is None and "transpose" not in r.ops_after
     assert r.measured_speedup == pytest.approx(2.0) and r.to_dict()["measured"]["faster"]
     line = next(ln for ln in str(r).splitlines() if "measured on onnxruntime" in ln)

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from einsat.ir.graph import Graph, Node
+from einsat.ir.ops.fused import ACTIVATIONS
 from einsat.ir.registry import Op
 from einsat.ir.types import TensorType
 
-ACTIVATION_OPS = {Op.RELU: "relu", Op.SIGMOID: "sigmoid", Op.TANH: "tanh"}
+ACTIVATION_OPS = {op: name for name, op in ACTIVATIONS.items() if op is not None}  # the fused ops' activations
 HEADS = (Op.CONV, Op.FUSED_CONV, Op.MATMUL, Op.FUSED_MATMUL)
 
 
@@ -131,16 +132,15 @@ def ort_units(graph: Graph) -> list[Unit]:
         out = graph.types[node.outputs[0]]
         group, cur = [node], node
         nxt = _single(cur, graph, uses)
-        residual_taken = False
         while nxt is not None:
             if op is Op.FUSED_CONV and _folds_into_conv(nxt, cur.outputs[0], graph, out):
                 if nxt.op in (Op.BATCHNORM, Op.ADD) and ins[2] is None:  # a bias appears
                     ins = [ins[0], ins[1], TensorType((out.shape[1],), out.dtype), *ins[3:]]
-            elif nxt.op is Op.ADD and not residual_taken:
+            elif nxt.op is Op.ADD and len(ins) <= 3:  # a fourth input is the residual, taken once
                 grown = _absorb_add(op, ins, nxt, cur.outputs[0], graph, out)
                 if grown is None:
                     break
-                ins, residual_taken = grown, len(grown) > 3
+                ins = grown
             elif nxt.op in ACTIVATION_OPS and attrs.get("activation", "none") == "none":
                 attrs = {**attrs, "activation": ACTIVATION_OPS[nxt.op]}
                 group.append(nxt)

@@ -204,7 +204,8 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
                     ops_before=graph.op_counts(), ops_after=stitched.op_counts(),
                     saturation=_saturation(reports), extraction=_extraction(reports, after),
                     verification=verification, times=times, cost_by_op_before=cost.cost_by_op(graph),
-                    cost_by_op_after=cost.cost_by_op(stitched), interrupted=interrupted, partition=summary)
+                    cost_by_op_after=cost.cost_by_op(stitched), interrupted=interrupted,
+                    stop=run.reason or next((r.stop for r in reports if r.stop), None), partition=summary)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
     return Result(stitched, report, graph)
 

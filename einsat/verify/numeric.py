@@ -25,7 +25,6 @@ verification at the end runs only the candidate.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass, field
 from math import ceil, sqrt
@@ -34,7 +33,7 @@ import numpy as np
 
 from einsat.ir.graph import Graph
 from einsat.runtime import random_inputs, run
-from einsat.verify.corrector import check_pair
+from einsat.verify.corrector import check_pair, content_key
 from einsat.verify.informative import MIN_VARYING, feeding_pairs, informative, last_computing_node, varying
 
 
@@ -192,16 +191,11 @@ class ReferenceRuns:
         self.keep = tuple(dict.fromkeys(i for o in graph.outputs if (n := last_computing_node(graph, o)) is not None
                                         for i in n.inputs if i and graph.producer(i) is not None))
         self.seconds: list[float] = []  # the time of each run taken
-        self._runs: dict[bytes, dict[str, np.ndarray]] = {}
+        self._runs: dict[tuple, dict[str, np.ndarray]] = {}
 
     @staticmethod
-    def _key(draw: dict) -> bytes:
-        h = hashlib.blake2b(digest_size=16)
-        for name in sorted(draw):
-            a = np.ascontiguousarray(draw[name])
-            h.update(f"{name}:{a.dtype.str}:{a.shape};".encode())
-            h.update(a.view(np.uint8).reshape(-1) if a.size else b"")
-        return h.digest()
+    def _key(draw: dict) -> tuple:
+        return tuple((name, content_key(draw[name])) for name in sorted(draw))
 
     def run(self, draw: dict, keep: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         """The reference's values on `draw`: its outputs, the kept values and `keep`."""

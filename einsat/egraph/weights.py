@@ -31,7 +31,8 @@ from einsat.ir.graph import Graph, Node, fresh_name
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
-FOLD_PREFIX = "fold_"  # the names `rewrites.post.fold` gives the weights it folds during saturation
+FOLD_HINT = "fold"  # the name hint `rewrites.post.fold` gives the weights it folds during saturation
+FOLD_PREFIX = f"{FOLD_HINT}_"  # and the prefix of their names (`Session.add_weight`: hint_hash)
 
 Parents = dict[int, list[tuple[int, ENode]]]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from einsat.egraph.weights import FOLD_PREFIX
 from einsat.errors import EinsatError, ExtractionError
 from einsat.extract.problem import Problem, Selection, node_key
 from einsat.ir.graph import Graph, Node, fresh_name
@@ -88,7 +89,7 @@ def rebuild(problem: Problem, selection: Selection, name: str = "optimized",
             value[cid] = node.leaf[1]
         elif (node.leaf is not None or cand.folded) and cid in value:
             continue  # laid out already, as part of another constant's layout
-        elif (node.leaf is not None and node.leaf[1].startswith(FOLDED)) or cand.folded:
+        elif (node.leaf is not None and node.leaf[1].startswith(FOLD_PREFIX)) or cand.folded:
             if lay_out and laid_out(cid) is not None:
                 continue
             if node.leaf is not None:
@@ -150,7 +151,6 @@ def _group_users(problem: Problem, selection: Selection, order) -> dict[tuple, i
     return users
 
 
-FOLDED = "fold_"  # the name prefix of weights folded during saturation (`rewrites.post.fold`)
 # ops that only move or pad data: a constant made by them is laid out at load time, not stored
 LAYOUT_OPS = frozenset({Op.PAD, Op.CONCAT, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.SQUEEZE, Op.UNSQUEEZE,
                         Op.FLATTEN, Op.IDENTITY})
@@ -174,7 +174,7 @@ class _Compact:
         found = None
         nodes = self.data.classes[cid].nodes
         leaf = next((n for n in nodes if n.leaf is not None and n.leaf[0] == "weight"
-                     and not n.leaf[1].startswith(FOLDED) and n.leaf[1] in self.data.weights), None)
+                     and not n.leaf[1].startswith(FOLD_PREFIX) and n.leaf[1] in self.data.weights), None)
         if leaf is not None:
             found = [(cid, leaf)]
         else:

@@ -35,7 +35,6 @@ from einsat.rewrites.mutate.fusion import Join, join
 from einsat.rewrites.post.fold import reachable
 
 CORRECTIONS = frozenset({Op.CORRECT, Op.FUSED_CORRECT})
-THROUGH = frozenset({Op.CONCAT, Op.SPLIT, Op.PAD, Op.SLICE})  # besides the registry's layout-only ops
 DEPTH = 8
 MAX_PAIRS = 16
 COUNTS = ("correction convs", "pairs", "fused")
@@ -51,7 +50,7 @@ def correction_convs(data: EGraphData) -> list[tuple[int, ENode]]:
         nxt = []
         for cid in frontier:
             for n in data.classes[cid].nodes:
-                if n.op is not None and n.op is not Op.SPLIT and (n.op in THROUGH or opdef(n.op).layout_only):
+                if n.op is not None and n.op is not Op.SPLIT and opdef(n.op).layout_only:
                     nxt += [c for c in n.children if c != ABSENT and c not in seen]
         seen.update(nxt)
         frontier = sorted(set(nxt))

@@ -15,7 +15,7 @@ import numpy as np
 
 from einsat.egraph.data import ABSENT, EGraphData
 from einsat.egraph.rules import Generator
-from einsat.egraph.weights import weight_only
+from einsat.egraph.weights import FOLD_HINT, weight_only
 from einsat.ir.registry import opdef
 
 FOLD_BYTES = 1 << 20
@@ -60,7 +60,7 @@ def fold_weights(session, data: EGraphData) -> int:
             continue
         budget, work = budget - cls.type.nbytes, work - cost
         v = np.ascontiguousarray(value(cid), dtype=cls.type.dtype)
-        session.union(cid, session.add_weight(v, hint="fold"))
+        session.union(cid, session.add_weight(v, hint=FOLD_HINT))
         unions += 1
     return unions
 

@@ -26,7 +26,7 @@ import numpy as np
 from einsat.ir.expr import Call, Expr, Guard, Read, var
 from einsat.ir.expr.build import iters
 from einsat.ir.ops.onnx_args import int64s
-from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, register, same_dtype
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, opdef, register, same_dtype
 from einsat.ir.types import TensorType
 
 _SCALAR_ATTRS = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
@@ -236,12 +236,10 @@ class FusedCorrect(OpDef):
                                              ("shape", node.attrs["shape"])) if attrs]
         cur = node.outputs[0] if not steps else ctx.fresh("corrected")
         Correct().to_onnx(ctx, _Named(node.inputs, {"region": node.attrs["region"]}, [cur]))
-        for k, (name, v) in enumerate(steps):
+        for k, (name, v) in enumerate(steps):  # each as its own op exports it (a Reshape to a 0 dim: allowzero)
             out = node.outputs[0] if k == len(steps) - 1 else ctx.fresh(name)
-            if name == "perm":
-                ctx.node("Transpose", [cur], [out], perm=v)
-            else:
-                ctx.node("Reshape", [cur, int64s(ctx, v, name)], [out])
+            op, attr = (Op.TRANSPOSE, "perm") if name == "perm" else (Op.RESHAPE, "shape")
+            opdef(op).to_onnx(ctx, _Named([cur], {attr: v}, [out]))
             cur = out
 
 

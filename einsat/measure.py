@@ -136,9 +136,8 @@ def profile_candidates(model: TargetCost, data, graph: Graph, budget_s: float | 
 def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:
     """The input and the result timed side by side on the model's target (`compare_programs`)."""
     _, _, program_runner = _runners(model)
-    comparison = compare_programs(baseline, candidate, reps=reps, threads=model.threads, runner=program_runner)
-    comparison.backend = model.target
-    return comparison
+    return compare_programs(baseline, candidate, reps=reps, threads=model.threads, runner=program_runner,
+                            backend=model.target)
 
 
 # -- verdicts kept across runs ------------------------------------------------------------------

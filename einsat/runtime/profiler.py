@@ -378,10 +378,11 @@ def judge(baseline_us: Sequence[float], candidate_us: Sequence[float], backend: 
 
 def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: int = 3, seed: int = 0,
                      runner: Callable[[Graph, int], Runner] | None = None, threads: int = THREADS,
-                     confirm: bool = True) -> Comparison:
+                     confirm: bool = True, backend: str = "onnxruntime") -> Comparison:
     """Time `baseline` and `candidate` side by side (`reps` interleaved rounds after `warmup`
     runs of each, the same random inputs; `runner(graph, seed)` builds each one's runner,
-    by default its onnxruntime session) and judge whether the candidate is faster.
+    by default its onnxruntime session) and judge whether the candidate is faster; `backend`
+    names what the runners run on, in the verdict.
 
     With `confirm`, a verdict of faster is checked by a second block of `reps` rounds: the
     candidate is faster only if that block says so too, and the figures are those of all the
@@ -390,11 +391,11 @@ def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: 
     runner = runner or (lambda g, seed: ort_runner(g, seed, threads))
     runners = {"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}
     times = interleaved(runners, reps, warmup)
-    first = judge(times["baseline"], times["candidate"])
+    first = judge(times["baseline"], times["candidate"], backend)
     if not (confirm and first.faster):
         return first
     more = interleaved(runners, reps, warmup=0)
-    second = judge(more["baseline"], more["candidate"])
-    pooled = judge(times["baseline"] + more["baseline"], times["candidate"] + more["candidate"])
+    second = judge(more["baseline"], more["candidate"], backend)
+    pooled = judge(times["baseline"] + more["baseline"], times["candidate"] + more["candidate"], backend)
     pooled.faster = pooled.faster and second.faster
     return pooled

@@ -152,39 +152,41 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     t = start
     limits = _limits(limits)
     with _watch(limits, run) as watch:
-        with run.interruptible():
-            notify(ProgressEvent("load", "reading the program"))
-            graph = _load(program, example_inputs)
-            examples = _examples(graph, example_inputs)
-            t = phase("load", t)
-            reference, held = None, 0.0
-            if verify and run.seconds is not None:  # the verification's time, known before the search
-                notify(ProgressEvent("load", "running the input program on the verification's inputs"))
-                reference, candidate_s = prepare_reference(graph, examples=examples)
-                held = run.reserve(VERIFY_MARGIN * candidate_s)
-                t = phase("reference", t)
-            notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
-            data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
-            t = phase("saturate", t)
-            profiled = None
-            if measure.measured(model):
-                seconds = measure.PROFILE_BUDGET_S if profile_budget is None else profile_budget
-                if run.seconds is not None:
-                    seconds = min(seconds, max(0.0, 0.5 * run.remaining()))
-                notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
-                profiled = measure.profile_candidates(model, data, graph, seconds,
-                                                      lambda text: notify(ProgressEvent("profile", text)))
-                t = phase("profile", t)
-            notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
-                                 classes=len(data.classes)))
-            ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
-            seconds = min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE)))
-            extraction = _extract(data, model, method, seconds, graph, run, notify)
-            t = phase("extract", t)
+        reference, held = None, 0.0
+        try:
+            with run.interruptible():
+                notify(ProgressEvent("load", "reading the program"))
+                graph = _load(program, example_inputs)
+                examples = _examples(graph, example_inputs)
+                t = phase("load", t)
+                if verify and run.seconds is not None:  # the verification's time, known before the search
+                    notify(ProgressEvent("load", "running the input program on the verification's inputs"))
+                    reference, candidate_s = prepare_reference(graph, examples=examples)
+                    held = run.reserve(VERIFY_MARGIN * candidate_s)
+                    t = phase("reference", t)
+                notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
+                data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
+                t = phase("saturate", t)
+                profiled = None
+                if measure.measured(model):
+                    seconds = measure.PROFILE_BUDGET_S if profile_budget is None else profile_budget
+                    if run.seconds is not None:
+                        seconds = min(seconds, max(0.0, 0.5 * run.remaining()))
+                    notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
+                    profiled = measure.profile_candidates(model, data, graph, seconds,
+                                                          lambda text: notify(ProgressEvent("profile", text)))
+                    t = phase("profile", t)
+                notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
+                                     classes=len(data.classes)))
+                ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
+                seconds = min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE)))
+                extraction = _extract(data, model, method, seconds, graph, run, notify)
+                t = phase("extract", t)
+        finally:  # the verification's seconds go back to the budget, whatever happened
+            run.release(held)
         if run.cancelled:
             log.warning("%s: verifying the best program found so far", run.reason)
         verification = None
-        run.release(held)
         if verify:
             notify(ProgressEvent("verify", "running both programs on random inputs"))
             verification = verify_equivalent(graph, extraction.graph, examples=examples,

@@ -167,3 +167,16 @@ def test_a_budgeted_run_runs_the_input_for_its_verification_before_the_search(mo
 def test_an_unbudgeted_run_has_no_reference_phase():
     r = einsat.optimize(block()).report
     assert "reference" not in r.times and r.verification.proved
+
+
+def test_a_failed_run_gives_its_held_seconds_back(monkeypatch):
+    optimize_module = importlib.import_module("einsat.optimize")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("saturation broke")
+
+    monkeypatch.setattr(optimize_module, "_saturate", broken)
+    budget = Budget(60.0)
+    with pytest.raises(RuntimeError, match="saturation broke"):
+        einsat.optimize(block(), budget=budget)
+    assert budget.reserved == 0

@@ -135,9 +135,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                                  verify="prove" if args.require_proof else True,
                                  profile_budget=args.profile_budget, recheck=args.recheck, partition=partition)
     finally:
+        budget.release(writing)
         if display is not None:
             display.close()
-    budget.release(writing)
     einsat.save_onnx(result.graph, args.output)
     print(result.report)
     print(f"wrote {args.output}")

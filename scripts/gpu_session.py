@@ -38,7 +38,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from benchmarks.gpu_bench import cuda_event_times, rel_error  # noqa: E402
+from benchmarks.gpu_bench import cuda_event_times, op_by_op, rel_error  # noqa: E402
 
 PHASES = ("env", "tests", "profile", "e2e", "bench")
 E2E = ("resnet18", "bert")
@@ -206,11 +206,7 @@ def e2e_workload(s: Session, name: str, args, db) -> dict:
     dev = backend.device
     env0 = {n: dev.constant(a) for n, a in graph.weights.items()}
     env0.update({n: dev.upload(feeds[n]) for n in graph.inputs})
-
-    def eager():
-        env = dict(env0)
-        for node in graph.nodes:
-            env.update(zip(node.outputs, backend.execute(node, [env[i] if i else None for i in node.inputs], graph)))
+    eager = op_by_op(graph, backend, env0)
     res["einsat_eager_ms"] = _median_events(eager, args.e2e_reps)
     res["host_fallbacks"] = dict(backend.host_fallbacks)
     try:

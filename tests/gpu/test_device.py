@@ -88,3 +88,25 @@ def test_a_held_workspace_outlives_its_replacement():
     assert ref() is not None and dev.workspace_buffer() is not held
     del held
     assert ref() is None
+
+
+@needs_cxx
+def test_the_benchmarks_op_by_op_loop_runs_bodies_on_device_values():
+    """`benchmarks.gpu_bench.op_by_op` (the GPU session's interpreter timing) calls the backend
+    as the interpreter does: the loop node's body runs, and the outputs equal NumPy's."""
+    from benchmarks.gpu_bench import op_by_op
+
+    graph = scalar_program()
+    feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.float32(2.0)}
+    want = run(graph, feeds)
+    library = KernelLibrary()
+    dry = HostDevice(library, dry=True)
+    run(graph, feeds, backend=GpuBackend(dry))
+    library.build(dry.recorded)
+    backend = GpuBackend(HostDevice(library))
+    env0 = {n: backend.constant(a) for n, a in graph.weights.items()}
+    env0.update({n: backend.from_numpy(np.asarray(feeds[n])) for n in graph.inputs})
+    once = op_by_op(graph, backend, env0)
+    for _ in range(2):  # the device-resident inputs are not consumed by a run
+        for name, value in zip(graph.outputs, once()):
+            np.testing.assert_array_equal(backend.to_numpy(value), want[name])

@@ -20,6 +20,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+import numpy as np  # noqa: E402
+
 from benchmarks.workloads import build  # noqa: E402
 from einsat.extract.profile_db import PROFILES_DIR, ProfileDB  # noqa: E402
 from einsat.extract.profiled import CalibratedRoofline, MeasuredCost  # noqa: E402
@@ -39,6 +41,36 @@ def merge_profile(folder: str) -> tuple[ProfileDB, str]:
     db.device, db.method = new.device, new.method
     db.save(path)
     return db, path
+
+
+def optimized_table(optimized: dict) -> list[str]:
+    """The einsat-optimized programs against their inputs, measured on the GPU (the session's
+    `optimized` phase), beside the modeled speed-up and MeasuredCost's predictions."""
+    lines = ["", "## einsat-optimized programs against their inputs, measured", "",
+             "Each workload optimized on a CPU machine with `cost=\"h100\"` (the measured profile; "
+             "`scripts/export_optimized.py`), rebuilt on the GPU machine bit for bit, both programs as CUDA "
+             "graphs: rounds alternating which runs first, each round the median of its replays; speed-up = "
+             "median of the per-round ratios, [min, max] over rounds; predictions by MeasuredCost on the "
+             "session's profile.", "",
+             "| workload | nodes | input ms | optimized ms | measured speed-up [min, max] | faster rounds | "
+             "modeled speed-up | predicted input / optimized ms | rel err |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in optimized.items():
+        if not isinstance(r, dict) or "speedup" not in r:
+            why = r.get("error") or r.get("skipped") if isinstance(r, dict) else r
+            lines.append(f"| {name} | {why} | | | | | | | |")
+            continue
+        pred = (f"{r['predicted_input_ms']:.3f} / {r['predicted_optimized_ms']:.3f}"
+                if "predicted_input_ms" in r else "–")
+        lines.append(f"| {name} | {r['nodes_before']} → {r['nodes_after']} | {r['input_ms']:.3f} | "
+                     f"{r['optimized_ms']:.3f} | {r['speedup']:.2f}× [{r['speedup_min']:.2f}, {r['speedup_max']:.2f}] "
+                     f"| {r['faster_rounds']}/{r['rounds']} | {r['modeled_speedup']:.2f}× (modeled) | {pred} | "
+                     f"{r['optimized_rel_error']:.1e} |")
+    done = [r for r in optimized.values() if isinstance(r, dict) and "speedup" in r]
+    if done:
+        geo = float(np.exp(np.mean(np.log([r["speedup"] for r in done]))))
+        lines += ["", f"Geomean measured speed-up over {len(done)} workloads: {geo:.3f}×; slowest "
+                      f"{min(r['speedup'] for r in done):.3f}×."]
+    return lines
 
 
 def main(argv=None) -> int:
@@ -68,7 +100,8 @@ def main(argv=None) -> int:
     device = db.device
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_runtime.json"), "w") as f:
-        json.dump({"device": device, "session": session.get("started"), "workloads": rows}, f, indent=1)
+        json.dump({"device": device, "session": session.get("started"), "workloads": rows,
+                   "optimized": session["phases"].get("optimized") or {}}, f, indent=1, default=str)
     lines = [f"# einsat's GPU runtime on {device.get('name')} ({session.get('started')})", "",
              "Unoptimized programs, fp32 (TF32 off), einsat's CUDA-graph replay vs PyTorch eager (same weights "
              "and inputs); predictions by MeasuredCost (measured per-op warm times) and by the roofline "
@@ -82,6 +115,9 @@ def main(argv=None) -> int:
         lines.append(f"| {name} | {r['einsat_graph_ms']:.3f} | {r['torch_eager_ms'] or float('nan'):.3f} | "
                      f"{r['ratio_graph_vs_torch'] or float('nan'):.2f} | {r['profiled_ms']:.3f} | "
                      f"{r['profiled_ratio']:.2f} | {r['roofline_ms']:.3f} | {r['coverage']:.0%} |")
+    optimized = session["phases"].get("optimized") or {}
+    if optimized:
+        lines += optimized_table(optimized)
     with open(os.path.join(args.out, "gpu_runtime.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -15,6 +15,11 @@ leaves its results):
            graph and through the interpreter loop, beside PyTorch eager, same weights and inputs;
            outputs checked against NumPy; the profile's prediction of each
   bench    the benchmark harness's GPU part (benchmarks.harness --gpu), into bench/
+  profile-optimized, optimized
+           the einsat-optimized programs packed on a CPU machine (scripts/export_optimized.py,
+           `--optimized` folder): their new signatures profiled, then each against its input
+           program, both as CUDA graphs, interleaved rounds, outputs checked against NumPy,
+           measured speed-up beside the modeled one and MeasuredCost's prediction of both
 
 Outputs (at most 8 files, as the device tool returns): session.md, session.json, tests.log,
 profile-<kind>.json, session.log, bench/gpu.{json,md,png}. Nothing here imports egglog.
@@ -40,7 +45,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.gpu_bench import cuda_event_times, op_by_op, rel_error  # noqa: E402
 
-PHASES = ("env", "tests", "profile", "e2e", "bench")
+PHASES = ("env", "tests", "profile", "e2e", "bench", "profile-optimized", "optimized")
 E2E = ("resnet18", "bert")
 START = time.monotonic()
 
@@ -129,7 +134,7 @@ def _profile_db(s: Session, kind: str):
     return (ProfileDB.load(base) if base else ProfileDB()), path
 
 
-def phase_profile(s: Session, args, only_e2e_programs: bool = False) -> dict:
+def phase_profile(s: Session, args, only_e2e_programs: bool = False, graphs=None) -> dict:
     from benchmarks.workloads import build
     from einsat.gpu.device import CupyDevice
     from einsat.gpu.profiler import Profiler, device_info
@@ -138,7 +143,9 @@ def phase_profile(s: Session, args, only_e2e_programs: bool = False) -> dict:
     info = device_info(dev)
     db, path = _profile_db(s, info["kind"])
     db.device = info
-    if only_e2e_programs:  # exactly what the end-to-end predictions need, built here
+    if graphs is not None:  # the programs' own signatures
+        sigs = [sig for g in graphs for sig in signatures_of_graph(g)]
+    elif only_e2e_programs:  # exactly what the end-to-end predictions need, built here
         sigs = [sig for w in E2E for sig in signatures_of_graph(build(w))]
     else:
         sigs = [sig for f in signature_files(args) for sig in read_signatures(f)]
@@ -265,6 +272,102 @@ def phase_e2e(s: Session, args) -> dict:
     return out
 
 
+def optimized_records(args) -> list[dict]:
+    """The packed optimized programs in `--optimized` (scripts/export_optimized.py), by name."""
+    import pickle
+    records = []
+    for path in sorted(glob.glob(os.path.join(args.optimized, "*.pkl"))):
+        with open(path, "rb") as f:
+            records.append(pickle.load(f))
+    return records
+
+
+def optimized_pairs(args) -> list[tuple[dict, object, object]]:
+    """(record, input program, optimized program) for each packed program, rebuilt here."""
+    from benchmarks.workloads import build
+    from scripts.export_optimized import unpack
+    pairs = []
+    for record in optimized_records(args):
+        source = build(record["name"])
+        pairs.append((record, source, unpack(record, source)))
+    return pairs
+
+
+def phase_profile_optimized(s: Session, args) -> dict:
+    return phase_profile(s, args, graphs=[g for _, source, opt in optimized_pairs(args) for g in (source, opt)])
+
+
+def interleaved(a, b, rounds: int, reps: int) -> tuple[list[float], list[float]]:
+    """Median CUDA-event ms of `a` and of `b` (CompiledPrograms) per round, alternating which runs
+    first each round, so drift in clocks or load falls on both alike."""
+    ta, tb = [], []
+    for r in range(rounds):
+        order = ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta))
+        for prog, into in order:
+            into.append(statistics.median(cuda_event_times(prog.replay, reps, 3, prog._stream)))
+    return ta, tb
+
+
+def optimized_workload(s: Session, record: dict, source, opt, args, db, device=None) -> dict:
+    from einsat.extract.profiled import MeasuredCost
+    from einsat.gpu.backend_cupy import GpuBackend
+    from einsat.gpu.program import CompiledProgram
+    from einsat.runtime import run
+    name = record["name"]
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(source.types[n].shape).astype(source.types[n].dtype) for n in source.inputs}
+    want = run(source, feeds)
+    m = record["modeled"]
+    res: dict = {"nodes_before": len(source.nodes), "nodes_after": len(opt.nodes), "modeled_cost": m["cost"],
+                 "modeled_before": m["before"], "modeled_after": m["after"],
+                 "modeled_speedup": m["before"] / m["after"] if m["after"] else None,
+                 "kept_input": record["kept_input"], "rounds": args.rounds, "reps": args.round_reps}
+    device = device or GpuBackend(tf32=False).device
+    progs = {}
+    for key, g in (("input", source), ("optimized", opt)):
+        prog = CompiledProgram(g, device=device)
+        got = prog.run(feeds)
+        res[f"{key}_rel_error"] = max(rel_error(got[o], want[o]) for o in source.outputs)
+        res[f"{key}_mode"] = prog.mode
+        if prog.graph_fallback:
+            res[f"{key}_graph_fallback"] = prog.graph_fallback
+        progs[key] = prog
+    ta, tb = interleaved(progs["input"], progs["optimized"], args.rounds, args.round_reps)
+    ratios = sorted(x / y for x, y in zip(ta, tb))
+    res.update(input_ms=statistics.median(ta), optimized_ms=statistics.median(tb),
+               speedup=statistics.median(ratios), speedup_min=ratios[0], speedup_max=ratios[-1],
+               faster_rounds=sum(x > y for x, y in zip(ta, tb)))
+    if db is not None and len(db):
+        cost = MeasuredCost(db)
+        res.update(predicted_input_ms=cost.graph_cost(source) / 1e3, predicted_optimized_ms=cost.graph_cost(opt) / 1e3,
+                   coverage_input=cost.coverage(source), coverage_optimized=cost.coverage(opt))
+    s.log(f"optimized {name}: {res['input_ms']:.3f} -> {res['optimized_ms']:.3f} ms, measured "
+          f"{res['speedup']:.2f}x [{res['speedup_min']:.2f}, {res['speedup_max']:.2f}] (modeled "
+          f"{res['modeled_speedup'] or float('nan'):.2f}x), rel err {res['input_rel_error']:.1e} / "
+          f"{res['optimized_rel_error']:.1e}")
+    return res
+
+
+def phase_optimized(s: Session, args) -> dict:
+    from einsat.gpu.device import CupyDevice
+    from einsat.gpu.profiler import device_info
+    db, _ = _profile_db(s, device_info(CupyDevice())["kind"])
+    out = {}
+    for record, source, opt in optimized_pairs(args):
+        name = record["name"]
+        if s.left() < 20:
+            out[name] = {"skipped": "deadline"}
+            continue
+        try:
+            out[name] = optimized_workload(s, record, source, opt, args, db)
+        except Exception as e:
+            out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
+            s.log(f"optimized {name}: ERROR {out[name]['error']}")
+        s.data["phases"]["optimized"] = out
+        s.save()
+    return out
+
+
 def phase_bench(s: Session, args) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.harness", "--gpu", "--out", os.path.join(s.out, "bench")]
     cmd += args.bench_args.split()
@@ -310,6 +413,19 @@ def summary_markdown(d: dict) -> str:
                          f"{f('ratio_graph_vs_torch', '{:.2f}')} | {f('rel_error', '{:.1e}')} | "
                          f"{f('profile_sum_ms')} | {f('prediction_ratio', '{:.2f}')} |")
         lines.append("")
+    o = d["phases"].get("optimized")
+    if o and "error" not in o:
+        lines += ["| workload | nodes | input ms | optimized ms | measured speed-up [min, max] | modeled | "
+                  "rel err opt. |", "|---|---|---|---|---|---|---|"]
+        for name, r in o.items():
+            if not isinstance(r, dict) or "speedup" not in r:
+                lines.append(f"| {name} | {r.get('error', r.get('skipped', r)) if isinstance(r, dict) else r} |")
+                continue
+            lines.append(f"| {name} | {r['nodes_before']} → {r['nodes_after']} | {r['input_ms']:.3f} | "
+                         f"{r['optimized_ms']:.3f} | {r['speedup']:.2f}x [{r['speedup_min']:.2f}, "
+                         f"{r['speedup_max']:.2f}] | {r['modeled_speedup'] or float('nan'):.2f}x | "
+                         f"{r['optimized_rel_error']:.1e} |")
+        lines.append("")
     for name, r in (d["phases"].items()):
         if isinstance(r, dict) and "error" in r:
             lines.append(f"Phase {name} failed: {r['error']}")
@@ -321,19 +437,25 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-session"))
     p.add_argument("--phases", default="env,tests,profile-e2e,e2e,profile",
                    help="comma-separated, in order: env, tests, profile-e2e (the e2e programs' signatures), "
-                        "e2e, profile (all exported signatures), bench")
+                        "e2e, profile (all exported signatures), bench, profile-optimized, optimized")
     p.add_argument("--deadline", type=float, default=560.0, help="seconds from the start to finish by")
     p.add_argument("--reserve", type=float, default=20.0, help="seconds the profile leaves for the phases after it")
     p.add_argument("--test-budget", type=float, default=240.0)
     p.add_argument("--reps", type=int, default=30, help="repetitions per profiled signature")
     p.add_argument("--e2e-reps", type=int, default=100)
     p.add_argument("--workloads", default=",".join(E2E))
+    p.add_argument("--optimized", default=os.path.join(ROOT, ".gpuopt"),
+                   help="folder of packed optimized programs (scripts/export_optimized.py)")
+    p.add_argument("--rounds", type=int, default=15, help="interleaved rounds per optimized workload")
+    p.add_argument("--round-reps", type=int, default=20, help="CUDA-graph replays per round")
     p.add_argument("--bench-args", default="--no-optimize --no-compile resnet18 bert")
     args = p.parse_args(argv)
     s = Session(args.out, args.deadline)
     s.log(f"einsat GPU session: phases {args.phases}, deadline {args.deadline:.0f} s, out {args.out}")
     funcs = {"env": phase_env, "tests": phase_tests, "profile": phase_profile, "e2e": phase_e2e,
-             "bench": phase_bench, "profile-e2e": lambda s_, a: phase_profile(s_, a, only_e2e_programs=True)}
+             "bench": phase_bench, "optimized": phase_optimized,
+             "profile-optimized": phase_profile_optimized,
+             "profile-e2e": lambda s_, a: phase_profile(s_, a, only_e2e_programs=True)}
     failed = False
     for ph in args.phases.split(","):
         if ph not in funcs:

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
+import pickle
+import shutil
 
 import numpy as np
+import pytest
 
 from benchmarks.workloads import build
 from einsat.extract.profile_db import ProfileDB
 from einsat.ir.builder import GraphBuilder
+from einsat.gpu.backend_cupy import GpuBackend
+from einsat.gpu.interpreter import run
 from einsat.ir.signature import signatures_of_graph
+from tests.gpu.host_device import HostDevice, KernelLibrary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,7 +49,11 @@ def test_gpu_report_merges_the_profile_and_predicts(tmp_path, monkeypatch):
     db.save(folder / "profile-h100.json")
     session = {"started": "now", "phases": {"e2e": {"pet_conv": {
         "einsat_graph_ms": 0.030, "einsat_eager_ms": 0.05, "torch_eager_ms": 0.040, "rel_error": 1e-7,
-        "ratio_graph_vs_torch": 0.75}}}}
+        "ratio_graph_vs_torch": 0.75}}, "optimized": {
+        "pet_conv": {"nodes_before": 1, "nodes_after": 4, "input_ms": 0.030, "optimized_ms": 0.015, "speedup": 2.0,
+                     "speedup_min": 1.5, "speedup_max": 2.5, "faster_rounds": 15, "rounds": 15,
+                     "modeled_speedup": 2.04, "optimized_rel_error": 1e-7},
+        "csrnet": {"error": "ValueError: input weight 'w' differs"}}}}
     (folder / "session.json").write_text(json.dumps(session))
     assert report.main([str(folder), "--out", str(tmp_path / "results")]) == 0
     assert len(ProfileDB.load(profiles / "h100.json")) == len(db)
@@ -50,4 +61,64 @@ def test_gpu_report_merges_the_profile_and_predicts(tmp_path, monkeypatch):
     row = out["workloads"]["pet_conv"]
     assert row["profiled_ms"] == 0.025 and row["coverage"] == 1.0  # the measured warm time
     assert abs(row["profiled_ratio"] - 25 / 30) < 1e-9
-    assert "pet_conv" in (tmp_path / "results" / "gpu_runtime.md").read_text()
+    md = (tmp_path / "results" / "gpu_runtime.md").read_text()
+    assert "pet_conv" in md
+    assert "| pet_conv | 1 → 4 | 0.030 | 0.015 | 2.00× [1.50, 2.50] | 15/15 | 2.04× (modeled) | – |" in md
+    assert "| csrnet | ValueError: input weight 'w' differs |" in md
+    assert "Geomean measured speed-up over 1 workloads: 2.000×" in md
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_an_optimized_program_travels_without_weights_and_runs_against_its_input(tmp_path, monkeypatch):
+    """scripts/export_optimized.py packs an optimized program as its recipe over the input's
+    weights; the GPU session rebuilds it bit for bit and times it against the input (here on the
+    host device, with the CUDA-event timing replaced)."""
+    import einsat
+    export, session = load_script("export_optimized"), load_script("gpu_session")
+    graph = build("pet_conv")
+    result = einsat.optimize(graph, cost="h100", budget=10, recipe=True)
+    (tmp_path / "opt").mkdir()
+    (tmp_path / "opt" / "pet_conv.pkl").write_bytes(pickle.dumps(export.pack("pet_conv", graph, result)))
+    ((record, source, opt),) = session.optimized_pairs(argparse.Namespace(optimized=str(tmp_path / "opt")))
+    assert not record["raw"]  # every weight comes from the input's, or from the recipe
+    assert [n.op for n in opt.nodes] == [n.op for n in result.graph.nodes]
+    assert opt.weights.keys() == result.graph.weights.keys()
+    for k, w in result.graph.weights.items():
+        np.testing.assert_array_equal(opt.weights[k], w)
+    name = next(iter(record["source_sha"]))
+    other = source.replace(weights={**source.weights, name: source.weights[name] + 1})
+    with pytest.raises(ValueError, match=name):
+        export.unpack(record, other)
+
+    library = KernelLibrary()
+    feeds = {n: np.zeros(source.types[n].shape, source.types[n].dtype) for n in source.inputs}
+    for g in (source, opt):
+        dry = HostDevice(library, dry=True)
+        run(g, feeds, backend=GpuBackend(dry))
+        library.build(dry.recorded)
+    monkeypatch.setattr(session, "interleaved", lambda a, b, rounds, reps: ([2.0, 3.0, 2.0], [1.0, 1.0, 2.0]))
+    args = argparse.Namespace(rounds=3, round_reps=5)
+    res = session.optimized_workload(session.Session(str(tmp_path), 100.0), record, source, opt, args,
+                                     ProfileDB(), device=HostDevice(library))
+    assert res["input_rel_error"] < 1e-5 and res["optimized_rel_error"] < 1e-5  # the host's conv sums in its order
+    assert res["speedup"] == 2.0 and (res["speedup_min"], res["speedup_max"]) == (1.0, 3.0)
+    assert res["faster_rounds"] == 2
+    assert res["modeled_speedup"] == pytest.approx(result.report.speedup)
+
+
+def test_interleaved_rounds_alternate_which_program_runs_first(monkeypatch):
+    session = load_script("gpu_session")
+    order = []
+
+    class Prog:
+        def __init__(self, name):
+            self.name, self._stream = name, None
+
+        def replay(self):
+            order.append(self.name)
+    times = {"a": 2.0, "b": 1.0}
+    monkeypatch.setattr(session, "cuda_event_times",
+                        lambda fn, reps, warmup, stream: [fn() or times[order[-1]]] * reps)
+    ta, tb = session.interleaved(Prog("a"), Prog("b"), rounds=4, reps=3)
+    assert ta == [2.0] * 4 and tb == [1.0] * 4
+    assert order == ["a", "b", "b", "a", "a", "b", "b", "a"]

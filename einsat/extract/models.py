@@ -2,6 +2,7 @@
 `einsat optimize --cost` accept, and the default.
 
     cost_model("h100")       # the committed H100 profile as a MeasuredCost, else the H100 roofline
+    cost_model("h100-roofline")  # the H100 datasheet roofline (fp32), profile or not
     cost_model("h100-tf32")  # the H100 roofline with TF32 tensor cores
     cost_model("cpu")        # onnxruntime on this machine's CPU: measured on demand, cached
                              # (`einsat.extract.target`; `optimize` profiles the candidates)
@@ -37,6 +38,8 @@ def gpu_model(kind: str) -> CostModel:
 COST_MODELS: dict[str, Callable[[], CostModel]] = {
     "h100": partial(gpu_model, "h100"),
     "h200": partial(gpu_model, "h200"),
+    "h100-roofline": partial(RooflineCost, "h100"),
+    "h200-roofline": partial(RooflineCost, "h200"),
     "h100-tf32": partial(RooflineCost, "h100", tf32=True),
     "h200-tf32": partial(RooflineCost, "h200", tf32=True),
     "cpu": cpu_model,

@@ -7,12 +7,12 @@ from benchmarks import derive_default_bench
 
 
 def test_a_transposed_conv_is_derived_only_where_it_can_pay(tmp_path):
-    for cost in ("h100", "slow-windows"):
+    for cost in ("h100-roofline", "slow-windows"):
         assert derive_default_bench.main(["einnet_conv_transpose", "--cost", cost, "--reps", "1",
                                           "--out", str(tmp_path)]) == 0
     rows = {r["cost"]: r for r in json.loads((tmp_path / "derive_default.json").read_text())["results"]}
-    assert set(rows) == {"h100", "slow-windows"}
-    assert rows["h100"]["after"]["derive_matches"] == 0  # the roofline: no derivation can pay
+    assert set(rows) == {"h100-roofline", "slow-windows"}
+    assert rows["h100-roofline"]["after"]["derive_matches"] == 0  # the roofline: no derivation can pay
     assert rows["slow-windows"]["after"]["derive_matches"] > 0
     assert rows["slow-windows"]["after"]["eops"] >= 1  # the derived form is extracted
     for r in rows.values():

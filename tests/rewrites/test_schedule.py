@@ -59,9 +59,9 @@ def workloads():
     return importlib.import_module("benchmarks.workloads")
 
 
-def optimize(graph):
+def optimize(graph, **kwargs):
     from einsat.optimize import optimize as run
-    return run(graph)
+    return run(graph, **kwargs)
 
 
 def test_bert_qkv_matmuls_are_merged(workloads):
@@ -95,7 +95,9 @@ def resnet_block():
 
 
 def test_conv_relu_is_fused_on_resnet_blocks():
-    result = optimize(resnet_block()).graph
+    # the datasheet roofline, where fusing pays: under the measured H100 profile a 16-channel conv
+    # costs more in cuDNN than EinNet's matmul form, and the search (rightly) extracts that
+    result = optimize(resnet_block(), cost="h100-roofline").graph
     ops = result.op_counts()
     assert ops.get("fused_conv") == 2 and "relu" not in ops and "batchnorm" not in ops and "conv" not in ops
     acts = sorted(n.attrs["activation"] for n in result.nodes if n.op is Op.FUSED_CONV)

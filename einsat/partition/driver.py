@@ -85,6 +85,17 @@ def partition(graph: Graph, settings: Partitioning = Partitioning()) -> tuple[li
     return pieces, cuts
 
 
+def crossing_cost(cost, nbytes: int) -> float | None:
+    """The modeled cost (µs) of writing `nbytes` at a cut and reading them back: on the memory
+    bandwidth of the model's device, or of its fallback's (a measured model's calibrated roofline;
+    the CuPy model's device is the GPU itself, without a datasheet); None when neither has one."""
+    for model in (cost, getattr(cost, "fallback", None)):
+        bandwidth = getattr(getattr(model, "device", None), "bandwidth", None)
+        if bandwidth:
+            return 2 * nbytes / bandwidth * 1e6
+    return None
+
+
 def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs=None, cost, rules=None,
                          limits=None, extractor: str = "ilp", time_limit: float | None = None, budget=None,
                          verify: bool | str = True, progress=None):
@@ -191,9 +202,8 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
         times["verify"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - t0
 
-    device = getattr(cost, "device", None)
     cut_rows = [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes,
-                           2 * c.bytes / device.bandwidth * 1e6 if device is not None else None, c.forced, c.repeat)
+                           crossing_cost(cost, c.bytes), c.forced, c.repeat)
                 for c in cuts]
     summary = PartitionSummary(summaries, cut_rows, executor, workers,
                                settings.reuse, dict(times))

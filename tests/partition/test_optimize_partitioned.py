@@ -251,3 +251,19 @@ def test_a_layer_inside_a_partitioned_model_costs_no_more_than_the_layer_optimiz
     # op for op, the stitched model is three copies of the layer optimized alone and the final norm
     layer = alone.graph.op_counts()
     assert whole.graph.op_counts() == {op: 3 * n + (op == "layernorm") for op, n in layer.items()}
+
+
+def test_a_cut_is_costed_on_the_bandwidth_of_the_models_device_or_its_fallbacks():
+    from einsat.extract.models import cost_model
+    from einsat.extract.profiled import MeasuredCost
+    from einsat.partition.driver import crossing_cost
+
+    roofline = cost_model("h100-roofline")
+    assert crossing_cost(roofline, 10**6) == 2 * 10**6 / roofline.device.bandwidth * 1e6
+    measured = MeasuredCost("h100")  # the committed profile: its calibrated roofline has the datasheet
+    assert crossing_cost(measured, 10**6) == 2 * 10**6 / measured.fallback.device.bandwidth * 1e6
+
+    class OnTheDevice:  # the CuPy model's device is the GPU itself: no datasheet bandwidth
+        device, fallback = object(), measured.fallback
+    assert crossing_cost(OnTheDevice(), 10**6) == crossing_cost(measured, 10**6)
+    assert crossing_cost(object(), 10**6) is None

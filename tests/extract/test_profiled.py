@@ -142,3 +142,28 @@ def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
     model = cost_model("h100")
     assert isinstance(model, MeasuredCost) and model.name == "measured-h100" and len(model.db) == len(db)
     assert isinstance(cost_model("h200"), RooflineCost)
+
+
+def test_a_committed_profile_is_fitted_once_until_it_changes(tmp_path, monkeypatch):
+    import os
+
+    from einsat.extract import cost_model, profile_db
+    from einsat.extract import profiled as profiled_mod
+    monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
+    fits = []
+    real_fit = profiled_mod.CalibratedRoofline.fit
+    monkeypatch.setattr(profiled_mod.CalibratedRoofline, "fit",
+                        staticmethod(lambda db, *a, **k: fits.append(len(db)) or real_fit(db, *a, **k)))
+    db, *_ = calibration_profile(np.random.default_rng(7))
+    path = tmp_path / "h100.json"
+    db.save(path)
+    first, second = cost_model("h100"), cost_model("h100")
+    assert len(fits) == 1 and first is not second and first.db is not second.db  # fresh models, one fit
+    assert first.fallback is second.fallback
+    smaller = ProfileDB(device=db.device)
+    for k, entry in list(db.entries.items())[: len(db) // 2]:
+        smaller.entries[k] = entry
+    smaller.save(path)
+    os.utime(path, ns=(1, 1))  # a changed file, whatever the clock's resolution
+    third = cost_model("h100")
+    assert fits == [len(db), len(db) // 2] and len(third.db) == len(db) // 2

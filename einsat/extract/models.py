@@ -10,21 +10,25 @@
 
 `register_cost_model(name, factory)` adds a name (a profile measured elsewhere, a model of your
 own). Each name builds a fresh model when asked, so a profile committed or registered later is
-picked up; the roofline a profile's fallback is fitted to (about 0.9 s) is kept per file, by
-its size and modification time, so only a changed profile is fitted again.
+picked up. The roofline fitted to a committed profile for its fallback (about 0.9 s) is kept in
+this process per file state (size, modification time) and across processes in the user's cache
+(`profile_db.cache_dir()`, by the SHA-256 of the file): only a changed profile is fitted again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Callable
 from functools import lru_cache, partial
 
 from einsat.errors import EinsatError
 from einsat.extract.cost import CostModel, RooflineCost
-from einsat.extract.profile_db import ProfileDB, committed_profile
-from einsat.extract.profiled import CalibratedRoofline, MeasuredCost
+from einsat.extract.profile_db import ProfileDB, cache_dir, committed_profile
+from einsat.extract.profiled import CalibratedRoofline, MeasuredCost, Roofline
 from einsat.extract.target import cpu_model
+from einsat.ir.signature import atomic_write_json
 
 DEFAULT_COST = "h100"
 
@@ -41,8 +45,27 @@ def gpu_model(kind: str) -> CostModel:
 
 @lru_cache(maxsize=8)
 def _calibrated(path: str, size: int, mtime_ns: int) -> CalibratedRoofline:
-    """The roofline fitted to the profile at `path` as it is at (`size`, `mtime_ns`)."""
-    return CalibratedRoofline.fit(ProfileDB.load(path))
+    """The roofline fitted to the profile at `path` as it is at (`size`, `mtime_ns`): from the
+    user's cache when a process fitted these very bytes before."""
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    cached = os.path.join(cache_dir(), f"calibration-{digest}.json")
+    try:
+        with open(cached) as f:
+            data = json.load(f)
+        return CalibratedRoofline({k: Roofline(*v) for k, v in data["families"].items()}, data["view_us"],
+                                  data["kind"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # not fitted yet here, or unreadable: fit again
+    db = ProfileDB.load(path)
+    fitted = CalibratedRoofline.fit(db)
+    try:
+        atomic_write_json(cached, {"profile": path, "families": {k: [r.launch_us, r.flops_per_us, r.bytes_per_us]
+                                                                 for k, r in fitted.families.items()},
+                                   "view_us": fitted.view_us, "kind": db.device.get("kind", "gpu")})
+    except OSError:
+        pass  # a read-only cache: the next process fits again
+    return fitted
 
 
 COST_MODELS: dict[str, Callable[[], CostModel]] = {

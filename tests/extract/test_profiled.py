@@ -147,9 +147,10 @@ def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
 def test_a_committed_profile_is_fitted_once_until_it_changes(tmp_path, monkeypatch):
     import os
 
-    from einsat.extract import cost_model, profile_db
+    from einsat.extract import cost_model, models, profile_db
     from einsat.extract import profiled as profiled_mod
     monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     fits = []
     real_fit = profiled_mod.CalibratedRoofline.fit
     monkeypatch.setattr(profiled_mod.CalibratedRoofline, "fit",
@@ -160,6 +161,13 @@ def test_a_committed_profile_is_fitted_once_until_it_changes(tmp_path, monkeypat
     first, second = cost_model("h100"), cost_model("h100")
     assert len(fits) == 1 and first is not second and first.db is not second.db  # fresh models, one fit
     assert first.fallback is second.fallback
+    models._calibrated.cache_clear()  # as a new process: the fit comes from the user's cache
+    again = cost_model("h100")
+    assert len(fits) == 1 and again.fallback is not first.fallback
+    assert again.fallback.families == first.fallback.families and again.fallback.view_us == first.fallback.view_us
+    x = GraphBuilder("g")
+    g = x.build(x.relu(x.matmul(x.input("a", (37, 53)), x.input("b", (53, 11)))))
+    assert again.graph_cost(g) == first.graph_cost(g)
     smaller = ProfileDB(device=db.device)
     for k, entry in list(db.entries.items())[: len(db) // 2]:
         smaller.entries[k] = entry

@@ -34,6 +34,7 @@ channel c's parameter values, so that a batchnorm restricted to some channels is
 from __future__ import annotations
 
 import hashlib
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -95,9 +96,28 @@ class Differences:
 
 
 def content_key(array: np.ndarray) -> int:
+    """A 64-bit hash of an array's dtype, shape and values. An array whose values cannot change
+    (read-only and owning its memory: a Graph's frozen weights) is hashed once: PET's rounds
+    key the same weights many times over (memos, bindings, sources)."""
+    fixed = isinstance(array, np.ndarray) and not array.flags.writeable and array.flags.owndata
+    if fixed:
+        hit = _KEYS.get(id(array))
+        if hit is not None and hit[0]() is array:
+            return hit[1]
     a = np.ascontiguousarray(array)
     h = hashlib.blake2b(a.tobytes() + str((a.shape, a.dtype.str)).encode(), digest_size=8)
-    return int.from_bytes(h.digest(), "little")
+    key = int.from_bytes(h.digest(), "little")
+    if fixed:
+        ident = id(array)
+
+        def forget(ref, ident=ident):
+            if _KEYS.get(ident, (None,))[0] is ref:
+                del _KEYS[ident]
+        _KEYS[ident] = (weakref.ref(array, forget), key)
+    return key
+
+
+_KEYS: dict[int, tuple[weakref.ref, int]] = {}  # id -> (the array, its key), for arrays that cannot change
 
 
 def _uniform(a: np.ndarray) -> bool:

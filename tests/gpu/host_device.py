@@ -101,6 +101,20 @@ class KernelLibrary:
             raise AssertionError(f"{kernel.name}: a barrier waited 10 s (threads of a block diverge around it)")
 
 
+def library_for(runs, library: "KernelLibrary | None" = None) -> "KernelLibrary":
+    """`library` (a new one by default) with every kernel the (graph, feeds) pairs of `runs`
+    launch, found by running each once on a dry device."""
+    from einsat.gpu.backend_cupy import GpuBackend
+    from einsat.gpu.interpreter import run
+
+    library = library or KernelLibrary()
+    dry = HostDevice(library, dry=True)
+    for graph, feeds in runs:
+        run(graph, feeds, backend=GpuBackend(dry))
+    library.build(dry.recorded)
+    return library
+
+
 def poison(shape, dtype) -> np.ndarray:
     """A fresh array full of a value no kernel writes by accident (NaN, or a sentinel)."""
     a = np.empty(shape, dtype=dtype)

@@ -15,7 +15,7 @@ from einsat.gpu.device import pointer
 from einsat.gpu.interpreter import run
 from einsat.gpu.program import CompiledProgram
 from einsat.ir.builder import GraphBuilder
-from tests.gpu.host_device import HostDevice, KernelLibrary
+from tests.gpu.host_device import HostDevice, KernelLibrary, library_for
 
 needs_cxx = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
 
@@ -56,10 +56,7 @@ def test_programs_with_0d_values_run_on_the_device_path():
     graph = scalar_program()
     feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.float32(2.0)}
     want = run(graph, feeds)
-    library = KernelLibrary()
-    dry = HostDevice(library, dry=True)
-    run(graph, feeds, backend=GpuBackend(dry))
-    library.build(dry.recorded)
+    library = library_for([(graph, feeds)])
     got = run(graph, feeds, backend=GpuBackend(HostDevice(library)))
     prog = CompiledProgram(graph, device=HostDevice(library))
     compiled = prog.run(feeds)
@@ -99,10 +96,7 @@ def test_the_benchmarks_op_by_op_loop_runs_bodies_on_device_values():
     graph = scalar_program()
     feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3), "s": np.float32(2.0)}
     want = run(graph, feeds)
-    library = KernelLibrary()
-    dry = HostDevice(library, dry=True)
-    run(graph, feeds, backend=GpuBackend(dry))
-    library.build(dry.recorded)
+    library = library_for([(graph, feeds)])
     backend = GpuBackend(HostDevice(library))
     env0 = {n: backend.constant(a) for n, a in graph.weights.items()}
     env0.update({n: backend.from_numpy(np.asarray(feeds[n])) for n in graph.inputs})

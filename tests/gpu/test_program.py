@@ -13,7 +13,7 @@ from einsat.gpu.backend_cupy import GpuBackend
 from einsat.gpu.interpreter import run
 from einsat.gpu.program import Allocation, CompiledProgram, plan_offsets
 from einsat.ir.builder import GraphBuilder
-from tests.gpu.host_device import HostDevice, KernelLibrary
+from tests.gpu.host_device import HostDevice, library_for
 
 
 @st.composite
@@ -70,10 +70,7 @@ def test_compiled_program_on_the_host_matches_numpy(make):
     graph = make()
     rng = np.random.default_rng(1)
     inputs = {n: rng.standard_normal(graph.types[n].shape).astype(np.float32) for n in graph.inputs}
-    library = KernelLibrary()
-    dry = HostDevice(library, dry=True)
-    run(graph, inputs, backend=GpuBackend(dry))
-    library.build(dry.recorded)
+    library = library_for([(graph, inputs)])
     prog = CompiledProgram(graph, device=HostDevice(library))
     assert prog.mode == "planned"
     for trial in range(2):  # replays reuse the same buffers

@@ -14,11 +14,9 @@ import pytest
 
 from benchmarks.workloads import build
 from einsat.extract.profile_db import ProfileDB
-from einsat.gpu.backend_cupy import GpuBackend
-from einsat.gpu.interpreter import run
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.signature import signatures_of_graph
-from tests.gpu.host_device import HostDevice, KernelLibrary
+from tests.gpu.host_device import HostDevice, library_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -98,12 +96,8 @@ def test_an_optimized_program_travels_without_weights_and_runs_against_its_input
             export.unpack(record_off, source)
         assert export.inexact_weights(record_off, export.unpack(record_off, source, exact=False)) == [made[0]]
 
-    library = KernelLibrary()
     feeds = {n: np.zeros(source.types[n].shape, source.types[n].dtype) for n in source.inputs}
-    for g in (source, opt):
-        dry = HostDevice(library, dry=True)
-        run(g, feeds, backend=GpuBackend(dry))
-        library.build(dry.recorded)
+    library = library_for([(source, feeds), (opt, feeds)])
     monkeypatch.setattr(session, "interleaved", lambda a, b, rounds, reps: ([2.0, 3.0, 2.0], [1.0, 1.0, 2.0]))
     args = argparse.Namespace(rounds=3, round_reps=5)
     res = session.optimized_workload(session.Session(str(tmp_path), 100.0), record, source, opt, args,

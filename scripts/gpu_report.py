@@ -70,6 +70,13 @@ def optimized_table(optimized: dict) -> list[str]:
         geo = float(np.exp(np.mean(np.log([r["speedup"] for r in done]))))
         lines += ["", f"Geomean measured speed-up over {len(done)} workloads: {geo:.3f}×; slowest "
                       f"{min(r['speedup'] for r in done):.3f}×."]
+        errors = [r[f"predicted_{k}_ms"] / r[f"{k}_ms"] - 1 for r in done for k in ("input", "optimized")
+                  if f"predicted_{k}_ms" in r]
+        if errors:
+            within = sum(abs(e) <= 0.25 for e in errors)
+            lines.append(f"MeasuredCost's prediction within 25% of the measured time: {within}"
+                         f" of {len(errors)} programs (inputs and optimized), median error "
+                         f"{float(np.median(np.abs(errors))):.0%}.")
     return lines
 
 

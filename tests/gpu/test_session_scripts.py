@@ -50,7 +50,8 @@ def test_gpu_report_merges_the_profile_and_predicts(tmp_path, monkeypatch):
         "ratio_graph_vs_torch": 0.75}}, "optimized": {
         "pet_conv": {"nodes_before": 1, "nodes_after": 4, "input_ms": 0.030, "optimized_ms": 0.015, "speedup": 2.0,
                      "speedup_min": 1.5, "speedup_max": 2.5, "faster_rounds": 15, "rounds": 15,
-                     "modeled_speedup": 2.04, "optimized_rel_error": 1e-7},
+                     "modeled_speedup": 2.04, "optimized_rel_error": 1e-7, "predicted_input_ms": 0.040,
+                     "predicted_optimized_ms": 0.016},
         "csrnet": {"error": "ValueError: input weight 'w' differs"}}}}
     (folder / "session.json").write_text(json.dumps(session))
     assert report.main([str(folder), "--out", str(tmp_path / "results")]) == 0
@@ -61,7 +62,8 @@ def test_gpu_report_merges_the_profile_and_predicts(tmp_path, monkeypatch):
     assert abs(row["profiled_ratio"] - 25 / 30) < 1e-9
     md = (tmp_path / "results" / "gpu_runtime.md").read_text()
     assert "pet_conv" in md
-    assert "| pet_conv | 1 → 4 | 0.030 | 0.015 | 2.00× [1.50, 2.50] | 15/15 | 2.04× (modeled) | – |" in md
+    assert "| pet_conv | 1 → 4 | 0.030 | 0.015 | 2.00× [1.50, 2.50] | 15/15 | 2.04× (modeled) | 0.040 / 0.016 |" in md
+    assert "within 25% of the measured time: 1 of 2 programs" in md  # 0.040 is 33% over, 0.016 7% over
     assert "| csrnet | ValueError: input weight 'w' differs |" in md
     assert "Geomean measured speed-up over 1 workloads: 2.000×" in md
 

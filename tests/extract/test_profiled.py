@@ -175,3 +175,71 @@ def test_a_committed_profile_is_fitted_once_until_it_changes(tmp_path, monkeypat
     os.utime(path, ns=(1, 1))  # a changed file, whatever the clock's resolution
     third = cost_model("h100")
     assert fits == [len(db), len(db) // 2] and len(third.db) == len(db) // 2
+
+
+def conv_profile(rng, count=60):
+    """Convolutions timed by a law no roofline has: 3x3 filters 4x slower per FLOP than 1x1."""
+    db = ProfileDB(device={"kind": "h100"})
+    truth = {}
+    for k in range(count):
+        c, f, hw = (int(2 ** v) for v in rng.uniform((3, 3, 3), (8, 8, 6)))
+        taps = int(rng.choice([1, 3]))
+        b = GraphBuilder("c")
+        (s,) = signatures_of_graph(b.build(b.conv(b.input("x", (1, c, hw, hw)), b.input("w", (f, c, taps, taps)),
+                                                  padding=taps // 2)))
+        us = 5.0 + s.flops() / (1e6 if taps == 3 else 4e6)
+        truth[s.key] = us
+        db.add(s, us=us, warm_us=us, flops=s.flops(), bytes=s.bytes(), kernels=1)
+    return db, truth
+
+
+def test_an_unmeasured_conv_is_costed_from_its_nearest_measured_one():
+    from einsat.extract.profiled import ConvNeighbours
+    db, truth = conv_profile(np.random.default_rng(11), count=120)
+    model_ = MeasuredCost(db)
+    queries, want = conv_profile(np.random.default_rng(13), count=40)  # other shapes, the same law
+    near_err, roof_err = [], []
+    for key in queries.entries:
+        if key in db.entries:
+            continue
+        sig = queries.signature(key)
+        ins, outs = list(sig.inputs), sig.outputs()
+        near = model_.node_cost(sig.op, sig.attr_dict, ins, outs)
+        assert near == ConvNeighbours.fit(db).estimate(sig.op, sig.attr_dict, ins, outs)
+        near_err.append(abs(np.log(near / want[key])))
+        roof_err.append(abs(np.log(model_.fallback.node_cost(sig.op, sig.attr_dict, ins, outs) / want[key])))
+    assert len(near_err) >= 30 and np.median(near_err) < 0.6 * np.median(roof_err)
+    # a measured one is its measurement; too few convolutions of a kind: the roofline
+    key, us = next(iter(truth.items()))
+    sig = db.signature(key)
+    assert model_.node_cost(sig.op, sig.attr_dict, list(sig.inputs), sig.outputs()) == us
+    few, _ = conv_profile(np.random.default_rng(12), count=5)
+    assert ConvNeighbours.fit(few).kinds == {}
+
+
+def test_on_the_h100_profile_neighbours_beat_the_conv_roofline_for_shapes_it_lacks():
+    """Each measured convolution predicted from the others, its own shapes left out (as an
+    unseen model's would be): the nearest neighbour against the calibrated roofline."""
+    from einsat.extract.profile_db import committed_profile
+    from einsat.extract.profiled import CONV_OPS, ConvNeighbours
+    db = ProfileDB.load(committed_profile("h100"))
+    db.mode = "warm_us"
+    cal = CalibratedRoofline.fit(db)
+    near = ConvNeighbours.fit(db)
+    feats, logt, spread = near.kinds["conv"]
+    shapes, roof_err = [], []
+    for key, e in db.entries.items():
+        sig = db.signature(key)
+        if sig.op in CONV_OPS and sig.op is not Op.CONV_TRANSPOSE:
+            shapes.append((sig.inputs[0].shape, sig.inputs[1].shape))
+            roof = cal.node_cost(sig.op, sig.attr_dict, list(sig.inputs), sig.outputs())
+            roof_err.append(np.log(roof / e["warm_us"]))
+    near_err = []
+    for i, q in enumerate(feats):
+        d = (((feats - q) / spread) ** 2).sum(axis=1)
+        d[[j for j, s in enumerate(shapes) if s == shapes[i]]] = np.inf
+        k = int(np.argmin(d))
+        near_err.append(logt[k] + 0.5 * (q[0] - feats[k, 0]) - logt[i])
+    within = lambda errs: float(np.mean(np.abs(np.exp(np.array(errs)) - 1) <= 0.25))  # noqa: E731
+    assert within(near_err) >= 2 * within(roof_err)
+    assert np.median(np.abs(near_err)) < 0.6 * np.median(np.abs(roof_err))

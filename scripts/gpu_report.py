@@ -2,7 +2,8 @@
 
     .venv/bin/python scripts/gpu_report.py <folder with session.json and profile-<kind>.json>
 
-1. merges the session's profile into einsat/gpu/profiles/<kind>.json (newer entries win);
+1. merges the session's profile into einsat/gpu/profiles/<kind>.json (newer entries win), with
+   the roofline fitted to it kept in the file (`profiled.calibrated_fallback`);
 2. predicts each end-to-end workload with `MeasuredCost` (measured per-op times, the
    calibrated roofline for what the profile lacks) and with the calibrated roofline alone, and
    writes them beside the measured times to benchmarks/results/gpu_runtime.{json,md}: einsat's
@@ -24,7 +25,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.workloads import build  # noqa: E402
 from einsat.extract.profile_db import PROFILES_DIR, ProfileDB  # noqa: E402
-from einsat.extract.profiled import CalibratedRoofline, MeasuredCost  # noqa: E402
+from einsat.extract.profiled import MeasuredCost, calibrated_fallback  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
@@ -39,6 +40,7 @@ def merge_profile(folder: str) -> tuple[ProfileDB, str]:
     db = ProfileDB.load(path) if os.path.exists(path) else ProfileDB()
     db.merge(new)
     db.device, db.method = new.device, new.method
+    calibrated_fallback(db, kind)  # kept in the file: `cost=kind` rebuilds its fallback instead of fitting it
     db.save(path)
     return db, path
 
@@ -89,8 +91,8 @@ def main(argv=None) -> int:
         session = json.load(f)
     db, path = merge_profile(args.folder)
     print(f"{path}: {len(db)} entries")
-    cost = MeasuredCost(db)
-    roof = CalibratedRoofline.fit(db)
+    roof = calibrated_fallback(db, db.device.get("kind", "gpu"))  # kept in the profile by merge_profile
+    cost = MeasuredCost(db, fallback=roof)
     rows = {}
     for name, r in session["phases"].get("e2e", {}).items():
         if not isinstance(r, dict) or "einsat_graph_ms" not in r:

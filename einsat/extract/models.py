@@ -10,25 +10,20 @@
 
 `register_cost_model(name, factory)` adds a name (a profile measured elsewhere, a model of your
 own). Each name builds a fresh model when asked, so a profile committed or registered later is
-picked up. The roofline fitted to a committed profile for its fallback (about 0.9 s) is kept in
-this process per file state (size, modification time) and across processes in the user's cache
-(`profile_db.cache_dir()`, by the SHA-256 of the file): only a changed profile is fitted again.
+picked up. A committed profile carries the roofline fitted to it for its fallback
+(`profiled.calibrated_fallback`, written by scripts/gpu_report.py): it is rebuilt, not fitted again.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Callable
-from functools import lru_cache, partial
+from functools import partial
 
 from einsat.errors import EinsatError
 from einsat.extract.cost import CostModel, RooflineCost
-from einsat.extract.profile_db import ProfileDB, cache_dir, committed_profile
-from einsat.extract.profiled import CalibratedRoofline, MeasuredCost, Roofline
+from einsat.extract.profile_db import ProfileDB, committed_profile
+from einsat.extract.profiled import MeasuredCost, calibrated_fallback
 from einsat.extract.target import cpu_model
-from einsat.ir.signature import atomic_write_json
 
 DEFAULT_COST = "h100"
 
@@ -38,34 +33,9 @@ def gpu_model(kind: str) -> CostModel:
     or the datasheet roofline of `kind` while none is committed."""
     path = committed_profile(kind)
     if path:
-        st = os.stat(path)
-        return MeasuredCost(ProfileDB.load(path), fallback=_calibrated(path, st.st_size, st.st_mtime_ns))
+        db = ProfileDB.load(path)  # `mode` warm_us: what MeasuredCost reads
+        return MeasuredCost(db, fallback=calibrated_fallback(db, kind))
     return RooflineCost(kind)
-
-
-@lru_cache(maxsize=8)
-def _calibrated(path: str, size: int, mtime_ns: int) -> CalibratedRoofline:
-    """The roofline fitted to the profile at `path` as it is at (`size`, `mtime_ns`): from the
-    user's cache when a process fitted these very bytes before."""
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    cached = os.path.join(cache_dir(), f"calibration-{digest}.json")
-    try:
-        with open(cached) as f:
-            data = json.load(f)
-        return CalibratedRoofline({k: Roofline(*v) for k, v in data["families"].items()}, data["view_us"],
-                                  data["kind"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # not fitted yet here, or unreadable: fit again
-    db = ProfileDB.load(path)
-    fitted = CalibratedRoofline.fit(db)
-    try:
-        atomic_write_json(cached, {"profile": path, "families": {k: [r.launch_us, r.flops_per_us, r.bytes_per_us]
-                                                                 for k, r in fitted.families.items()},
-                                   "view_us": fitted.view_us, "kind": db.device.get("kind", "gpu")})
-    except OSError:
-        pass  # a read-only cache: the next process fits again
-    return fitted
 
 
 COST_MODELS: dict[str, Callable[[], CostModel]] = {

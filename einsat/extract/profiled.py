@@ -21,6 +21,7 @@ signature formats are defined beside the profiler (`einsat.extract.profile_db`,
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -28,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from einsat.errors import EinsatError
-from einsat.extract.cost import CostModel, flops_and_bytes
+from einsat.extract.cost import CostModel, RooflineCost, flops_and_bytes
 from einsat.extract.devices import CPU, DEVICES, H100, Device
 from einsat.extract.profile_db import MODES, ProfileDB, committed_profile
 from einsat.ir.registry import Op, opdef
@@ -211,6 +212,43 @@ class CalibratedRoofline(CostModel):
             return self.view_us
         flops, moved = flops_and_bytes(op, attrs, ins, outs)
         return float(self.families[fam].time(flops, moved))
+
+
+CALIBRATION_VERSION = 2  # raise when the fit changes (its form, families or priors): kept fits are then refitted
+
+
+def calibration_key(db: ProfileDB) -> str:
+    """What a calibration was fitted to: the fit's version, the profile's mode and its entries
+    (their keys and times)."""
+    h = hashlib.sha256(f"{CALIBRATION_VERSION};{db.mode};".encode())
+    for key in sorted(db.entries):
+        e = db.entries[key]
+        h.update(f"{key}={e.get(db.mode, e['us'])};".encode())
+    return h.hexdigest()[:16]
+
+
+def calibrated_fallback(db: ProfileDB, kind: str) -> CostModel:
+    """The calibrated roofline of `db`, or the prior of `kind` while too few ops are measured.
+
+    The fit (a least-squares fit per op family: about a second) is kept in the profile's
+    `method["calibration"]` with the key of what it was fitted to, so a profile saved after it
+    (a committed GPU profile, the CPU target's cache) is rebuilt, not fitted again."""
+    key = calibration_key(db)
+    kept = db.method.get("calibration")
+    if isinstance(kept, Mapping) and kept.get("key") == key and set(kept.get("families", ())) == set(FAMILIES):
+        try:
+            families = {f: Roofline(*map(float, r)) for f, r in kept["families"].items()}
+            return CalibratedRoofline(families, float(kept["view_us"]), kind)
+        except (KeyError, TypeError, ValueError):  # a damaged record: fitted again below
+            pass
+    try:
+        fit = CalibratedRoofline.fit(db)
+    except EinsatError:
+        return RooflineCost(datasheet(kind))
+    db.method = {**db.method, "calibration": {
+        "key": key, "view_us": fit.view_us,
+        "families": {f: [r.launch_us, r.flops_per_us, r.bytes_per_us] for f, r in fit.families.items()}}}
+    return fit
 
 
 def load_profile(db: ProfileDB | str | os.PathLike) -> ProfileDB:

@@ -20,51 +20,16 @@ level (`einsat.measure`), which hands the entries over.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from einsat.errors import EinsatError
-from einsat.extract.cost import CostModel, RooflineCost
 from einsat.extract.fusion import Unit, ort_units
 from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
-from einsat.extract.profiled import CalibratedRoofline, MeasuredCost, Roofline, datasheet
+from einsat.extract.profiled import MeasuredCost, calibrated_fallback
 from einsat.ir.registry import opdef
 from einsat.ir.signature import Signature, signature_of
-
-
-def _calibration_key(db: ProfileDB) -> str:
-    """What a calibration was fitted to: the profile's entries (their keys and times) and mode."""
-    h = hashlib.sha256(db.mode.encode())
-    for key in sorted(db.entries):
-        e = db.entries[key]
-        h.update(f"{key}={e.get(db.mode, e['us'])};".encode())
-    return h.hexdigest()[:16]
-
-
-def _fallback(db: ProfileDB, kind: str) -> CostModel:
-    """The calibrated roofline of `db`, or the prior of `kind` while too few ops are measured.
-
-    The fit (a least-squares fit per op family: about half a second) is kept in the profile's
-    `method["calibration"]` with the key of the entries it was fitted to, so a run whose cached
-    profile is unchanged rebuilds it instead of fitting again."""
-    key = _calibration_key(db)
-    kept = db.method.get("calibration")
-    if isinstance(kept, Mapping) and kept.get("key") == key:
-        try:
-            families = {f: Roofline(*map(float, r)) for f, r in kept["families"].items()}
-            return CalibratedRoofline(families, float(kept["view_us"]), kind)
-        except (KeyError, TypeError, ValueError):  # a damaged record: fitted again below
-            pass
-    try:
-        fit = CalibratedRoofline.fit(db)
-    except EinsatError:
-        return RooflineCost(datasheet(kind))
-    db.method = {**db.method, "calibration": {
-        "key": key, "view_us": fit.view_us,
-        "families": {f: [r.launch_us, r.flops_per_us, r.bytes_per_us] for f, r in fit.families.items()}}}
-    return fit
 
 
 class TargetCost(MeasuredCost):
@@ -95,7 +60,8 @@ class TargetCost(MeasuredCost):
                 db = ProfileDB(device=dict(self.machine))
             self.loaded = len(db)
         db.mode = "us"
-        super().__init__(db, fallback=_fallback(db, self.kind), mode="us", name=name or f"measured-{self.kind}")
+        super().__init__(db, fallback=calibrated_fallback(db, self.kind), mode="us",
+                         name=name or f"measured-{self.kind}")
 
     # -- node costs -----------------------------------------------------------------------------
     def node_cost(self, op, attrs, ins, outs) -> float:
@@ -157,7 +123,7 @@ class TargetCost(MeasuredCost):
         self.db.failures.update(failures or {})
         if method:
             self.db.method = {**self.db.method, **method}
-        self.fallback = _fallback(self.db, self.kind)
+        self.fallback = calibrated_fallback(self.db, self.kind)
 
     def save(self) -> None:
         """Write the profile to its cache file (atomically; the folder is created). Two runs

@@ -144,37 +144,36 @@ def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
     assert isinstance(cost_model("h200"), RooflineCost)
 
 
-def test_a_committed_profile_is_fitted_once_until_it_changes(tmp_path, monkeypatch):
-    import os
-
-    from einsat.extract import cost_model, models, profile_db
+def test_a_committed_profile_carries_its_fit_and_is_fitted_again_only_when_it_changed(tmp_path, monkeypatch):
+    from einsat.extract import cost_model, profile_db
     from einsat.extract import profiled as profiled_mod
     monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    db, *_ = calibration_profile(np.random.default_rng(7))
+    fitted = profiled_mod.calibrated_fallback(db, "h100")  # what scripts/gpu_report.py does before saving
+    db.save(tmp_path / "h100.json")
     fits = []
     real_fit = profiled_mod.CalibratedRoofline.fit
     monkeypatch.setattr(profiled_mod.CalibratedRoofline, "fit",
                         staticmethod(lambda db, *a, **k: fits.append(len(db)) or real_fit(db, *a, **k)))
-    db, *_ = calibration_profile(np.random.default_rng(7))
-    path = tmp_path / "h100.json"
-    db.save(path)
     first, second = cost_model("h100"), cost_model("h100")
-    assert len(fits) == 1 and first is not second and first.db is not second.db  # fresh models, one fit
-    assert first.fallback is second.fallback
-    models._calibrated.cache_clear()  # as a new process: the fit comes from the user's cache
-    again = cost_model("h100")
-    assert len(fits) == 1 and again.fallback is not first.fallback
-    assert again.fallback.families == first.fallback.families and again.fallback.view_us == first.fallback.view_us
+    assert fits == [] and first is not second and first.db is not second.db  # fresh models, no fit
+    assert first.fallback.families == fitted.families and first.fallback.view_us == fitted.view_us
     x = GraphBuilder("g")
     g = x.build(x.relu(x.matmul(x.input("a", (37, 53)), x.input("b", (53, 11)))))
-    assert again.graph_cost(g) == first.graph_cost(g)
-    smaller = ProfileDB(device=db.device)
-    for k, entry in list(db.entries.items())[: len(db) // 2]:
-        smaller.entries[k] = entry
-    smaller.save(path)
-    os.utime(path, ns=(1, 1))  # a changed file, whatever the clock's resolution
-    third = cost_model("h100")
-    assert fits == [len(db), len(db) // 2] and len(third.db) == len(db) // 2
+    assert first.graph_cost(g) == MeasuredCost(db, fallback=fitted).graph_cost(g)
+    key = next(iter(db.entries))
+    db.entries[key]["warm_us"] *= 2  # another profile under the same name: its kept fit no longer holds
+    db.save(tmp_path / "h100.json")
+    cost_model("h100")
+    assert fits == [len(db)]
+    profiled_mod.calibrated_fallback(db, "h100")  # fitted and kept again, as gpu_report does
+    db.save(tmp_path / "h100.json")
+    cost_model("h100")
+    assert fits == [len(db), len(db)]
+    stale = ProfileDB.load(tmp_path / "h100.json")
+    stale.method["calibration"]["families"].pop("conv")  # a fit kept from another set of families
+    profiled_mod.calibrated_fallback(stale, "h100")
+    assert fits == [len(db)] * 3
 
 
 def conv_profile(rng, count=60):

@@ -7,7 +7,7 @@ import pytest
 
 from einsat.extract.cost import RooflineCost
 from einsat.extract.profile_db import cache_dir, cache_path, cpu_machine, machine_key
-from einsat.extract.profiled import CalibratedRoofline
+from einsat.extract.profiled import CalibratedRoofline, calibrated_fallback
 from einsat.extract.target import TargetCost, cpu_model
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.registry import Op
@@ -91,7 +91,6 @@ def test_a_damaged_cache_file_is_measured_again(tmp_path):
 
 def test_the_calibration_is_kept_with_the_profile(tmp_path, monkeypatch):
     """A profile saved with its fitted roofline is not fitted again when nothing changed."""
-    from einsat.extract import target
 
     model = cpu_model(path=tmp_path / "p.json")
     sigs = [signature_of(Op.RELU, {}, [TensorType((n, 64))]) for n in (8, 64, 512, 4096)]
@@ -104,7 +103,7 @@ def test_the_calibration_is_kept_with_the_profile(tmp_path, monkeypatch):
     again = cpu_model(path=tmp_path / "p.json")
     assert calls == [] and again.fallback.families == fitted.families and again.fallback.view_us == fitted.view_us
     again.db.entries[sigs[0].key]["us"] = 50.0  # another profile: fitted anew
-    assert target._fallback(again.db, "cpu") and len(calls) == 1
+    assert calibrated_fallback(again.db, "cpu") and len(calls) == 1
 
 
 def test_weights_beyond_the_cache_cost_their_streaming(tmp_path):

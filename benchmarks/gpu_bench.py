@@ -57,22 +57,13 @@ def cuda_event_times(fn, reps: int, warmup: int = 10, stream=None) -> list[float
     return event_times(cp, fn, reps, warmup, stream)
 
 
-def op_by_op(graph, backend, env0: dict):
-    """A call running `graph` node by node on `backend` over the device-resident values `env0`
-    (inputs and weights, uploaded once), returning the outputs: the interpreter loop's launches
-    without its per-call constant uploads. Loop and if bodies run through `einsat`'s own loop."""
-    from einsat.runtime.hooks import Hooks
-    from einsat.runtime.interpreter import Bodies
+def op_by_op(graph, backend, inputs: dict):
+    """A call running `graph` through einsat's interpreter loop on `backend`, over the
+    device-resident `inputs` (uploaded once; weights come through `backend.constant`, which the
+    device caches), returning the outputs in order."""
+    from einsat.runtime.interpreter import evaluate
 
-    bodies = Bodies(backend, Hooks())
-
-    def run_once():
-        env = dict(env0)
-        for node in graph.nodes:
-            args = [env[i] if i else None for i in node.inputs]
-            env.update(zip(node.outputs, backend.execute(node, args, graph, bodies)))
-        return [env[o] for o in graph.outputs]
-    return run_once
+    return lambda: list(evaluate(graph, inputs, backend).values())
 
 
 def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, warmup: int = 10) -> dict:
@@ -93,9 +84,7 @@ def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, wa
     del prog
 
     be = get_backend("cupy")
-    env0 = {n: be.from_numpy(a) for n, a in graph.weights.items()}
-    env0.update({n: be.from_numpy(np.asarray(feeds[n])) for n in graph.inputs})
-    run_once = op_by_op(graph, be, env0)
+    run_once = op_by_op(graph, be, {n: be.from_numpy(np.asarray(feeds[n])) for n in graph.inputs})
     err = max(rel_error(be.to_numpy(o), reference[n]) for n, o in zip(graph.outputs, run_once()))
     times = cuda_event_times(run_once, max(reps, MIN_REPS), warmup, cp.cuda.get_current_stream())
     return {**compiled, "interpreted": {**summary(times), "rel_error": err},

@@ -166,9 +166,9 @@ def phase_profile(s: Session, args, only_e2e_programs: bool = False, graphs=None
             "signatures_seen": done, "signatures_total": len(sigs)}
 
 
-def _median_events(fn, reps: int, stream=None) -> float:
+def _median_events(fn, reps: int, stream=None, warmup: int = 10) -> float:
     """Median ms between CUDA events recorded on `stream` (the one `fn` runs on) around `fn`."""
-    return statistics.median(cuda_event_times(fn, reps, 10, stream))
+    return statistics.median(cuda_event_times(fn, reps, warmup, stream))
 
 
 def predict_us(graph, db) -> tuple[float, float]:
@@ -211,9 +211,7 @@ def e2e_workload(s: Session, name: str, args, db) -> dict:
     res["einsat_graph_ms"] = _median_events(prog.replay, args.e2e_reps, prog._stream)
     # the interpreter loop on device-resident values (no CUDA graph)
     dev = backend.device
-    env0 = {n: dev.constant(a) for n, a in graph.weights.items()}
-    env0.update({n: dev.upload(feeds[n]) for n in graph.inputs})
-    eager = op_by_op(graph, backend, env0)
+    eager = op_by_op(graph, backend, {n: dev.upload(feeds[n]) for n in graph.inputs})
     res["einsat_eager_ms"] = _median_events(eager, args.e2e_reps)
     res["host_fallbacks"] = dict(backend.host_fallbacks)
     try:
@@ -308,12 +306,12 @@ def interleaved(a, b, rounds: int, reps: int) -> tuple[list[float], list[float]]
     for r in range(rounds):
         order = ((a, ta), (b, tb)) if r % 2 == 0 else ((b, tb), (a, ta))
         for prog, into in order:
-            into.append(statistics.median(cuda_event_times(prog.replay, reps, 3, prog._stream)))
+            into.append(_median_events(prog.replay, reps, prog._stream, warmup=3))
     return ta, tb
 
 
-def optimized_workload(s: Session, record: dict, source, opt, args, db, device=None) -> dict:
-    from einsat.extract.profiled import MeasuredCost
+def optimized_workload(s: Session, record: dict, source, opt, args, cost=None, device=None) -> dict:
+    """`opt` against `source` on the device (see phase_optimized); `cost` predicts both."""
     from einsat.gpu.backend_cupy import GpuBackend
     from einsat.gpu.program import CompiledProgram
     from einsat.runtime import run
@@ -343,8 +341,7 @@ def optimized_workload(s: Session, record: dict, source, opt, args, db, device=N
     res.update(input_ms=statistics.median(ta), optimized_ms=statistics.median(tb),
                speedup=statistics.median(ratios), speedup_min=ratios[0], speedup_max=ratios[-1],
                faster_rounds=sum(x > y for x, y in zip(ta, tb)))
-    if db is not None and len(db):
-        cost = MeasuredCost(db)
+    if cost is not None:
         res.update(predicted_input_ms=cost.graph_cost(source) / 1e3, predicted_optimized_ms=cost.graph_cost(opt) / 1e3,
                    coverage_input=cost.coverage(source), coverage_optimized=cost.coverage(opt))
     s.log(f"optimized {name}: {res['input_ms']:.3f} -> {res['optimized_ms']:.3f} ms, measured "
@@ -355,9 +352,12 @@ def optimized_workload(s: Session, record: dict, source, opt, args, db, device=N
 
 
 def phase_optimized(s: Session, args) -> dict:
+    from einsat.extract.profiled import MeasuredCost, calibrated_fallback
     from einsat.gpu.device import CupyDevice
     from einsat.gpu.profiler import device_info
-    db, _ = _profile_db(s, device_info(CupyDevice())["kind"])
+    kind = device_info(CupyDevice())["kind"]
+    db, _ = _profile_db(s, kind)
+    cost = MeasuredCost(db, fallback=calibrated_fallback(db, kind)) if len(db) else None  # fitted once
     out = {}
     for record in optimized_records(args):
         name = record["name"]
@@ -365,7 +365,7 @@ def phase_optimized(s: Session, args) -> dict:
             out[name] = {"skipped": "deadline"}
             continue
         try:
-            out[name] = optimized_workload(s, record, *optimized_pair(record), args, db)
+            out[name] = optimized_workload(s, record, *optimized_pair(record), args, cost)
         except Exception as e:
             out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
             s.log(f"optimized {name}: ERROR {out[name]['error']}")

@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks.workloads import build
 from einsat.extract.profile_db import ProfileDB
+from einsat.extract.profiled import MeasuredCost, calibration_key
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.signature import signatures_of_graph
 from tests.gpu.host_device import HostDevice, library_for
@@ -55,7 +56,9 @@ def test_gpu_report_merges_the_profile_and_predicts(tmp_path, monkeypatch):
         "csrnet": {"error": "ValueError: input weight 'w' differs"}}}}
     (folder / "session.json").write_text(json.dumps(session))
     assert report.main([str(folder), "--out", str(tmp_path / "results")]) == 0
-    assert len(ProfileDB.load(profiles / "h100.json")) == len(db)
+    committed = ProfileDB.load(profiles / "h100.json")
+    assert len(committed) == len(db)
+    assert committed.method["calibration"]["key"] == calibration_key(committed)  # cost="h100" need not fit it
     out = json.loads((tmp_path / "results" / "gpu_runtime.json").read_text())
     row = out["workloads"]["pet_conv"]
     assert row["profiled_ms"] == 0.025 and row["coverage"] == 1.0  # the measured warm time
@@ -92,22 +95,25 @@ def test_an_optimized_program_travels_without_weights_and_runs_against_its_input
     with pytest.raises(ValueError, match=name):
         export.unpack(record, other)
     made = sorted(record["recipe"].outputs) if record["recipe"] is not None else []
-    if made:  # a recipe that rounds otherwise (another BLAS) is refused only when exactness is asked
-        record_off = {**record, "weights_sha": {**record["weights_sha"], made[0]: "0" * 64}}
-        with pytest.raises(ValueError, match=made[0]):
-            export.unpack(record_off, source)
-        assert export.inexact_weights(record_off, export.unpack(record_off, source, exact=False)) == [made[0]]
+    assert made  # pet_conv's optimized program reshapes its filter: a weight the recipe makes
+    # a recipe that rounds otherwise (another BLAS) is refused only when exactness is asked
+    record_off = {**record, "weights_sha": {**record["weights_sha"], made[0]: "0" * 64}}
+    with pytest.raises(ValueError, match=made[0]):
+        export.unpack(record_off, source)
+    assert export.inexact_weights(record_off, export.unpack(record_off, source, exact=False)) == [made[0]]
 
     feeds = {n: np.zeros(source.types[n].shape, source.types[n].dtype) for n in source.inputs}
     library = library_for([(source, feeds), (opt, feeds)])
     monkeypatch.setattr(session, "interleaved", lambda a, b, rounds, reps: ([2.0, 3.0, 2.0], [1.0, 1.0, 2.0]))
     args = argparse.Namespace(rounds=3, round_reps=5)
-    res = session.optimized_workload(session.Session(str(tmp_path), 100.0), record, source, opt, args,
-                                     ProfileDB(), device=HostDevice(library))
+    cost = MeasuredCost("h100")
+    res = session.optimized_workload(session.Session(str(tmp_path), 100.0), record, source, opt, args, cost,
+                                     device=HostDevice(library))
     assert res["input_rel_error"] < 1e-5 and res["optimized_rel_error"] < 1e-5  # the host's conv sums in its order
     assert res["speedup"] == 2.0 and (res["speedup_min"], res["speedup_max"]) == (1.0, 3.0)
     assert res["faster_rounds"] == 2 and res["recipe_inexact"] == []
     assert res["modeled_speedup"] == pytest.approx(result.report.speedup)
+    assert res["predicted_input_ms"] == cost.graph_cost(source) / 1e3 and res["coverage_optimized"] <= 1.0
 
 
 def test_interleaved_rounds_alternate_which_program_runs_first(monkeypatch):

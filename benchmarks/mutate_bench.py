@@ -73,7 +73,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
         s, c = r["seconds"], r["cost_us"]
         lines.append(f"| {r['workload']} | {r['nodes']} | {s['with']:.1f} / {s['without']:.1f} ({r['ratio']:.2f}x) | "
                      f"{c['before']:,.1f} / {c['with']:,.1f} / {c['without']:,.1f} | {r['deterministic']} | "
-                     f"{r['within_limits']} | {r.get('within_deadline')} |")
+                     f"{r['within_limits']} | {r['within_deadline']} |")
     from einsat.rewrites.mutate.generate import COUNTS
     lines += ["", f"Rounds (step: {', '.join(COUNTS)}; seconds). A mutant is verified only when its core "
               "is cheaper than the subprogram under the cost model (the pre-filter):", ""]

@@ -98,7 +98,8 @@ class Differences:
 def content_key(array: np.ndarray) -> int:
     """A 64-bit hash of an array's dtype, shape and values. An array whose values cannot change
     (read-only and owning its memory: a Graph's frozen weights) is hashed once: PET's rounds
-    key the same weights many times over (memos, bindings, sources)."""
+    key the same weights many times over (memos, bindings, sources). This relies on einsat's
+    freezing convention (`ir.graph._frozen`: weights are never made writeable again)."""
     fixed = isinstance(array, np.ndarray) and not array.flags.writeable and array.flags.owndata
     if fixed:
         hit = _KEYS.get(id(array))

@@ -86,10 +86,14 @@ def partition(graph: Graph, settings: Partitioning = Partitioning()) -> tuple[li
 
 
 def crossing_cost(cost, nbytes: int) -> float | None:
-    """The modeled cost (µs) of writing `nbytes` at a cut and reading them back: on the memory
-    bandwidth of the model's device, or of its fallback's (a measured model's calibrated roofline;
-    the CuPy model's device is the GPU itself, without a datasheet); None when neither has one."""
+    """The modeled cost (µs) of writing `nbytes` at a cut and reading them back: at the bandwidth
+    fitted to the model's measurements (a calibrated roofline's element-wise kernels; a measured
+    model's fallback), else its device's datasheet bandwidth (the CuPy model's device is the GPU
+    itself, without one); None when neither model has either."""
     for model in (cost, getattr(cost, "fallback", None)):
+        fitted = getattr(model, "families", {}).get("kernel")
+        if fitted is not None:
+            return 2 * nbytes / fitted.bytes_per_us
         bandwidth = getattr(getattr(model, "device", None), "bandwidth", None)
         if bandwidth:
             return 2 * nbytes / bandwidth * 1e6

@@ -29,9 +29,10 @@ class Verification:
     """The numeric check of the optimized program against the input (see `verify_equivalent`).
 
     `status` is "proved" (every output agreed and varied between the input draws, itself or
-    through the values feeding its last op) or "inconclusive" (every output agreed, but some
-    could not have failed: constant or saturated; `notes` says which and why). A failed check
-    is a `VerificationError`, never a report."""
+    through the values feeding its last op), "identical" (the result is the input program op for
+    op, wired alike, with equal weights: nothing to run; `optimize.identical_program`) or
+    "inconclusive" (every output agreed, but some could not have failed: constant or saturated;
+    `notes` says which and why). A failed check is a `VerificationError`, never a report."""
 
     trials: int
     max_error: float      # the worst |optimized - input| / (|input| + max|input|); passes <= tolerance
@@ -45,9 +46,11 @@ class Verification:
 
     @property
     def proved(self) -> bool:
-        return self.status == "proved"
+        return self.status in ("proved", "identical")
 
     def __str__(self) -> str:
+        if self.status == "identical":
+            return "identical: the result is the input program, op for op with equal weights (nothing to run)"
         error = (f"worst relative error {self.max_error:.2g} (output {self.output!r}, "
                  f"tolerance {self.tolerance:.2g})")
         if not self.proved:

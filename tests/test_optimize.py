@@ -207,3 +207,43 @@ def test_the_report_shows_each_round_of_pets_generator():
     (first, *_) = [r for r in result.report.saturation.rounds if r["generator"] == "pet-mutate"]
     assert first["step"] == 0 and first["counts"]["subprograms"] == 1 and first["counts"]["mutants"] > 0
     assert "pet-mutate step 1: 1 subprograms" in str(result.report)
+
+
+def _sub_program(swap=False, scale=2.0, rename=False):
+    b = GraphBuilder("sub")
+    x, y = b.input("x", (3, 4)), b.input("y", (3, 4))
+    w = b.weight("w", np.full((3, 4), scale, np.float32))
+    d = b.sub(y, x) if swap else b.sub(x, y)
+    g = b.build(b.mul(d, w))
+    if rename:  # the same program with other names inside (what a rebuild gives)
+        from einsat.ir.graph import Graph, Node
+        names = {n.outputs[0]: f"v{k}" for k, n in enumerate(g.nodes[:-1])}
+        nodes = [Node(n.op, [names.get(i, i) for i in n.inputs], [names.get(o, o) for o in n.outputs], n.attrs)
+                 for n in g.nodes]
+        g = Graph(nodes, g.input_types(), g.outputs, g.weights, g.name)
+    return g
+
+
+def test_an_identical_program_is_recognised_and_a_rewired_one_is_not():
+    from einsat.optimize import identical_program
+    a = _sub_program()
+    assert identical_program(a, _sub_program(rename=True))
+    assert not identical_program(a, _sub_program(swap=True))  # same ops and types, operands swapped
+    assert not identical_program(a, _sub_program(scale=3.0))  # another weight
+    b = GraphBuilder("sub")
+    x, y = b.input("x", (3, 4)), b.input("y", (3, 4))
+    other = b.build(b.mul(b.add(x, y), b.weight("w", np.full((3, 4), 2.0, np.float32))))
+    assert not identical_program(a, other)
+
+
+def test_a_result_identical_to_the_input_is_not_run_again(monkeypatch):
+    opt = importlib.import_module("einsat.optimize")
+    b = GraphBuilder("one")
+    g = b.build(b.relu(b.input("x", (8, 8))))
+    monkeypatch.setattr(opt, "verify_equivalent", lambda *a, **k: pytest.fail("ran an identical program"))
+    result = einsat.optimize(g, cost="h100-roofline")
+    v = result.report.verification
+    assert v.status == "identical" and v.proved and result.report.verified and result.report.proved
+    assert "identical" in str(result.report)
+    result = einsat.optimize(g, cost="h100-roofline", verify="prove")  # nothing inconclusive about it
+    assert result.report.verification.status == "identical"

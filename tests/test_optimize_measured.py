@@ -93,7 +93,7 @@ def test_a_second_run_times_nothing(tmp_path, monkeypatch):
     """The work a cached run does, counted (not timed): no signature profiled, no calibration
     fitted, no program timed (the verdict on the same two programs is kept); `recheck` times
     them again."""
-    from einsat.extract import profiled, target
+    from einsat.extract import profiled
     calls = {"profile": 0, "check": 0, "fit": 0}
 
     def counting(name, real):
@@ -105,7 +105,7 @@ def test_a_second_run_times_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(measure, "profile_signatures", counting("profile", measure.profile_signatures))
     monkeypatch.setattr(measure, "check_measured", counting("check", lambda m, a, b, reps: verdict(faster=True)))
-    monkeypatch.setattr(target.CalibratedRoofline, "fit",
+    monkeypatch.setattr(profiled.CalibratedRoofline, "fit",
                         staticmethod(counting("fit", profiled.CalibratedRoofline.fit)))
     first = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
     assert calls["profile"] >= 1 and calls["check"] == 1 and calls["fit"] >= 1

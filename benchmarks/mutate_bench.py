@@ -54,7 +54,8 @@ def bench(name: str, cost: str) -> dict:
     # most the one mutant it was verifying (seconds: they depend on the machine's load)
     within = all(r["counts"]["subprograms"] <= lim.subprograms for r in rounds)
     on_time = all(r["seconds"] <= lim.generator_s + 1.0 for r in rounds)
-    return {"workload": name, "nodes": len(graph.nodes), "rounds": rounds, "within_limits": within,
+    return {"workload": name, "model": first.report.model, "nodes": len(graph.nodes), "rounds": rounds,
+            "within_limits": within,
             "within_deadline": on_time,
             "deterministic": str(first.graph) == str(second.graph),
             "seconds": {"with": min(t1, t2), "without": t0}, "ratio": min(t1, t2) / t0,
@@ -64,7 +65,7 @@ def bench(name: str, cost: str) -> dict:
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
-    lines = [f"# PET's mutation generator on PET's models ({meta['cost']})", "",
+    lines = [f"# PET's mutation generator on PET's models ({meta['cost']}: {meta.get('model', meta['cost'])})", "",
              f"Machine: {meta['machine']}; default rules and limits; optimize time is the faster of two "
              "runs with the generator, against one without it.", "",
              "| workload | nodes | optimize s: with / without (ratio) | modeled µs: input / with / without | "
@@ -98,7 +99,8 @@ def main(argv=None) -> int:
         print(f"{name:>13}: {row['seconds']['with']:.1f} s with, {row['seconds']['without']:.1f} s without "
               f"({row['ratio']:.2f}x), deterministic {row['deterministic']}, within limits "
               f"{row['within_limits']}", flush=True)
-    meta = {"cost": args.cost, "machine": f"{platform.machine()}, {platform.python_version()}"}
+    meta = {"cost": args.cost, "model": rows[0]["model"] if rows else args.cost,
+            "machine": f"{platform.machine()}, {platform.python_version()}"}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "mutate.json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
     (args.out / "mutate.md").write_text(markdown(rows, meta))

@@ -245,7 +245,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# Big models: partitioned optimization (`python -m benchmarks.partition_bench`)", "",
              f"Machine: {meta['machine']}. Commit {meta['commit'][:10]}{' (dirty)' if meta['dirty'] else ''}, "
              f"{meta['date']}. Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
-             "Costs are modeled (h100 roofline, µs); times are measured wall seconds on this machine. Measured "
+             f"Costs are modeled ({meta.get('cost_model_name', meta['cost_model'])}, µs); times are measured wall "
+             "seconds on this machine. Measured "
              "runs: every program once per round, rounds interleaved (every other one reversed), one "
              "onnxruntime thread; medians [q1–q3] in ms; a gain is the median of the per-round ratios "
              "[10th–90th percentile], with Wilcoxon's one-sided signed-rank p that the optimized program is "
@@ -324,6 +325,8 @@ def main(argv=None) -> int:
         ap.error(f"unknown {bad}; models: {', '.join(NAMES)}; ways: {', '.join(WAYS)}")
     warm_up()
     meta = metadata("cpu", "h100")
+    from einsat.extract.models import cost_model
+    meta["cost_model_name"] = cost_model(meta["cost_model"]).name  # measured-h100 once its profile is committed
     if args.commit:  # run from a snapshot of the tree (git archive), which has no repository
         meta.update(commit=args.commit, dirty=False)
     rows = []

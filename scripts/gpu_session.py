@@ -252,21 +252,37 @@ def e2e_workload(s: Session, name: str, args, db) -> dict:
     return res
 
 
-def phase_e2e(s: Session, args) -> dict:
+def _device_profile(s: Session):
+    """(this GPU's kind, the session's profile of it: extended here, else the committed one)."""
     from einsat.gpu.device import CupyDevice
     from einsat.gpu.profiler import device_info
     kind = device_info(CupyDevice())["kind"]
-    db, _ = _profile_db(s, kind)
-    out = {}
-    for name in args.workloads.split(","):
-        if s.left() < 45:
+    return kind, _profile_db(s, kind)[0]
+
+
+def phase_e2e(s: Session, args) -> dict:
+    _, db = _device_profile(s)
+    return each_workload(s, "e2e", args.workloads.split(","), 45,
+                         lambda name: e2e_workload(s, name, args, db if len(db) else None))
+
+
+def each_workload(s: Session, phase: str, items, margin_s: float, measure) -> dict:
+    """`measure(item)` for each item (a workload name, or a record with one), by name: skipped
+    when fewer than `margin_s` seconds are left, an error recorded (not raised) per workload,
+    the session saved after each so that a run stopped early keeps what it measured."""
+    out: dict = {}
+    for item in items:
+        name = item if isinstance(item, str) else item["name"]
+        if s.left() < margin_s:
             out[name] = {"skipped": "deadline"}
             continue
         try:
-            out[name] = e2e_workload(s, name, args, db if len(db) else None)
+            out[name] = measure(item)
         except Exception as e:
             out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
-            s.log(f"e2e {name}: ERROR {out[name]['error']}")
+            s.log(f"{phase} {name}: ERROR {out[name]['error']}")
+        s.data["phases"][phase] = out
+        s.save()
     return out
 
 
@@ -353,25 +369,10 @@ def optimized_workload(s: Session, record: dict, source, opt, args, cost=None, d
 
 def phase_optimized(s: Session, args) -> dict:
     from einsat.extract.profiled import MeasuredCost, calibrated_fallback
-    from einsat.gpu.device import CupyDevice
-    from einsat.gpu.profiler import device_info
-    kind = device_info(CupyDevice())["kind"]
-    db, _ = _profile_db(s, kind)
+    kind, db = _device_profile(s)
     cost = MeasuredCost(db, fallback=calibrated_fallback(db, kind)) if len(db) else None  # fitted once
-    out = {}
-    for record in optimized_records(args):
-        name = record["name"]
-        if s.left() < 20:
-            out[name] = {"skipped": "deadline"}
-            continue
-        try:
-            out[name] = optimized_workload(s, record, *optimized_pair(record), args, cost)
-        except Exception as e:
-            out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
-            s.log(f"optimized {name}: ERROR {out[name]['error']}")
-        s.data["phases"]["optimized"] = out
-        s.save()
-    return out
+    return each_workload(s, "optimized", optimized_records(args), 20,
+                         lambda record: optimized_workload(s, record, *optimized_pair(record), args, cost))
 
 
 def phase_bench(s: Session, args) -> dict:

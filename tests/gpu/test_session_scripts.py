@@ -132,3 +132,18 @@ def test_interleaved_rounds_alternate_which_program_runs_first(monkeypatch):
     ta, tb = session.interleaved(Prog("a"), Prog("b"), rounds=4, reps=3)
     assert ta == [2.0] * 4 and tb == [1.0] * 4
     assert order == ["a", "b", "b", "a", "a", "b", "b", "a"]
+
+
+def test_each_workload_skips_past_the_margin_and_records_errors(tmp_path):
+    session = load_script("gpu_session")
+    s = session.Session(str(tmp_path), 100.0)
+
+    def measure(item):
+        if item == "bad":
+            raise ValueError("no such kernel")
+        return {"ms": 1.0}
+    out = session.each_workload(s, "e2e", ["good", "bad"], 10, measure)
+    assert out["good"] == {"ms": 1.0} and out["bad"]["error"] == "ValueError: no such kernel"
+    assert json.loads((tmp_path / "session.json").read_text())["phases"]["e2e"]["good"] == {"ms": 1.0}
+    late = session.each_workload(s, "optimized", [{"name": "pet_conv"}], 1000, measure)  # 100 s left < 1000
+    assert late == {"pet_conv": {"skipped": "deadline"}}

@@ -24,12 +24,9 @@ versions and the load average; the exit code is 0 whatever the errors are.
 from __future__ import annotations
 
 import argparse
-import glob
-import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 
 from benchmarks.workloads import CPU_SIZES, WORKLOADS, zoo
@@ -44,51 +41,6 @@ def cases() -> dict:
 def build(name: str):
     builder, defaults, _, _ = cases()[name]
     return builder(**{**defaults, **CPU_SIZES.get(name, {})})
-
-
-def ort_kernels(graph, runs: int = 5) -> dict[str, float]:
-    """onnxruntime's own profile of `graph` (one thread): µs per run by kernel op type."""
-    import onnxruntime as ort
-
-    from einsat.ir.onnx_export import to_onnx
-    from einsat.runtime import random_inputs
-    from einsat.runtime.backend_onnxruntime import unsafe_optimizers
-    from einsat.runtime.profiler import THREADS
-
-    with tempfile.TemporaryDirectory(prefix="einsat-ortprof-") as d:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.intra_op_num_threads = THREADS
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(d, "p")
-        session = ort.InferenceSession(to_onnx(graph).SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                       disabled_optimizers=list(unsafe_optimizers(graph)))
-        feeds = random_inputs(graph, 0)
-        for _ in range(2):
-            session.run(None, feeds)
-        session.end_profiling()  # the warm-up runs are left out: a new file for the timed ones
-        options.profile_file_prefix = os.path.join(d, "q")
-        session = ort.InferenceSession(to_onnx(graph).SerializeToString(), options, providers=["CPUExecutionProvider"],
-                                       disabled_optimizers=list(unsafe_optimizers(graph)))
-        for _ in range(2 + runs):
-            session.run(None, feeds)
-        path = session.end_profiling()
-        with open(path) as f:
-            events = json.load(f)
-        for p in glob.glob(os.path.join(d, "*.json")):
-            os.remove(p)
-    runs_seen = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
-    keep = {id(e) for e in runs_seen[2:]}  # the last `runs` runs: the first two warm up
-    if not keep:
-        return {}
-    start = min(e["ts"] for e in runs_seen[2:])
-    out: dict[str, float] = {}
-    for e in events:
-        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["ts"] >= start:
-            op = e.get("args", {}).get("op_name", "?")
-            out[op] = out.get(op, 0.0) + e["dur"] / runs
-    out["(run total)"] = statistics.median(e["dur"] for e in runs_seen[2:])
-    return out
 
 
 def predict_one(name: str, reps: int, budget: float | None, same_run: bool, kernels: bool) -> dict:
@@ -124,7 +76,8 @@ def predict_one(name: str, reps: int, budget: float | None, same_run: bool, kern
         from benchmarks.cpu_bench import same_run_prediction
         rec["same_run"] = same_run_prediction(graph, max(5, reps // 2))
     if kernels:
-        rec["ort_kernels_us"] = dict(sorted(ort_kernels(graph).items(), key=lambda kv: -kv[1]))
+        from einsat.runtime.profiler import ort_kernel_times
+        rec["ort_kernels_us"] = dict(sorted(ort_kernel_times(graph).items(), key=lambda kv: -kv[1]))
     return rec
 
 

@@ -118,7 +118,7 @@ def profile(model: TargetCost, sigs, budget_s: float | None = PROFILE_BUDGET_S,
     if todo:
         make_runner, overhead, _ = _runners(model)
         run = profile_signatures(todo, reps=reps, budget_s=budget_s, progress=progress, threads=model.threads,
-                                 make_runner=make_runner, overhead=overhead)
+                                 make_runner=make_runner, overhead=overhead, layout_ops=model.layout_ops)
         model.add(run.entries, run.method, run.failures, todo)
         model.save()
     return ProfileSummary(model.target, model.path, len(sigs), cached, len(run.entries) if run else 0,

@@ -17,6 +17,13 @@ one Add of a residual of the output's shape (for a matmul, or a bias vector of t
 last extent); then one activation (relu, sigmoid, tanh), which ends it. A node computed from
 weights alone (a layout of weights that `extract.rebuild` keeps instead of storing a larger
 weight) is a `constant` unit: onnxruntime folds it at load time.
+
+onnxruntime also runs convolutions and poolings in a blocked channel layout (NCHWc, its
+`NchwcTransformer`), with a `ReorderInput` kernel before and a `ReorderOutput` kernel after
+each, which it leaves out between two such ops and through the element-wise ops and concats
+that carry the layout. A one-node session pays both reorders; `blocked_values` says which values
+of a program stay in the blocked layout, so that `TargetCost.layout_savings_us` can take the
+reorders a program does not run off the units' one-node times.
 Pure: depends on `einsat.ir` alone.
 """
 
@@ -32,6 +39,15 @@ from einsat.ir.types import TensorType
 
 ACTIVATION_OPS = {op: name for name, op in ACTIVATIONS.items() if op is not None}  # the fused ops' activations
 HEADS = (Op.CONV, Op.FUSED_CONV, Op.MATMUL, Op.FUSED_MATMUL)
+# ops whose one-node onnxruntime session may run in the blocked layout, reorders around them
+LAYOUT_OPS = frozenset({Op.CONV, Op.FUSED_CONV, Op.MAXPOOL, Op.AVGPOOL, Op.GLOBAL_AVGPOOL})
+# ops onnxruntime runs in the blocked layout when all their inputs come in it (nothing to reorder)
+CARRY_OPS = frozenset({Op.ADD, Op.MUL, Op.RELU, Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.CLIP, Op.CONCAT,
+                       Op.BATCHNORM})
+REORDER_IN, REORDER_OUT = "ReorderInput", "ReorderOutput"  # onnxruntime's kernels of the layout change
+# onnxruntime kernels a fused convolution's one-node session runs apart (its residual arrives in
+# the plain layout) and a blocked convolution runs inside its own kernel
+EPILOGUE_KERNELS = frozenset({"Add", "Sum", "Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSigmoid"})
 
 
 @dataclass(frozen=True)
@@ -159,3 +175,32 @@ def ort_units(graph: Graph) -> list[Unit]:
         taken.update(id(n) for n in group)
         units.append(Unit(tuple(group), op, attrs, tuple(ins), (out,)))
     return units
+
+
+def unit_outputs(unit: Unit) -> tuple[str, ...]:
+    """The values a unit produces for the rest of the program (its last node's outputs)."""
+    return tuple(unit.nodes[-1].outputs)
+
+
+def unit_inputs(unit: Unit, graph: Graph) -> list[str]:
+    """The values a unit reads from other units or the program's inputs (weights left out), its
+    head's data input first."""
+    inside = {o for n in unit.nodes for o in n.outputs}
+    out: list[str] = []
+    for n in unit.nodes:
+        for i in n.inputs:
+            if i and i not in inside and i not in graph.weights and i not in out:
+                out.append(i)
+    return out
+
+
+def blocked_values(graph: Graph, units: list[Unit], reorders: list[bool]) -> set[str]:
+    """The values of `graph` that onnxruntime keeps in its blocked NCHWc layout: the outputs of
+    the units that run in it (`reorders[k]`: unit k's one-node session reordered around it), and
+    of the `CARRY_OPS` units all of whose inputs are blocked."""
+    blocked: set[str] = set()
+    for unit, reordered in zip(units, reorders):
+        ins = unit_inputs(unit, graph)
+        if reordered or (unit.op in CARRY_OPS and not unit.fused and ins and all(i in blocked for i in ins)):
+            blocked.update(unit_outputs(unit))
+    return blocked

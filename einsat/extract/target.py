@@ -13,7 +13,8 @@ calibrated on the measured ones (`CalibratedRoofline`), or the target's rough pr
 
 Node costs keep the `CostModel` contract (extraction sums them). `graph_cost` is a prediction of
 the whole program as the target runs it: onnxruntime's fusion groups costed as units
-(`extract.fusion.ort_units`), plus the fixed cost of one run call; `predicted_ms` is that in ms.
+(`extract.fusion.ort_units`), less the layout reorders a one-node session runs and the program
+does not (`layout_savings_us`), plus the fixed cost of one run call.
 extract cannot run programs: the profiler is `einsat.runtime.profiler`, called from the top
 level (`einsat.measure`), which hands the entries over.
 """
@@ -25,7 +26,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from einsat.errors import EinsatError
-from einsat.extract.fusion import Unit, ort_units
+from einsat.extract.fusion import (
+    CARRY_OPS,
+    EPILOGUE_KERNELS,
+    LAYOUT_OPS,
+    REORDER_IN,
+    REORDER_OUT,
+    Unit,
+    blocked_values,
+    ort_units,
+    unit_inputs,
+    unit_outputs,
+)
 from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
 from einsat.extract.profiled import MeasuredCost, calibrated_fallback
 from einsat.ir.registry import opdef
@@ -81,9 +93,22 @@ class TargetCost(MeasuredCost):
         entry = self.db.entries.get(sig.key) if sig is not None else None
         if entry is None:
             return self.fallback.node_cost(op, attrs, ins, outs) + self.node_overhead_us
+        return self._entry_us(entry) + self.node_overhead_us
+
+    def _entry_us(self, entry: Mapping) -> float:
+        """A measured entry's kernel time (µs), floored at the fallback's cost of a view."""
         us = float(entry.get(self.db.mode, entry["us"]))
         floor = getattr(getattr(self.fallback, "device", None), "view_us", 1e-3)
-        return max(us, floor) + self.node_overhead_us
+        return max(us, floor)
+
+    def _unit_entry(self, unit) -> Mapping | None:
+        if opdef(unit.op).source or unit.constant:
+            return None
+        try:
+            sig = signature_of(unit.op, unit.attrs, list(unit.ins))
+        except EinsatError:
+            return None
+        return self.db.entries.get(sig.key) if sig is not None else None
 
     # -- the profile ---------------------------------------------------------------------------
     @property
@@ -104,11 +129,19 @@ class TargetCost(MeasuredCost):
         call overhead holds one node's dispatch already: `graph_cost` takes one off."""
         return float(self.db.method.get("node_overhead_us", 0.0))
 
+    @property
+    def layout_ops(self) -> frozenset:
+        """The ops whose entries keep their kernels' shares (`runtime.profiler.profile_signatures`)."""
+        return LAYOUT_OPS if self.target == "onnxruntime" else frozenset()
+
     def missing(self, sigs: Iterable[Signature]) -> list[Signature]:
-        """The distinct signatures of `sigs` that the profile neither holds nor failed to measure."""
+        """The distinct signatures of `sigs` that the profile neither holds nor failed to measure
+        (an entry of a layout op taken before entries kept their kernels' shares counts as missing)."""
         out: dict[str, Signature] = {}
         for s in sigs:
-            if s.key not in self.db.entries and s.key not in self.db.failures:
+            entry = self.db.entries.get(s.key)
+            stale = entry is not None and s.op in self.layout_ops and "kernel_share" not in entry
+            if (entry is None or stale) and s.key not in self.db.failures:
                 out.setdefault(s.key, s)
         return list(out.values())
 
@@ -153,15 +186,55 @@ class TargetCost(MeasuredCost):
         one-node time was taken with them hot in cache."""
         units = [u for u in self.units(graph) if not u.constant and not opdef(u.op).source]
         total = self.call_overhead_us - self.node_overhead_us * min(len(units), 1)
+        costs = [c - saved for c, saved in zip(map(self.unit_cost, units), self.layout_savings_us(graph, units))]
         bandwidth = float(self.db.method.get("stream_bytes_per_us", 0.0))
         cache = float(self.db.method.get("cache_bytes", 0.0))
         if bandwidth <= 0 or sum(a.nbytes for a in graph.weights.values()) <= cache:
-            return total + sum(map(self.unit_cost, units))
-        for u in units:
+            return total + sum(costs)
+        for u, cost in zip(units, costs):
             weights = {i for n in u.nodes for i in n.inputs if i in graph.weights}
             streamed = sum(graph.weights[w].nbytes for w in weights) / bandwidth
-            total += max(self.unit_cost(u), streamed + self.node_overhead_us)
+            total += max(cost, streamed + self.node_overhead_us)
         return total
+
+    def layout_savings_us(self, graph, units: list) -> list[float]:
+        """Per unit of `units` (the program's, in order), the µs of its one-node time that the
+        program does not run: onnxruntime keeps the blocked layout between units that run in it
+        (`extract.fusion.blocked_values`), so a unit whose data input arrives blocked does not
+        reorder it (its entry's `ReorderInput` share), one whose output goes only to units that
+        take it blocked does not reorder that (`ReorderOutput`), and a fused convolution whose
+        residual arrives blocked adds it and activates in its own kernel, where its one-node
+        session ran the Add and the activation as kernels of their own. Entries without kernel
+        shares (another target, or no layout change) save nothing."""
+        entries = [self._unit_entry(u) for u in units]
+        shares = [dict(e.get("kernel_share") or {}) if e is not None else {} for e in entries]
+        reordered = [bool(sh.get(REORDER_IN) or sh.get(REORDER_OUT)) for sh in shares]
+        if not any(reordered):
+            return [0.0] * len(units)
+        blocked = blocked_values(graph, units, reordered)
+        consumers: dict[str, list[int]] = {}
+        for k, u in enumerate(units):
+            for i in unit_inputs(u, graph):
+                consumers.setdefault(i, []).append(k)
+        outputs = set(graph.outputs)
+        saved = []
+        for k, (u, entry, sh) in enumerate(zip(units, entries, shares)):
+            if not reordered[k]:
+                saved.append(0.0)
+                continue
+            ins = unit_inputs(u, graph)
+            share = 0.0
+            if ins and ins[0] in blocked:
+                share += sh.get(REORDER_IN, 0.0)
+            outs = unit_outputs(u)
+            if not any(o in outputs for o in outs) and all(
+                    all(reordered[c] or (units[c].op in CARRY_OPS and set(unit_outputs(units[c])) <= blocked)
+                        for c in consumers.get(o, ())) for o in outs):
+                share += sh.get(REORDER_OUT, 0.0)
+            if u.fused and ins and all(i in blocked for i in ins):
+                share += sum(v for op, v in sh.items() if op in EPILOGUE_KERNELS)
+            saved.append(self._entry_us(entry) * min(share, 1.0))
+        return saved
 
     def cost_by_op(self, graph) -> dict[str, float]:
         """The predicted time by op name, a fusion group charged to its first op."""

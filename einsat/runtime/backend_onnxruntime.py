@@ -26,8 +26,10 @@ from einsat.ir.registry import Op
 MAX_SESSIONS = 8  # sessions kept by model digest (each holds its model's weights)
 
 
-def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, ...] = ()):
-    """An onnxruntime CPU session for a serialized model (`threads` 0: onnxruntime's default)."""
+def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, ...] = (),
+                profile_prefix: str | None = None):
+    """An onnxruntime CPU session for a serialized model (`threads` 0: onnxruntime's default;
+    `profile_prefix`: onnxruntime's own profiler on, its JSON file named from that prefix)."""
     try:
         import onnxruntime as ort
     except ImportError as e:
@@ -35,6 +37,9 @@ def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, 
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only: the warnings are about onnxruntime's own fusions
     options.intra_op_num_threads = threads
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"],
                                 disabled_optimizers=list(disabled_optimizers))
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -92,14 +92,61 @@ def wall_runner(call: Callable[[], object]) -> Runner:
 
 
 # -- onnxruntime ------------------------------------------------------------------------------
-def ort_session(graph: Graph, threads: int = THREADS):
+def ort_session(graph: Graph, threads: int = THREADS, profile_prefix: str | None = None):
     """An onnxruntime CPU session of `graph` with onnxruntime's own optimizations on (what a
     user runs), the unsafe optimizers of `backend_onnxruntime` off, `threads` intra-op threads
-    (0: onnxruntime's default, one per core)."""
+    (0: onnxruntime's default, one per core); `profile_prefix`: onnxruntime's profiler on."""
     from einsat.ir.onnx_export import to_onnx
     from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
     return new_session(to_onnx(graph).SerializeToString(), threads=threads,
-                       disabled_optimizers=unsafe_optimizers(graph))
+                       disabled_optimizers=unsafe_optimizers(graph), profile_prefix=profile_prefix)
+
+
+RUN_TOTAL = "(run total)"  # `ort_kernel_times`' key of a whole run's median time
+
+
+def ort_kernel_times(graph: Graph, runs: int = 5, threads: int = THREADS, warmup: int = 2) -> dict[str, float]:
+    """onnxruntime's own profile of `graph` in one session: µs per run by the op type of the
+    kernels it runs after its fusions and layout changes (its NCHWc convolutions come with
+    `ReorderInput` / `ReorderOutput` kernels around them), and the median run (`RUN_TOTAL`).
+    The first `warmup` runs are left out."""
+    import glob
+    import json
+    import os
+    import statistics
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="einsat-ortprof-") as d:
+        session = ort_session(graph, threads, profile_prefix=os.path.join(d, "p"))
+        feeds = random_inputs(graph, 0)
+        for _ in range(warmup + runs):
+            session.run(None, feeds)
+        path = session.end_profiling()
+        with open(path) as f:
+            events = json.load(f)
+        for p in glob.glob(os.path.join(d, "*")):
+            os.remove(p)
+    runs_seen = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
+                       key=lambda e: e["ts"])[warmup:]
+    if not runs_seen:
+        return {}
+    start = runs_seen[0]["ts"]
+    out: dict[str, float] = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["ts"] >= start:
+            op = e.get("args", {}).get("op_name", "?")
+            out[op] = out.get(op, 0.0) + e["dur"] / len(runs_seen)
+    out[RUN_TOTAL] = statistics.median(e["dur"] for e in runs_seen)
+    return out
+
+
+def kernel_shares(graph: Graph, runs: int = 3, threads: int = THREADS) -> dict[str, float]:
+    """Each kernel op type's share of `graph`'s kernel time in onnxruntime (`ort_kernel_times`),
+    rounded to 1e-4; empty when no kernel time was seen."""
+    times = ort_kernel_times(graph, runs, threads)
+    times.pop(RUN_TOTAL, None)
+    total = sum(times.values())
+    return {op: round(t / total, 4) for op, t in sorted(times.items())} if total > 0 else {}
 
 
 def ort_runner(graph: Graph, seed: int = 0, threads: int = THREADS) -> Runner:
@@ -220,7 +267,7 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
                        budget_s: float | None = None, progress: Callable[[str], None] | None = None,
                        make_runner: Callable[[Signature], Runner] | None = None,
                        overhead: Runner | None = None, threads: int = THREADS,
-                       reference: Runner | None = None) -> ProfileRun:
+                       reference: Runner | None = None, layout_ops: Collection[Op] = ()) -> ProfileRun:
     """Time `sigs` (interleaved in batches of `BATCH`) within `budget_s` seconds.
 
     `make_runner(sig)` builds a signature's runner (default: its one-node onnxruntime session,
@@ -231,7 +278,12 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
     recorded in `failures`, and the others go on.
     `reference` is timed in every batch's rounds beside the signatures (default, for
     onnxruntime's runners: `reference_graph`'s session; none for another `make_runner`): each
-    entry keeps the batch's reference median as `ref_us`."""
+    entry keeps the batch's reference median as `ref_us`.
+    `layout_ops`: the ops whose onnxruntime one-node session may change the layout of its
+    input and output (`extract.fusion.LAYOUT_OPS`); their entries also keep `kernel_share`,
+    each kernel op type's share of the session's kernel time (`kernel_shares`): the share of
+    `ReorderInput` / `ReorderOutput` is what a whole program in that layout does not pay
+    between two such ops (`extract.target.TargetCost.layout_savings_us`)."""
     if reference is None and make_runner is None:
         reference = ort_runner(reference_graph(), threads=threads)
     make_runner = make_runner or (lambda sig: ort_signature_runner(sig, threads))
@@ -285,6 +337,11 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
                                 "flops": sig.flops(), "bytes": sig.bytes(), "kernels": 1}
             if ref is not None:
                 out.entries[key]["ref_us"] = ref
+            if sig.op in layout_ops:
+                try:
+                    out.entries[key]["kernel_share"] = kernel_shares(signature_graph(sig), threads=threads)
+                except Exception:  # noqa: BLE001 - the entry stands without it (no layout saving)
+                    out.entries[key]["kernel_share"] = {}
         done += len(batch)
         if progress:
             progress(f"profiled {done}/{len(sigs)} signatures ({time.monotonic() - start:.1f} s)")

@@ -125,3 +125,56 @@ def test_onnxruntime_runs_views_as_kernels_and_the_roofline_folds_them(tmp_path)
     assert cpu_model(path=tmp_path / "p.json").views_run
     assert not TargetCost("cupy", {"kind": "h100"}, tmp_path / "g.json").views_run
     assert not RooflineCost("h100").views_run
+
+
+REORDERED = {"ReorderInput": 0.1, "Conv": 0.6, "ReorderOutput": 0.2, "Add": 0.05, "Relu": 0.05}
+
+
+def conv_chain(branch: bool):
+    """x -> conv+relu (c1) -> conv+residual(c1)+relu -> y; with `branch`, c1 also goes to a
+    reshape, which takes it in the plain layout."""
+    b = GraphBuilder("chain")
+    x = b.input("x", (1, 16, 8, 8))
+    c1 = b.relu(b.conv(x, b.weight("w1", (16, 16, 3, 3)), padding=(1, 1, 1, 1)))
+    y = b.relu(b.add(b.conv(c1, b.weight("w2", (16, 16, 3, 3)), padding=(1, 1, 1, 1)), c1))
+    outs = [y, b.reshape(c1, shape=(16, 64))] if branch else [y]
+    return b.build(*outs)
+
+
+def test_reorders_between_blocked_units_are_not_charged(tmp_path):
+    """onnxruntime keeps its blocked layout between two convolutions: the first does not reorder
+    its output, the second neither reorders its input nor runs the residual Add and the ReLU
+    apart (its one-node session did all of that); a graph input and a graph output are
+    reordered, and so is a value that a reshape also reads."""
+    model = cpu_model(path=tmp_path / "p.json")
+    g = conv_chain(branch=False)
+    units = model.units(g)
+    assert [u.op for u in units] == [Op.FUSED_CONV, Op.FUSED_CONV]
+    sigs = model.unit_signatures(g)
+    model.add({s.key: {"us": 100.0, "flops": 1, "bytes": 1, "kernel_share": REORDERED} for s in sigs},
+              {"call_overhead_us": 10.0, "node_overhead_us": 0.0}, sigs=sigs)
+    assert model.layout_savings_us(g, units) == pytest.approx([20.0, 10.0 + 5.0 + 5.0])
+    assert model.graph_cost(g) == pytest.approx(10.0 + 200.0 - 40.0)
+
+    g2 = conv_chain(branch=True)
+    units2 = [u for u in model.units(g2) if not u.constant]
+    reshape = signature_of(Op.RESHAPE, dict(units2[-1].attrs), list(units2[-1].ins))
+    model.add({reshape.key: {"us": 1.0, "flops": 1, "bytes": 1}}, sigs=[reshape])
+    assert model.layout_savings_us(g2, units2)[:2] == pytest.approx([0.0, 20.0])  # c1 is reordered for the reshape
+
+    for s in sigs:  # entries without a layout change save nothing
+        model.db.entries[s.key]["kernel_share"] = {"FusedConv": 1.0}
+    assert model.layout_savings_us(g, units) == [0.0, 0.0]
+
+
+def test_a_layout_entry_without_kernel_shares_is_measured_again(tmp_path):
+    """A convolution entry from before entries kept their kernels' shares is missing on
+    onnxruntime; a matmul's is not, nor is a convolution's on another target."""
+    g = conv_chain(branch=False)
+    model = cpu_model(path=tmp_path / "p.json")
+    conv_sigs, mm = model.unit_signatures(g), sigs(1)
+    model.add({s.key: entry(s, 5.0) for s in [*conv_sigs, *mm]}, sigs=[*conv_sigs, *mm])
+    assert {s.key for s in model.missing([*conv_sigs, *mm])} == {s.key for s in conv_sigs}
+    cupy = TargetCost("cupy", {**MACHINE, "backend": "cupy"}, tmp_path / "q.json")
+    cupy.add({s.key: entry(s, 5.0) for s in conv_sigs}, sigs=conv_sigs)
+    assert cupy.missing(conv_sigs) == [] and cupy.layout_ops == frozenset()

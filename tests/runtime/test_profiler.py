@@ -163,3 +163,18 @@ def test_a_verdict_of_faster_needs_a_second_block_to_agree():
     c = compare_programs(g, g, reps=5, warmup=2, confirm=False,
                          runner=lambda graph, seed: scripted(graph, next(runners)))
     assert c.rounds == 5 and c.faster
+
+
+def test_a_convolution_entry_keeps_its_kernels_shares():
+    """The layout ops' entries say where their one-node session's kernel time went (onnxruntime's
+    own profiler): shares that add up to one, the convolution's kernel the largest; other ops'
+    entries do not carry them."""
+    pytest.importorskip("onnxruntime")
+    conv = signature_of(Op.CONV, {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1},
+                        [TensorType((1, 32, 28, 28)), TensorType((32, 32, 3, 3))])
+    mm = matmul_sig(16)
+    run = profile_signatures([conv, mm], reps=3, layout_ops={Op.CONV})
+    assert not run.failures and "kernel_share" not in run.entries[mm.key]
+    share = run.entries[conv.key]["kernel_share"]
+    assert sum(share.values()) == pytest.approx(1.0, abs=2e-3)
+    assert max(share, key=share.get) in ("Conv", "FusedConv") and share[max(share, key=share.get)] > 0.5

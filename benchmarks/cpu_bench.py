@@ -88,16 +88,19 @@ def predictions(graph, optimized, ort: dict) -> dict:
 
 def same_run_prediction(graph, reps: int) -> dict:
     """The input's units and the whole input timed in the same interleaved rounds: the model's
-    prediction (call overhead + the units' one-node times less it + a node's dispatch for every
-    unit but one, `runtime.profiler.chain_graph`) against the program's time."""
+    prediction (`TargetCost.graph_cost`: fusion groups, layout reorders, a node's dispatch,
+    `runtime.profiler.chain_graph`, and the run call's overhead) taken on the times of this
+    run's rounds instead of the profile's, against the program's time. The profile must hold
+    the units (their kernels' shares are its)."""
+    import copy
+
     from einsat.extract.target import cpu_model
     from einsat.ir.registry import opdef
     from einsat.ir.signature import signature_of
     from einsat.runtime.profiler import CHAIN, MIN_US, call_overhead_graph, chain_graph, ort_signature_runner
 
     model = cpu_model()
-    counts: dict[str, int] = {}
-    sigs, rest = {}, 0.0
+    sigs = {}
     for u in model.units(graph):
         if u.constant or opdef(u.op).source:
             continue
@@ -105,29 +108,29 @@ def same_run_prediction(graph, reps: int) -> dict:
             sig = signature_of(u.op, u.attrs, list(u.ins))
         except Exception:  # noqa: BLE001 - no signature: the model's own figure
             sig = None
-        if sig is None:
-            rest += model.unit_cost(u)
-            continue
-        sigs[sig.key] = sig
-        counts[sig.key] = counts.get(sig.key, 0) + 1
+        if sig is not None and sig.key in model.db.entries:
+            sigs[sig.key] = sig
     runners = {"(overhead)": ort_runner(call_overhead_graph(), 0, THREADS), "(program)": ort_runner(graph, 0, THREADS),
                "(chain)": ort_runner(chain_graph(), 0, THREADS)}
     for key, sig in sigs.items():
         try:
             runners[key] = ort_signature_runner(sig, THREADS)
             runners[key]()
-        except Exception:  # noqa: BLE001 - a unit onnxruntime cannot run alone: the model's figure
+        except Exception:  # noqa: BLE001 - a unit onnxruntime cannot run alone: the profile's figure
             runners.pop(key, None)
-            rest += counts.pop(key) * model.node_cost(sig.op, sig.attr_dict, list(sig.inputs), sig.outputs())
     times = interleaved(runners, reps, warmup=2)
     med = {k: statistics.median(v) for k, v in times.items()}
     overhead = med["(overhead)"]
+    now = copy.deepcopy(model)
+    for key in sigs.keys() & med.keys():
+        now.db.entries[key]["us"] = max(med[key] - overhead, MIN_US)
     dispatch = max((med["(chain)"] - overhead) / (CHAIN - 1), 0.0)
-    predicted = (overhead + rest + sum(n * max(med[k] - overhead, MIN_US) for k, n in counts.items())
-                 + dispatch * max(sum(counts.values()) - 1, 0))
+    now.db.method.update(call_overhead_us=overhead, node_overhead_us=dispatch)
+    predicted = now.graph_cost(graph)
     measured = med["(program)"]
     return {"predicted_ms": predicted / 1e3, "measured_ms": measured / 1e3, "error": predicted / measured - 1,
-            "units": sum(counts.values()), "distinct": len(counts), "reps": reps}
+            "units": len(model.units(graph)), "distinct": len(sigs), "timed": len(sigs.keys() & med.keys()),
+            "reps": reps}
 
 
 def weights_mb(graph) -> float:

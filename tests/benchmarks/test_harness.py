@@ -153,3 +153,32 @@ def test_report_renders_again_from_the_json(tmp_path):
     assert render([str(tmp_path / "cpu.json")]) == 0
     assert "| pet_group_conv |" in (tmp_path / "cpu.md").read_text()
     assert (tmp_path / "cpu.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_same_run_prediction_is_the_model_on_the_runs_own_times(tmp_path, monkeypatch):
+    """`same_run_prediction` is `graph_cost` with the units' times of its own rounds: layout
+    reorders between two convolutions are taken off as the profile's shares say (fixed times)."""
+    from benchmarks import cpu_bench
+    from einsat.extract.target import cpu_model
+    from einsat.ir.builder import GraphBuilder
+    from einsat.runtime.profiler import CHAIN
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    b = GraphBuilder("two")
+    x = b.input("x", (1, 8, 8, 8))
+    y = b.relu(b.conv(x, b.weight("w1", (8, 8, 3, 3)), padding=(1, 1, 1, 1)))
+    g = b.build(b.relu(b.conv(y, b.weight("w2", (8, 8, 3, 3)), padding=(1, 1, 1, 1))))
+    model = cpu_model()
+    sigs = model.unit_signatures(g)
+    assert len(sigs) == 1  # two units of one signature
+    share = {"ReorderInput": 0.1, "Conv": 0.8, "ReorderOutput": 0.1}
+    model.add({sigs[0].key: {"us": 1000.0, "flops": 1, "bytes": 1, "kernel_share": share}},
+              {"call_overhead_us": 1.0}, sigs=sigs)
+    model.save()
+    fixed = {"(overhead)": 10.0, "(chain)": 10.0 + (CHAIN - 1) * 2.0, "(program)": 500.0}
+    monkeypatch.setattr(cpu_bench, "interleaved",
+                        lambda runners, reps, warmup: {k: [fixed.get(k, 210.0)] * reps for k in runners})
+    out = cpu_bench.same_run_prediction(g, 3)
+    # call 10 - one dispatch 2 + two units of (200 + 2), less the reorder between them (20 + 20)
+    assert out["predicted_ms"] * 1e3 == pytest.approx(10 - 2 + 2 * 202 - 40)
+    assert out["measured_ms"] == pytest.approx(0.5) and out["timed"] == 1

@@ -21,7 +21,7 @@ weight) is a `constant` unit: onnxruntime folds it at load time.
 onnxruntime also runs convolutions and poolings in a blocked channel layout (NCHWc, its
 `NchwcTransformer`), with a `ReorderInput` kernel before and a `ReorderOutput` kernel after
 each, which it leaves out between two such ops and through the element-wise ops and concats
-that carry the layout. A one-node session pays both reorders; `blocked_values` says which values
+that carry the layout. A one-node session pays both reorders; `blocked_layout` says which values
 of a program stay in the blocked layout, so that `TargetCost.layout_savings_us` can take the
 reorders a program does not run off the units' one-node times.
 Pure: depends on `einsat.ir` alone.
@@ -29,6 +29,7 @@ Pure: depends on `einsat.ir` alone.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,10 +41,12 @@ from einsat.ir.types import TensorType
 ACTIVATION_OPS = {op: name for name, op in ACTIVATIONS.items() if op is not None}  # the fused ops' activations
 HEADS = (Op.CONV, Op.FUSED_CONV, Op.MATMUL, Op.FUSED_MATMUL)
 # ops whose one-node onnxruntime session may run in the blocked layout, reorders around them
-LAYOUT_OPS = frozenset({Op.CONV, Op.FUSED_CONV, Op.MAXPOOL, Op.AVGPOOL, Op.GLOBAL_AVGPOOL})
-# ops onnxruntime runs in the blocked layout when all their inputs come in it (nothing to reorder)
-CARRY_OPS = frozenset({Op.ADD, Op.MUL, Op.RELU, Op.SIGMOID, Op.TANH, Op.LEAKY_RELU, Op.CLIP, Op.CONCAT,
-                       Op.BATCHNORM})
+LAYOUT_OPS = frozenset({Op.CONV, Op.FUSED_CONV, Op.MAXPOOL, Op.AVGPOOL})
+# ops onnxruntime runs in the blocked layout when their input comes in it (its NchwcTransformer):
+# activations, batchnorm and the global pooling by their data input; Add and Mul of two blocked
+# tensors of one shape; a Concat along the channels of blocked inputs whose channel counts are
+# multiples of the block
+CARRY_OPS = frozenset({Op.RELU, Op.SIGMOID, Op.TANH, Op.BATCHNORM, Op.GLOBAL_AVGPOOL, Op.ADD, Op.MUL, Op.CONCAT})
 REORDER_IN, REORDER_OUT = "ReorderInput", "ReorderOutput"  # onnxruntime's kernels of the layout change
 # onnxruntime kernels a fused convolution's one-node session runs apart (its residual arrives in
 # the plain layout) and a blocked convolution runs inside its own kernel
@@ -182,25 +185,65 @@ def unit_outputs(unit: Unit) -> tuple[str, ...]:
     return tuple(unit.nodes[-1].outputs)
 
 
-def unit_inputs(unit: Unit, graph: Graph) -> list[str]:
-    """The values a unit reads from other units or the program's inputs (weights left out), its
-    head's data input first."""
+def unit_inputs(unit: Unit, graph: Graph, folded: Collection[str] = ()) -> list[str]:
+    """The values a unit reads from other units or the program's inputs (weights, and the
+    `folded` values that constant units compute from them, left out), its head's data input first."""
     inside = {o for n in unit.nodes for o in n.outputs}
     out: list[str] = []
     for n in unit.nodes:
         for i in n.inputs:
-            if i and i not in inside and i not in graph.weights and i not in out:
+            if i and i not in inside and i not in graph.weights and i not in folded and i not in out:
                 out.append(i)
     return out
 
 
-def blocked_values(graph: Graph, units: list[Unit], reorders: list[bool]) -> set[str]:
-    """The values of `graph` that onnxruntime keeps in its blocked NCHWc layout: the outputs of
-    the units that run in it (`reorders[k]`: unit k's one-node session reordered around it), and
-    of the `CARRY_OPS` units all of whose inputs are blocked."""
+def _carries(unit: Unit, graph: Graph, ins: list[str], blocked: set[str], block: int) -> bool:
+    """Whether onnxruntime runs the `CARRY_OPS` unit `unit` in the blocked layout."""
+    if unit.op not in CARRY_OPS or unit.fused or not ins or ins[0] not in blocked:
+        return False
+    node = unit.nodes[0]
+    if unit.op in (Op.ADD, Op.MUL, Op.CONCAT):  # every operand a blocked tensor, none a weight
+        if len([i for i in node.inputs if i]) != len(ins) or not all(i in blocked for i in ins):
+            return False
+        if unit.op is Op.CONCAT:
+            rank = len(graph.types[ins[0]].shape)
+            return node.attrs.get("axis") in (1, 1 - rank) and all(graph.types[i].shape[1] % block == 0 for i in ins)
+        return len({graph.types[i].shape for i in ins}) == 1
+    return True
+
+
+def blocked_layout(graph: Graph, units: list[Unit], reorders: list[bool], folded: Collection[str] = (),
+                   block: int = 8) -> tuple[set[str], set[str]]:
+    """(blocked, staying): the values of `graph` onnxruntime computes in its blocked NCHWc layout
+    (`block` channels a block), and those of them that no op takes back to the plain layout.
+
+    Blocked: the outputs of the units that run in the layout (`reorders[k]`: unit k's one-node
+    session reordered around it), unless a residual they add arrives plain (onnxruntime then
+    adds it after a reorder); and of the `CARRY_OPS` units whose inputs are blocked (`_carries`).
+    Staying: a blocked value that is no graph output and whose every consumer takes it blocked:
+    a unit that runs in the layout, or a carrying unit whose own outputs stay (a global pooling's
+    output, a pixel a channel, is reordered at next to no cost). `units` are the program's, in
+    order; `folded`: values computed from weights alone."""
     blocked: set[str] = set()
+    carrying: list[bool] = []
     for unit, reordered in zip(units, reorders):
-        ins = unit_inputs(unit, graph)
-        if reordered or (unit.op in CARRY_OPS and not unit.fused and ins and all(i in blocked for i in ins)):
+        ins = [] if unit.constant else unit_inputs(unit, graph, folded)
+        carries = not unit.constant and not reordered and _carries(unit, graph, ins, blocked, block)
+        carrying.append(carries)
+        if (reordered and not unit.constant and all(i in blocked for i in ins[1:])) or carries:
             blocked.update(unit_outputs(unit))
-    return blocked
+    consumers: dict[str, list[int]] = {}
+    for k, u in enumerate(units):
+        for i in ([] if u.constant else unit_inputs(u, graph, folded)):
+            consumers.setdefault(i, []).append(k)
+    outputs = set(graph.outputs)
+    staying: set[str] = set()
+    for k in reversed(range(len(units))):  # a consumer comes after its producer: decided first
+        for o in unit_outputs(units[k]):
+            if o not in blocked or o in outputs:
+                continue
+            if all(reorders[c] or (carrying[c] and (units[c].op is Op.GLOBAL_AVGPOOL
+                                                   or all(v in staying for v in unit_outputs(units[c]))))
+                   for c in consumers.get(o, ())):
+                staying.add(o)
+    return blocked, staying

@@ -27,13 +27,12 @@ from typing import Any
 
 from einsat.errors import EinsatError
 from einsat.extract.fusion import (
-    CARRY_OPS,
     EPILOGUE_KERNELS,
     LAYOUT_OPS,
     REORDER_IN,
     REORDER_OUT,
     Unit,
-    blocked_values,
+    blocked_layout,
     ort_units,
     unit_inputs,
     unit_outputs,
@@ -184,9 +183,12 @@ class TargetCost(MeasuredCost):
         (`method["cache_bytes"]`), a unit costs at least the time its weights take to stream
         from memory (`method["stream_bytes_per_us"]`, `runtime.profiler.stream_graph`): its
         one-node time was taken with them hot in cache."""
-        units = [u for u in self.units(graph) if not u.constant and not opdef(u.op).source]
+        every = self.units(graph)
+        kept = [(u, saved) for u, saved in zip(every, self.layout_savings_us(graph, every))
+                if not u.constant and not opdef(u.op).source]
+        units = [u for u, _ in kept]
         total = self.call_overhead_us - self.node_overhead_us * min(len(units), 1)
-        costs = [c - saved for c, saved in zip(map(self.unit_cost, units), self.layout_savings_us(graph, units))]
+        costs = [self.unit_cost(u) - saved for u, saved in kept]
         bandwidth = float(self.db.method.get("stream_bytes_per_us", 0.0))
         cache = float(self.db.method.get("cache_bytes", 0.0))
         if bandwidth <= 0 or sum(a.nbytes for a in graph.weights.values()) <= cache:
@@ -197,44 +199,47 @@ class TargetCost(MeasuredCost):
             total += max(cost, streamed + self.node_overhead_us)
         return total
 
-    def layout_savings_us(self, graph, units: list) -> list[float]:
-        """Per unit of `units` (the program's, in order), the µs of its one-node time that the
-        program does not run: onnxruntime keeps the blocked layout between units that run in it
-        (`extract.fusion.blocked_values`), so a unit whose data input arrives blocked does not
-        reorder it (its entry's `ReorderInput` share), one whose output goes only to units that
-        take it blocked does not reorder that (`ReorderOutput`), and a fused convolution whose
-        residual arrives blocked adds it and activates in its own kernel, where its one-node
-        session ran the Add and the activation as kernels of their own. Entries without kernel
-        shares (another target, or no layout change) save nothing."""
+    def layout_savings_us(self, graph, units: list | None = None) -> list[float]:
+        """Per unit of `units` (default: the program's `units(graph)`; pass them all, constant
+        ones included, in order), the µs of its one-node time that the program does not run:
+        onnxruntime keeps its blocked layout between the units that run in it
+        (`extract.fusion.blocked_layout`), so a unit whose data input arrives blocked does not
+        reorder it (its entry's `ReorderInput` share), one whose output stays blocked does not
+        reorder that (`ReorderOutput`), and a fused convolution whose residual arrives blocked
+        adds it and activates in its own kernel, where its one-node session ran the Add and the
+        activation as kernels of their own. Entries without kernel shares (another target, or
+        no layout change) save nothing. `node_cost` (what extraction sums) and `cost_by_op`
+        charge the one-node times in full: the savings are the whole program's."""
+        if units is None:
+            units = self.units(graph)
         entries = [self._unit_entry(u) for u in units]
         shares = [dict(e.get("kernel_share") or {}) if e is not None else {} for e in entries]
         reordered = [bool(sh.get(REORDER_IN) or sh.get(REORDER_OUT)) for sh in shares]
         if not any(reordered):
             return [0.0] * len(units)
-        blocked = blocked_values(graph, units, reordered)
-        consumers: dict[str, list[int]] = {}
-        for k, u in enumerate(units):
-            for i in unit_inputs(u, graph):
-                consumers.setdefault(i, []).append(k)
-        outputs = set(graph.outputs)
+        folded = {o for u in units if u.constant for o in unit_outputs(u)}  # weights' layouts, folded at load
+        blocked, staying = blocked_layout(graph, units, reordered, folded, self.nchwc_block)
         saved = []
         for k, (u, entry, sh) in enumerate(zip(units, entries, shares)):
-            if not reordered[k]:
+            if not reordered[k] or u.constant:
                 saved.append(0.0)
                 continue
-            ins = unit_inputs(u, graph)
+            ins = unit_inputs(u, graph, folded)
             share = 0.0
             if ins and ins[0] in blocked:
                 share += sh.get(REORDER_IN, 0.0)
-            outs = unit_outputs(u)
-            if not any(o in outputs for o in outs) and all(
-                    all(reordered[c] or (units[c].op in CARRY_OPS and set(unit_outputs(units[c])) <= blocked)
-                        for c in consumers.get(o, ())) for o in outs):
+            if all(o in staying for o in unit_outputs(u)):
                 share += sh.get(REORDER_OUT, 0.0)
-            if u.fused and ins and all(i in blocked for i in ins):
+            if u.fused and len(ins) > 1 and all(i in blocked for i in ins[1:]):
                 share += sum(v for op, v in sh.items() if op in EPILOGUE_KERNELS)
             saved.append(self._entry_us(entry) * min(share, 1.0))
         return saved
+
+    @property
+    def nchwc_block(self) -> int:
+        """The channels of a block of onnxruntime's NCHWc layout on this machine (recorded by the
+        profiler: `runtime.profiler.nchwc_block`)."""
+        return int(self.db.method.get("nchwc_block", 8))
 
     def cost_by_op(self, graph) -> dict[str, float]:
         """The predicted time by op name, a fusion group charged to its first op."""

@@ -240,6 +240,17 @@ def last_level_cache_bytes() -> int:
     return max(sizes) if sizes else 32 << 20
 
 
+def nchwc_block() -> int:
+    """The channels of a block of onnxruntime's NCHWc layout on this machine: 16 where the CPU
+    has AVX-512F, else 8 (MLAS's block sizes on x86; Linux's /proc/cpuinfo, 8 where unknown)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return 8
+    return 16 if " avx512f" in flags else 8
+
+
 def reference_graph() -> Graph:
     """The reference program every profiling batch times beside its signatures: a [64, 256] by
     [256, 256] MatMul with its weight as an initializer (about 8 MFLOP, a few hundred µs on one
@@ -303,6 +314,7 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
         stream = summarize(fixed_times["stream"])["median_us"] - out.call_overhead_us
         out.method["stream_bytes_per_us"] = STREAM * STREAM * 4 / max(stream, MIN_US)
         out.method["cache_bytes"] = last_level_cache_bytes()
+        out.method["nchwc_block"] = nchwc_block()
     todo = list(sigs)
     done = 0
     while todo:

@@ -178,3 +178,103 @@ def test_a_layout_entry_without_kernel_shares_is_measured_again(tmp_path):
     cupy = TargetCost("cupy", {**MACHINE, "backend": "cupy"}, tmp_path / "q.json")
     cupy.add({s.key: entry(s, 5.0) for s in conv_sigs}, sigs=conv_sigs)
     assert cupy.missing(conv_sigs) == [] and cupy.layout_ops == frozenset()
+
+
+def shared_model(tmp_path, g):
+    """A CPU model whose every conv unit of `g` took 100 µs with REORDERED's shares (no dispatch)."""
+    model = cpu_model(path=tmp_path / "p.json")
+    sigs = [s for s in model.unit_signatures(g) if s.op in (Op.CONV, Op.FUSED_CONV)]
+    model.add({s.key: {"us": 100.0, "flops": 1, "bytes": 1, "kernel_share": REORDERED} for s in sigs},
+              {"call_overhead_us": 10.0, "node_overhead_us": 0.0, "nchwc_block": 8}, sigs=sigs)
+    return model
+
+
+def savings(model, g) -> list:
+    """(op, µs saved) per non-constant unit."""
+    units = model.units(g)
+    return [(u.op, s) for u, s in zip(units, model.layout_savings_us(g, units)) if not u.constant]
+
+
+def branches(channels: int):
+    """Two convolutions of x concatenated along the channels, a third convolution after."""
+    b = GraphBuilder("branches")
+    x = b.input("x", (1, 16, 8, 8))
+    c1 = b.conv(x, b.weight("w1", (channels, 16, 1, 1)))
+    c2 = b.conv(x, b.weight("w2", (channels, 16, 1, 1)))
+    cat = b.concat(c1, c2, axis=1)
+    return b.build(b.conv(cat, b.weight("w3", (16, 2 * channels, 1, 1))))
+
+
+def test_a_concat_of_whole_blocks_carries_the_layout(tmp_path):
+    """A Concat of blocked inputs whose channels fill whole blocks stays blocked: the branches do
+    not reorder their outputs, the convolution after it not its input; with 12 channels a branch
+    (not a multiple of 8) onnxruntime reorders around the Concat, and the model charges that."""
+    g = branches(16)
+    model = shared_model(tmp_path, g)
+    assert savings(model, g) == [(Op.CONV, 20.0), (Op.CONV, 20.0), (Op.CONCAT, 0.0), (Op.CONV, 10.0)]
+    g12 = branches(12)
+    model12 = shared_model(tmp_path / "12", g12)
+    assert savings(model12, g12) == [(Op.CONV, 0.0), (Op.CONV, 0.0), (Op.CONCAT, 0.0), (Op.CONV, 0.0)]
+
+
+def test_a_blocked_chain_that_ends_in_a_plain_op_is_reordered_back(tmp_path):
+    """conv+relu -> batchnorm -> reshape: the batchnorm runs blocked, but the reshape takes the
+    plain layout, so the reorder back runs (charged to the conv); before a global pooling it is
+    of one pixel a channel, and taken off."""
+    def program(tail):
+        b = GraphBuilder("tail")
+        x = b.input("x", (1, 16, 8, 8))
+        y = b.relu(b.conv(x, b.weight("w", (16, 16, 3, 3)), padding=(1, 1, 1, 1)))
+        y = b.batchnorm(y, *(b.weight(n, (16,)) for n in ("s", "o", "m", "v")))
+        return b.build(tail(b, y))
+    plain = program(lambda b, y: b.reshape(y, shape=(16, 64)))
+    model = shared_model(tmp_path, plain)
+    assert savings(model, plain)[0] == (Op.FUSED_CONV, 0.0)
+    pooled = program(lambda b, y: b.flatten(b.global_avgpool(y)))
+    assert savings(shared_model(tmp_path / "gap", pooled), pooled)[0] == (Op.FUSED_CONV, 20.0)
+
+
+def test_a_plain_residual_keeps_the_reorders_and_the_epilogue(tmp_path):
+    """A fused convolution whose residual is the (plain) program input: onnxruntime reorders its
+    output back to add the residual and activate apart, so the next convolution reorders its
+    input; nothing of the middle unit's is taken off but its own input reorder."""
+    b = GraphBuilder("plain")
+    x = b.input("x", (1, 16, 8, 8))
+    c1 = b.relu(b.conv(x, b.weight("w1", (16, 16, 3, 3)), padding=(1, 1, 1, 1)))
+    c2 = b.relu(b.add(b.conv(c1, b.weight("w2", (16, 16, 3, 3)), padding=(1, 1, 1, 1)), x))
+    g = b.build(b.conv(c2, b.weight("w3", (16, 16, 1, 1))))
+    model = shared_model(tmp_path, g)
+    assert savings(model, g) == [(Op.FUSED_CONV, 20.0), (Op.FUSED_CONV, 10.0), (Op.CONV, 0.0)]
+
+
+def test_a_weight_computed_from_weights_is_no_input_of_the_unit(tmp_path):
+    """A convolution whose kernel is a reshape of a stored weight (folded when onnxruntime loads
+    the model) saves what it saves with a stored kernel: the reshape is no plain input."""
+    def program(reshaped: bool):
+        b = GraphBuilder("folded")
+        x = b.input("x", (1, 16, 8, 8))
+        w2 = b.reshape(b.weight("flat", (16 * 16 * 9,)), shape=(16, 16, 3, 3)) if reshaped else \
+            b.weight("w2", (16, 16, 3, 3))
+        c1 = b.relu(b.conv(x, b.weight("w1", (16, 16, 3, 3)), padding=(1, 1, 1, 1)))
+        return b.build(b.relu(b.add(b.conv(c1, w2, padding=(1, 1, 1, 1)), c1)))
+    stored, folded = program(False), program(True)
+    model = shared_model(tmp_path, stored)
+    assert [s for _, s in savings(model, stored)] == pytest.approx([20.0, 20.0])
+    assert [s for _, s in savings(model, folded)] == pytest.approx([20.0, 20.0])
+    assert model.graph_cost(folded) == pytest.approx(model.graph_cost(stored))
+
+
+def test_an_entry_whose_shares_could_not_be_taken_is_not_measured_again(tmp_path):
+    """An entry with empty shares (the kernel profile failed) and a stale entry that failed to
+    be measured again are not missing: `missing` cannot ask for them forever."""
+    g = conv_chain(branch=False)
+    model = cpu_model(path=tmp_path / "p.json")
+    first = model.unit_signatures(g)[0]
+    model.add({first.key: {**entry(first, 5.0), "kernel_share": {}}}, sigs=[first])
+    assert model.missing([first]) == []
+    stale = signature_of(Op.CONV, {"stride": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
+                         [TensorType((1, 8, 4, 4)), TensorType((8, 8, 1, 1))])
+    model.add({stale.key: entry(stale, 5.0)}, sigs=[stale])
+    assert model.missing([stale]) == [stale]
+    model.add({}, failures={stale.key: "RuntimeError: no"})
+    assert model.missing([stale]) == []

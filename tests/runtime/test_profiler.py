@@ -178,3 +178,13 @@ def test_a_convolution_entry_keeps_its_kernels_shares():
     share = run.entries[conv.key]["kernel_share"]
     assert sum(share.values()) == pytest.approx(1.0, abs=2e-3)
     assert max(share, key=share.get) in ("Conv", "FusedConv") and share[max(share, key=share.get)] > 0.5
+    # where onnxruntime blocks convolutions at all (two chained in one program reorder around
+    # the pair), the entry's own session shows the reorders: its weights are initializers
+    from einsat.ir.builder import GraphBuilder
+    from einsat.runtime.profiler import ort_kernel_times
+    b = GraphBuilder("pair")
+    x = b.input("x", (1, 32, 28, 28))
+    for k in range(2):
+        x = b.conv(x, b.weight(f"w{k}", (32, 32, 3, 3)), padding=(1, 1, 1, 1))
+    if "ReorderOutput" in ort_kernel_times(b.build(x), runs=1):
+        assert share.get("ReorderInput", 0) > 0 and share.get("ReorderOutput", 0) > 0

@@ -151,7 +151,7 @@ def ort_units(graph: Graph) -> list[Unit]:
         out = graph.types[node.outputs[0]]
         group, cur = [node], node
         nxt = _single(cur, graph, uses)
-        while nxt is not None:
+        while nxt is not None and id(nxt) not in taken:  # an Add of two products joins the first's group
             if op is Op.FUSED_CONV and _folds_into_conv(nxt, cur.outputs[0], graph, out):
                 if nxt.op in (Op.BATCHNORM, Op.ADD) and ins[2] is None:  # a bias appears
                     ins = [ins[0], ins[1], TensorType((out.shape[1],), out.dtype), *ins[3:]]
@@ -197,6 +197,14 @@ def unit_inputs(unit: Unit, graph: Graph, folded: Collection[str] = ()) -> list[
     return out
 
 
+def unit_residuals(unit: Unit, graph: Graph, folded: Collection[str] = ()) -> list[str]:
+    """The values a fused unit adds after its head (a residual), weights and `folded` values left
+    out; a value may also be the head's own input (a conv's output plus its input)."""
+    inside = {o for n in unit.nodes for o in n.outputs}
+    return [i for n in unit.nodes[1:] for i in n.inputs
+            if i and i not in inside and i not in graph.weights and i not in folded]
+
+
 def _carries(unit: Unit, graph: Graph, ins: list[str], blocked: set[str], block: int) -> bool:
     """Whether onnxruntime runs the `CARRY_OPS` unit `unit` in the blocked layout."""
     if unit.op not in CARRY_OPS or unit.fused or not ins or ins[0] not in blocked:
@@ -224,26 +232,38 @@ def blocked_layout(graph: Graph, units: list[Unit], reorders: list[bool], folded
     a unit that runs in the layout, or a carrying unit whose own outputs stay (a global pooling's
     output, a pixel a channel, is reordered at next to no cost). `units` are the program's, in
     order; `folded`: values computed from weights alone."""
+    # a fused unit stands at its head's place, and may add a residual computed by a later unit:
+    # both sets grow to their fixpoint (monotone: a value once blocked or staying stays so)
+    ins = [[] if u.constant else unit_inputs(u, graph, folded) for u in units]
+    residual = [[] if u.constant else unit_residuals(u, graph, folded) for u in units]
     blocked: set[str] = set()
-    carrying: list[bool] = []
-    for unit, reordered in zip(units, reorders):
-        ins = [] if unit.constant else unit_inputs(unit, graph, folded)
-        carries = not unit.constant and not reordered and _carries(unit, graph, ins, blocked, block)
-        carrying.append(carries)
-        if (reordered and not unit.constant and all(i in blocked for i in ins[1:])) or carries:
-            blocked.update(unit_outputs(unit))
+    carrying = [False] * len(units)
+    changed = True
+    while changed:
+        changed = False
+        for k, (unit, reordered) in enumerate(zip(units, reorders)):
+            if unit.constant or all(o in blocked for o in unit_outputs(unit)):
+                continue
+            carrying[k] = not reordered and _carries(unit, graph, ins[k], blocked, block)
+            if (reordered and all(i in blocked for i in residual[k])) or carrying[k]:
+                blocked.update(unit_outputs(unit))
+                changed = True
     consumers: dict[str, list[int]] = {}
-    for k, u in enumerate(units):
-        for i in ([] if u.constant else unit_inputs(u, graph, folded)):
+    for k, values in enumerate(ins):
+        for i in values:
             consumers.setdefault(i, []).append(k)
     outputs = set(graph.outputs)
     staying: set[str] = set()
-    for k in reversed(range(len(units))):  # a consumer comes after its producer: decided first
-        for o in unit_outputs(units[k]):
-            if o not in blocked or o in outputs:
-                continue
-            if all(reorders[c] or (carrying[c] and (units[c].op is Op.GLOBAL_AVGPOOL
-                                                   or all(v in staying for v in unit_outputs(units[c]))))
-                   for c in consumers.get(o, ())):
-                staying.add(o)
+    changed = True
+    while changed:
+        changed = False
+        for k in reversed(range(len(units))):
+            for o in unit_outputs(units[k]):
+                if o in staying or o not in blocked or o in outputs:
+                    continue
+                if all(reorders[c] or (carrying[c] and (units[c].op is Op.GLOBAL_AVGPOOL
+                                                       or all(v in staying for v in unit_outputs(units[c]))))
+                       for c in consumers.get(o, ())):
+                    staying.add(o)
+                    changed = True
     return blocked, staying

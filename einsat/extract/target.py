@@ -36,6 +36,7 @@ from einsat.extract.fusion import (
     ort_units,
     unit_inputs,
     unit_outputs,
+    unit_residuals,
 )
 from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
 from einsat.extract.profiled import MeasuredCost, calibrated_fallback
@@ -230,7 +231,8 @@ class TargetCost(MeasuredCost):
                 share += sh.get(REORDER_IN, 0.0)
             if all(o in staying for o in unit_outputs(u)):
                 share += sh.get(REORDER_OUT, 0.0)
-            if u.fused and len(ins) > 1 and all(i in blocked for i in ins[1:]):
+            residual = unit_residuals(u, graph, folded)
+            if residual and all(i in blocked for i in residual):
                 share += sum(v for op, v in sh.items() if op in EPILOGUE_KERNELS)
             saved.append(self._entry_us(entry) * min(share, 1.0))
         return saved

@@ -105,3 +105,22 @@ def test_constant_batchnorm_and_per_channel_scale_fold_into_the_conv():
     x = b.input("x", (1, 3, 8, 8))
     g = b.build(b.mul(b.conv(x, b.weight("w", (4, 3, 1, 1))), b.input("m", (1, 4, 8, 8))))
     assert [u.op for u in ort_units(g)] == [Op.CONV, Op.MUL]
+
+
+def test_an_add_of_two_convolutions_joins_one_group():
+    """A projection shortcut: conv(x) + conv(y), each conv with a batchnorm. The Add (and the
+    ReLU after it) join the first conv's group only; the shortcut conv keeps its batchnorm and
+    no residual: every node in exactly one unit."""
+    b = GraphBuilder("shortcut")
+    x = b.input("x", (1, 8, 8, 8))
+
+    def conv_bn(t, name):
+        c = b.conv(t, b.weight(name, (16, 8, 1, 1)))
+        return b.batchnorm(c, *(b.weight(f"{name}_{k}", (16,)) for k in "somv"))
+
+    g = b.build(b.relu(b.add(conv_bn(x, "main"), conv_bn(x, "proj"))))
+    units = ort_units(g)
+    assert sorted(id(n) for u in units for n in u.nodes) == sorted(id(n) for n in g.nodes)
+    assert [[n.op for n in u.nodes] for u in units] == [[Op.CONV, Op.BATCHNORM, Op.ADD, Op.RELU],
+                                                       [Op.CONV, Op.BATCHNORM]]
+    assert len(units[0].ins) == 4 and len(units[1].ins) == 3  # a residual, and a bias from the batchnorm

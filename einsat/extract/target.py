@@ -22,6 +22,7 @@ level (`einsat.measure`), which hands the entries over.
 from __future__ import annotations
 
 import os
+import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,6 +43,12 @@ from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
 from einsat.extract.profiled import MeasuredCost, calibrated_fallback
 from einsat.ir.registry import opdef
 from einsat.ir.signature import Signature, signature_of
+
+# the machine's figures each profiling run measures again (`runtime.profiler.profile_signatures`):
+# the model keeps the median of the last HISTORY runs', so that one run under a passing load (the
+# memory's bandwidth halved by another process) does not move every later prediction
+SETTLED = frozenset({"call_overhead_us", "node_overhead_us", "stream_bytes_per_us"})
+HISTORY = 5
 
 
 class TargetCost(MeasuredCost):
@@ -155,7 +162,12 @@ class TargetCost(MeasuredCost):
             self.db.add(by_key[key], **entry)
         self.db.failures.update(failures or {})
         if method:
-            self.db.method = {**self.db.method, **method}
+            merged = {**self.db.method, **method}
+            for key in SETTLED & method.keys():  # the median of the last few profiling runs' figures
+                history = [*self.db.method.get(f"{key}_history", []), float(method[key])][-HISTORY:]
+                merged[f"{key}_history"] = history
+                merged[key] = statistics.median(history)
+            self.db.method = merged
         self.fallback = calibrated_fallback(self.db, self.kind)
 
     def save(self) -> None:

@@ -278,3 +278,19 @@ def test_an_entry_whose_shares_could_not_be_taken_is_not_measured_again(tmp_path
     assert model.missing([stale]) == [stale]
     model.add({}, failures={stale.key: "RuntimeError: no"})
     assert model.missing([stale]) == []
+
+
+def test_the_machines_figures_are_the_median_of_the_last_runs(tmp_path):
+    """Each profiling run measures the call overhead, a node's dispatch and the memory's
+    bandwidth again; one run under a passing load does not move the model: it keeps the median
+    of the last five runs' figures (other method keys: the last run's)."""
+    model = cpu_model(path=tmp_path / "p.json")
+    for bandwidth, overhead in ((100.0, 30.0), (10.0, 90.0), (120.0, 40.0)):
+        model.add({}, {"stream_bytes_per_us": bandwidth, "call_overhead_us": overhead, "cache_bytes": bandwidth})
+    assert model.db.method["stream_bytes_per_us"] == 100.0 and model.call_overhead_us == 40.0
+    assert model.db.method["cache_bytes"] == 120.0
+    for _ in range(5):
+        model.add({}, {"stream_bytes_per_us": 10.0})
+    assert model.db.method["stream_bytes_per_us"] == 10.0 and len(model.db.method["stream_bytes_per_us_history"]) == 5
+    model.save()
+    assert cpu_model(path=tmp_path / "p.json").db.method["stream_bytes_per_us_history"] == [10.0] * 5

@@ -129,7 +129,8 @@ def same_run_prediction(graph, reps: int) -> dict:
     predicted = now.graph_cost(graph)
     measured = med["(program)"]
     return {"predicted_ms": predicted / 1e3, "measured_ms": measured / 1e3, "error": predicted / measured - 1,
-            "units": len(model.units(graph)), "distinct": len(sigs), "timed": len(sigs.keys() & med.keys()),
+            "units": sum(1 for u in model.units(graph) if not u.constant and not opdef(u.op).source),
+            "distinct": len(sigs), "timed": len(sigs.keys() & med.keys()),
             "reps": reps}
 
 

@@ -181,4 +181,4 @@ def test_the_same_run_prediction_is_the_model_on_the_runs_own_times(tmp_path, mo
     out = cpu_bench.same_run_prediction(g, 3)
     # call 10 - one dispatch 2 + two units of (200 + 2), less the reorder between them (20 + 20)
     assert out["predicted_ms"] * 1e3 == pytest.approx(10 - 2 + 2 * 202 - 40)
-    assert out["measured_ms"] == pytest.approx(0.5) and out["timed"] == 1
+    assert out["measured_ms"] == pytest.approx(0.5) and out["timed"] == 1 and out["units"] == 2

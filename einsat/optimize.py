@@ -131,7 +131,8 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             with _watch(_limits(limits), run) as watch:  # this process's memory: pieces in workers are their own
                 result = optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model,
                                               rules=rules, limits=limits, extractor=extractor,
-                                              time_limit=time_limit, budget=run, verify=verify, progress=progress)
+                                              time_limit=time_limit, budget=run, verify=verify, progress=progress,
+                                              profile_budget=profile_budget, check_reps=check_reps, recheck=recheck)
             result.report.memory = watch.summary()
             return result
         program = graph

@@ -102,8 +102,11 @@ def crossing_cost(cost, nbytes: int) -> float | None:
 
 def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs=None, cost, rules=None,
                          limits=None, extractor: str = "ilp", time_limit: float | None = None, budget=None,
-                         verify: bool | str = True, progress=None):
-    """`einsat.optimize` of a partitioned program (called by it; see the module docstring)."""
+                         verify: bool | str = True, progress=None, profile_budget: float | None = None,
+                         check_reps: int | None = None, recheck: bool = False):
+    """`einsat.optimize` of a partitioned program (called by it; see the module docstring). Every
+    piece is optimized with the caller's options, a measured model's included (`profile_budget`,
+    `check_reps`, `recheck`)."""
     from einsat.optimize import Result, _examples, verify_equivalent
     from einsat.optimize_report import Report
 
@@ -128,7 +131,8 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
 
     workers = settings.workers or _cpus()
     options: dict[str, Any] = dict(cost=cost, rules=rules, limits=limits, extractor=extractor,
-                                   time_limit=time_limit, verify=verify)
+                                   time_limit=time_limit, verify=verify, profile_budget=profile_budget,
+                                   check_reps=check_reps, recheck=recheck)
     executor = settings.executor
     if executor != "serial" and not (_picklable(rules) and _picklable(cost)):
         log.warning("the pieces run in this process: the rule schedule or the cost model cannot be pickled "

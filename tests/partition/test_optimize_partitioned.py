@@ -267,3 +267,20 @@ def test_a_cut_is_costed_on_the_bandwidth_of_the_models_device_or_its_fallbacks(
         device, fallback = object(), measured.fallback
     assert crossing_cost(OnTheDevice(), 10**6) == crossing_cost(measured, 10**6)
     assert crossing_cost(object(), 10**6) is None
+
+
+def test_the_pieces_get_the_measured_models_options(monkeypatch):
+    """`profile_budget`, `check_reps` and `recheck` reach every piece's `optimize` (they were
+    dropped: a partitioned run profiled each piece for the default 120 s)."""
+    from einsat.partition import driver
+    seen = []
+    real = driver.run_jobs
+
+    def spy(jobs, *args, **kwargs):
+        seen.extend(options for _, options in jobs)
+        return real(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(driver, "run_jobs", spy)
+    einsat.optimize(stacked(layers=2), limits=LIMITS, time_limit=60, partition=SERIAL, profile_budget=7.0,
+                    check_reps=5, recheck=True)
+    assert seen and all(o["profile_budget"] == 7.0 and o["check_reps"] == 5 and o["recheck"] for o in seen)

@@ -21,6 +21,7 @@ level (`einsat.measure`), which hands the entries over.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 from collections.abc import Iterable, Mapping
@@ -171,10 +172,22 @@ class TargetCost(MeasuredCost):
         self.fallback = calibrated_fallback(self.db, self.kind)
 
     def save(self) -> None:
-        """Write the profile to its cache file (atomically; the folder is created). Two runs
-        saving at once each write a whole file; the last one's entries win."""
+        """Write the profile to its cache file (atomically; the folder is created), merged with the
+        entries another run saved there meanwhile (this model's win where both measured a
+        signature): two runs profiling on one machine keep each other's entries. A lock file
+        beside it keeps the read-merge-write of two runs apart (where `fcntl` exists)."""
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        self.db.save(self.path)
+        with _locked(self.path + ".lock"):
+            if os.path.exists(self.path):
+                try:
+                    disk = ProfileDB.load(self.path)
+                except EinsatError:
+                    disk = None  # a damaged file is replaced
+                if disk is not None and disk.device == self.db.device:
+                    known = set(self.db.entries) | set(self.db.failures)
+                    self.db.entries.update({k: v for k, v in disk.entries.items() if k not in known})
+                    self.db.failures.update({k: v for k, v in disk.failures.items() if k not in known})
+            self.db.save(self.path)
 
     # -- whole programs --------------------------------------------------------------------------
     def units(self, graph) -> list:
@@ -276,6 +289,22 @@ class TargetCost(MeasuredCost):
             if sig is not None:
                 out.setdefault(sig.key, sig)
         return list(out.values())
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+    """An exclusive lock on `path` (created) for the block; no lock where `fcntl` is missing."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the atomic write alone
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def cpu_model(path: str | os.PathLike | None = None, threads: int = 1) -> TargetCost:

@@ -294,3 +294,22 @@ def test_the_machines_figures_are_the_median_of_the_last_runs(tmp_path):
     assert model.db.method["stream_bytes_per_us"] == 10.0 and len(model.db.method["stream_bytes_per_us_history"]) == 5
     model.save()
     assert cpu_model(path=tmp_path / "p.json").db.method["stream_bytes_per_us_history"] == [10.0] * 5
+
+
+def test_two_runs_saving_one_cache_keep_each_others_entries(tmp_path):
+    """Two models of one machine profile different signatures into one cache file: each save
+    merges what the other saved (the saver's entry wins where both measured a signature)."""
+    path = tmp_path / "p.json"
+    a, b = cpu_model(path=path), cpu_model(path=path)
+    s1, s2, s3 = sigs(3)
+    a.add({s1.key: entry(s1, 1.0), s3.key: entry(s3, 3.0)}, sigs=[s1, s3])
+    b.add({s2.key: entry(s2, 2.0), s3.key: entry(s3, 30.0)}, failures={"x": "RuntimeError"}, sigs=[s2, s3])
+    a.save()
+    b.save()
+    again = cpu_model(path=path)
+    assert {k: e["us"] for k, e in again.db.entries.items()} == {s1.key: 1.0, s2.key: 2.0, s3.key: 30.0}
+    assert again.db.failures == {"x": "RuntimeError"}
+    other = TargetCost("onnxruntime", {**MACHINE, "onnxruntime": "9"}, path)  # another machine: replaces it
+    other.add({s1.key: entry(s1, 5.0)}, sigs=[s1])
+    other.save()
+    assert set(TargetCost("onnxruntime", {**MACHINE, "onnxruntime": "9"}, path).db.entries) == {s1.key}

@@ -8,6 +8,7 @@ import pytest
 from einsat.extract.from_graph import egraph_data_from_graph
 from einsat.extract.profile_db import ProfileDB
 from einsat.extract.profiled import (
+    FLOP_SLOPE,
     CalibratedRoofline,
     MeasuredCost,
     Roofline,
@@ -238,7 +239,7 @@ def test_on_the_h100_profile_neighbours_beat_the_conv_roofline_for_shapes_it_lac
         d = (((feats - q) / spread) ** 2).sum(axis=1)
         d[[j for j, s in enumerate(shapes) if s == shapes[i]]] = np.inf
         k = int(np.argmin(d))
-        near_err.append(logt[k] + 0.5 * (q[0] - feats[k, 0]) - logt[i])
+        near_err.append(logt[k] + FLOP_SLOPE * (q[0] - feats[k, 0]) - logt[i])
     within = lambda errs: float(np.mean(np.abs(np.exp(np.array(errs)) - 1) <= 0.25))  # noqa: E731
     assert within(near_err) >= 2 * within(roof_err)
     assert np.median(np.abs(near_err)) < 0.6 * np.median(np.abs(roof_err))

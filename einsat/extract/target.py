@@ -184,9 +184,8 @@ class TargetCost(MeasuredCost):
                 except EinsatError:
                     disk = None  # a damaged file is replaced
                 if disk is not None and disk.device == self.db.device:
-                    known = set(self.db.entries) | set(self.db.failures)
-                    self.db.entries.update({k: v for k, v in disk.entries.items() if k not in known})
-                    self.db.failures.update({k: v for k, v in disk.failures.items() if k not in known})
+                    disk.merge(self.db)  # this model's entries win
+                    self.db.entries, self.db.failures = disk.entries, disk.failures
             self.db.save(self.path)
 
     # -- whole programs --------------------------------------------------------------------------

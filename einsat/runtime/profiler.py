@@ -110,13 +110,12 @@ def ort_kernel_times(graph: Graph, runs: int = 5, threads: int = THREADS, warmup
     kernels it runs after its fusions and layout changes (its NCHWc convolutions come with
     `ReorderInput` / `ReorderOutput` kernels around them), and the median run (`RUN_TOTAL`).
     The first `warmup` runs are left out."""
-    import glob
     import json
     import os
     import statistics
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="einsat-ortprof-") as d:
+    with tempfile.TemporaryDirectory(prefix="einsat-ortprof-") as d:  # the profile's file goes with it
         session = ort_session(graph, threads, profile_prefix=os.path.join(d, "p"))
         feeds = random_inputs(graph, 0)
         for _ in range(warmup + runs):
@@ -124,8 +123,6 @@ def ort_kernel_times(graph: Graph, runs: int = 5, threads: int = THREADS, warmup
         path = session.end_profiling()
         with open(path) as f:
             events = json.load(f)
-        for p in glob.glob(os.path.join(d, "*")):
-            os.remove(p)
     runs_seen = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"),
                        key=lambda e: e["ts"])[warmup:]
     if not runs_seen:

@@ -110,6 +110,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     recipe: also return `Result.recipe`, the weights the optimizer made (folded weight-only
         values) as a program over the input's weights (`einsat.egraph.weights.weight_recipe`):
         running it on other weights of the same shapes gives the result's weights for those.
+        A partitioned program's recipe joins its pieces' (`partition.driver.joined_recipe`).
     partition: how a large program is split into pieces optimized apart (`einsat.partition`):
         None (the default) partitions programs above `Partitioning().above` nodes, a
         `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
@@ -120,7 +121,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")
     model = cost_model(cost)
     run = budgets.of(budget)
-    if partition is not False and not recipe:
+    if partition is not False:
         from einsat.partition import Partitioning, optimize_partitioned
 
         settings = partition if partition is not None else Partitioning()
@@ -132,7 +133,8 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                 result = optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model,
                                               rules=rules, limits=limits, extractor=extractor,
                                               time_limit=time_limit, budget=run, verify=verify, progress=progress,
-                                              profile_budget=profile_budget, check_reps=check_reps, recheck=recheck)
+                                              profile_budget=profile_budget, check_reps=check_reps, recheck=recheck,
+                                              recipe=recipe)
             result.report.memory = watch.summary()
             return result
         program = graph

@@ -103,10 +103,11 @@ def crossing_cost(cost, nbytes: int) -> float | None:
 def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs=None, cost, rules=None,
                          limits=None, extractor: str = "ilp", time_limit: float | None = None, budget=None,
                          verify: bool | str = True, progress=None, profile_budget: float | None = None,
-                         check_reps: int | None = None, recheck: bool = False):
+                         check_reps: int | None = None, recheck: bool = False, recipe: bool = False):
     """`einsat.optimize` of a partitioned program (called by it; see the module docstring). Every
     piece is optimized with the caller's options, a measured model's included (`profile_budget`,
-    `check_reps`, `recheck`)."""
+    `check_reps`, `recheck`). With `recipe`, the result's `recipe` makes every new weight of the
+    stitched program from the input's weights: the pieces' recipes joined (`joined_recipe`)."""
     from einsat.optimize import Result, _examples, verify_equivalent
     from einsat.optimize_report import Report
 
@@ -157,6 +158,7 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     t = time.perf_counter()
     programs: list[Graph] = []
     summaries: list[PieceSummary] = []
+    recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]] = {}  # piece: recipe, its inputs', outputs' names
     for k, piece in enumerate(pieces):
         if not piece.graph.outputs:  # dead code: nothing after it reads its values
             programs.append(Graph([], piece.graph.input_types(), [], {}, piece.graph.name))
@@ -180,8 +182,9 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
         if src == k:
             program, seconds = res.graph, res.seconds
         else:
+            names: dict[str, str] = {}
             try:
-                program = rebind(res.graph, res.recipe, canon[src], canon[k], piece.graph, f"p{k}")
+                program = rebind(res.graph, res.recipe, canon[src], canon[k], piece.graph, f"p{k}", names)
                 if verify:
                     check_copy(piece.graph, program)
             except EinsatError as e:  # a rewrite that depended on the template's weights: optimize it alone
@@ -189,6 +192,12 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
                 res = run_jobs([(piece.graph, options)], "serial")[0]
                 program, src = res.graph, k
             seconds = time.perf_counter() - t1 + (res.seconds if fallback else 0.0)
+        if res.recipe is not None and res.recipe.outputs:
+            if src == k:
+                recipes[k] = (res.recipe, {i: i for i in res.recipe.inputs}, {o: o for o in res.recipe.outputs})
+            else:
+                recipes[k] = (res.recipe, {i: names[i] for i in res.recipe.inputs},
+                              {o: names[o] for o in res.recipe.outputs})
         programs.append(program)
         rep = res.report
         summaries.append(PieceSummary(
@@ -200,7 +209,9 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     times["rebind"] = time.perf_counter() - t
 
     t = time.perf_counter()
-    stitched = stitch(graph, pieces, programs)
+    renames: list[dict[str, str]] = []
+    stitched = stitch(graph, pieces, programs, renames)
+    made = joined_recipe(graph, recipes, renames) if recipe else None
     times["stitch"] = time.perf_counter() - t
     verification = None
     if verify:
@@ -225,7 +236,34 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
                     cost_by_op_after=cost.cost_by_op(stitched), interrupted=interrupted,
                     stop=run.reason or next((r.stop for r in reports if r.stop), None), partition=summary)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
-    return Result(stitched, report, graph)
+    return Result(stitched, report, graph, made)
+
+
+def joined_recipe(graph: Graph, recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]],
+                  renames: list[dict[str, str]]) -> Graph:
+    """One recipe for the stitched program: each piece's recipe (its template's, for a copy) with
+    its inputs named as the copy's weights, its outputs as the stitched program names them
+    (`renames`, from `stitch`) and its own values and constants prefixed `r<piece>.`. Its inputs
+    are the input program's weights it reads, sorted, as `weight_recipe` makes them."""
+    nodes: list[Node] = []
+    inputs: dict[str, object] = {}
+    constants: dict[str, np.ndarray] = {}
+    outputs: list[str] = []
+    for k, (rec, ins, outs) in sorted(recipes.items()):
+        names = {i: ins[i] for i in rec.inputs}
+        for i in rec.inputs:
+            inputs[ins[i]] = graph.types[ins[i]]
+        for w, array in rec.weights.items():
+            names[w] = f"r{k}.{w}"
+            constants[names[w]] = array
+        for node in rec.nodes:
+            for o in node.outputs:
+                names[o] = renames[k][outs[o]] if o in outs else f"r{k}.{o}"
+        for node in rec.nodes:
+            nodes.append(Node(node.op, [names.get(i, i) if i else i for i in node.inputs],
+                              [names[o] for o in node.outputs], dict(node.attrs)))
+        outputs += [renames[k][outs[o]] for o in rec.outputs]
+    return Graph(nodes, dict(sorted(inputs.items())), sorted(outputs), constants, f"{graph.name}_recipe")
 
 
 def check_copy(piece: Graph, program: Graph) -> None:
@@ -243,10 +281,11 @@ def check_copy(piece: Graph, program: Graph) -> None:
                                 f"{bad.name!r} ({report.first_divergence or 'at the output'})")
 
 
-def stitch(graph: Graph, pieces: list[Piece], programs: list[Graph]) -> Graph:
+def stitch(graph: Graph, pieces: list[Piece], programs: list[Graph], renames: list | None = None) -> Graph:
     """The pieces' programs joined in order into one program with `graph`'s interface. Interface
     values keep their names, and so do the input's weights and values; a name another piece
-    already used (a copy's internal values carry its template's names) is made fresh."""
+    already used (a copy's internal values carry its template's names) is made fresh. Each
+    piece's names of its weights in the stitched program are appended to `renames` if given."""
     taken = set(graph.types)
     used: set[str] = set(graph.inputs)
     nodes: list[Node] = []
@@ -265,6 +304,8 @@ def stitch(graph: Graph, pieces: list[Piece], programs: list[Graph]) -> Graph:
                 taken.add(w)
             weights[names[w]] = array
             used.add(names[w])
+        if renames is not None:
+            renames.append({w: names[w] for w in program.weights})
         for node in program.nodes:
             for o in node.outputs:
                 if o in interface or (o not in used and (o not in graph.types or o in own)):

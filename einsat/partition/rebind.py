@@ -20,12 +20,13 @@ from einsat.runtime import run
 
 
 def rebind(optimized: Graph, recipe: Graph | None, template: Canonical, copy: Canonical, copy_graph: Graph,
-           tag: str) -> Graph:
+           tag: str, names: dict[str, str] | None = None) -> Graph:
     """`optimized` (the template's program) reading `copy_graph`'s inputs, weights and output names.
-    New weights are named `<tag>.<template name>`."""
+    New weights are named `<tag>.<template name>`. `names`, if given, is filled with the template's
+    names of interface values and weights and the copy's names for them."""
     if template.key != copy.key:
         raise EinsatError("rebind: the pieces have different fingerprints")
-    names: dict[str, str] = {}
+    names = {} if names is None else names
     for a, b in zip(template.inputs + template.outputs + template.params + template.constants,
                     copy.inputs + copy.outputs + copy.params + copy.constants):
         names[a] = b

@@ -111,8 +111,8 @@ def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, monkeypatch,
     from einsat.partition import driver
     real = driver.rebind
 
-    def planted(optimized, recipe, template, copy, copy_graph, tag):
-        program = real(optimized, recipe, template, copy, copy_graph, tag)
+    def planted(optimized, recipe, template, copy, copy_graph, tag, names=None):
+        program = real(optimized, recipe, template, copy, copy_graph, tag, names)
         if tag != "p2":
             return program
         if plant == "error":
@@ -127,6 +127,31 @@ def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, monkeypatch,
     assert ("planted" if plant == "error" else "differs from piece") in pieces[2].fallback
     assert pieces[1].template == 0 and not pieces[1].fallback
     assert_same_function(graph, result.graph)
+
+
+def test_a_partitioned_programs_recipe_makes_every_new_weight_of_every_copy(graph, serial):
+    """`optimize(recipe=True)` of a partitioned program: one recipe over the input's weights
+    makes each piece's folded weights (the template's under its own names, each copy's under the
+    stitched program's), bit for bit; run on other weights it makes the program for those."""
+    result = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=SERIAL, recipe=True)
+    same_program(serial.graph, result.graph)
+    new = sorted(w for w in result.graph.weights if w not in graph.weights)
+    assert len(new) >= 4  # a merged Q/K/V weight per layer at least
+    recipe = result.recipe
+    assert list(recipe.outputs) == new and set(recipe.inputs) <= set(graph.weights)
+    made = einsat.run(recipe, {i: graph.weights[i] for i in recipe.inputs})
+    for w in new:
+        np.testing.assert_array_equal(made[w], result.graph.weights[w], err_msg=w)
+    rng = np.random.default_rng(3)
+    other = graph.replace(weights={k: (v + rng.standard_normal(v.shape).astype(v.dtype) * np.float32(0.1)
+                                       if v.dtype == np.float32 and v.ndim == 2 else v)
+                                   for k, v in graph.weights.items()})
+    made = einsat.run(recipe, {i: other.weights[i] for i in recipe.inputs})
+    rebuilt = result.graph.replace(weights={k: made[k] if k in made else other.weights[k]
+                                            for k in result.graph.weights})
+    assert_same_function(other, rebuilt)
+    with pytest.raises(AssertionError):  # the old weights do not compute the new program
+        assert_same_function(other, result.graph)
 
 
 def test_small_programs_are_not_partitioned_and_large_ones_are(graph):

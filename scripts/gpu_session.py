@@ -137,7 +137,7 @@ def _profile_db(s: Session, kind: str):
 def phase_profile(s: Session, args, only_e2e_programs: bool = False, graphs=None) -> dict:
     from benchmarks.workloads import build
     from einsat.gpu.device import CupyDevice
-    from einsat.gpu.profiler import Profiler, device_info
+    from einsat.gpu.profiler import Profiler, device_info, stale
     from einsat.ir.signature import read_signatures, signatures_of_graph
     dev = CupyDevice()
     info = device_info(dev)
@@ -151,7 +151,10 @@ def phase_profile(s: Session, args, only_e2e_programs: bool = False, graphs=None
         sigs = [sig for f in signature_files(args) for sig in read_signatures(f)]
     sigs = list({x.key: x for x in sigs}.values())
     budget = s.left() - args.reserve
-    s.log(f"profile: {len(sigs)} signatures ({sum(x.key not in db for x in sigs)} new), budget {budget:.0f} s")
+    fresh = sum(x.key not in db for x in sigs)
+    again = sum(x.key in db and stale(db.entries[x.key]) for x in sigs)
+    s.log(f"profile: {len(sigs)} signatures ({fresh} new, {again} stale: their cuDNN choice was timed otherwise), "
+          f"budget {budget:.0f} s")
     prof = Profiler(dev, reps=args.reps)
     done = 0
     chunk = 20

@@ -14,7 +14,8 @@ measures two times, each the median over `reps` repetitions after `warmup` untim
   End-to-end predictions sum these.
 
 Each entry records the cuDNN algorithms chosen for its convolutions (`cudnn`: the choice and
-every candidate's median time over `CHOICE_REPS` repetitions).
+every candidate's median time over `CHOICE_REPS` repetitions, each a graph of `CHOICE_COPIES`
+calls: `CupyDevice.time_ms`).
 
 Ops that issue no kernel (views) get 0 for both without timing. Inputs are random (normal
 floats; valid indices for gather). Only the GPU machine runs this; nothing here needs egglog.
@@ -112,6 +113,16 @@ def device_info(dev) -> dict:
     return info
 
 
+def stale(entry: dict) -> bool:
+    """Whether a profile entry's cuDNN algorithms were chosen otherwise than this device chooses
+    them now (`device.CHOICE_TIMER`): its times are of other algorithms, so it is measured again.
+    Until 2026-11-26 each candidate was timed one call at a time, and on an H100 the choice
+    then varied from run to run (ResNet-18 as a CUDA graph: 1.47 to 1.86 ms; 0.86 ms once the
+    candidates were timed in a graph)."""
+    from einsat.gpu.device import CHOICE_TIMER
+    return any(c.get("timer") != CHOICE_TIMER for c in entry.get("cudnn", ()))
+
+
 class Profiler:
     """Times signatures on one device (a `CupyDevice`)."""
 
@@ -129,11 +140,12 @@ class Profiler:
 
     @property
     def method(self) -> dict:
-        from einsat.gpu.device import CHOICE_REPS, CHOICE_WARMUP
+        from einsat.gpu.device import CHOICE_COPIES, CHOICE_REPS, CHOICE_WARMUP
         return {"reps": self.reps, "warmup": self.warmup, "copies": self.copies, "flush_bytes": self.flush_bytes,
                 "statistic": "median", "timer": "cuda events, one synchronization per series",
                 "warm": "copies share the first input, each reads its own copy of the others",
-                "cudnn_choice": {"warmup": CHOICE_WARMUP, "reps": CHOICE_REPS, "statistic": "median"}}
+                "cudnn_choice": {"warmup": CHOICE_WARMUP, "reps": CHOICE_REPS, "statistic": "median",
+                                 "timer": f"{CHOICE_COPIES} calls captured in a CUDA graph (timing.graph_times)"}}
 
     def _events(self, prog: CompiledProgram, flush: bool, reps: int) -> list[float]:
         before = (lambda: self.flush.fill(0)) if flush else None
@@ -177,14 +189,15 @@ class Profiler:
 
     def profile(self, sigs: Iterable[Signature], db: ProfileDB | None = None, time_budget_s: float | None = None,
                 skip_known: bool = True, progress: Callable[[str], None] | None = None) -> ProfileDB:
-        """Time every signature (within the time budget) into `db`; failures are recorded, not fatal."""
+        """Time every signature (within the time budget) into `db`; failures are recorded, not fatal.
+        `skip_known` skips the signatures `db` has, unless their entry is `stale`."""
         db = db if db is not None else ProfileDB()
         db.device = db.device or device_info(self.dev)
         db.method = self.method
         start = time.monotonic()
         sigs = list(sigs)
         for k, sig in enumerate(sigs):
-            if skip_known and sig.key in db:
+            if skip_known and sig.key in db and not stale(db.entries[sig.key]):
                 continue
             if time_budget_s is not None and time.monotonic() - start > time_budget_s:
                 if progress:

@@ -44,7 +44,7 @@ OVERLOADED = {
                                   "int, cublasComputeType_t, cublasGemmAlgo_t)",
 }
 # upper-case ints of the binding modules that are einsat's own choices, not library values
-OWN = {(cudnn, "MAX_SPATIAL"), (cudnn, "WORKSPACE_LIMIT"), (cublas, "WORKSPACE_BYTES")}
+OWN = {(cudnn, "MAX_SPATIAL"), (cudnn, "WORKSPACE_LIMIT"), (cudnn, "SCREEN_FACTOR"), (cublas, "WORKSPACE_BYTES")}
 
 PROGRAM = r"""
 #include <climits>

@@ -67,10 +67,12 @@ def test_warm_copies_share_the_first_input_and_read_their_own_others():
     assert set(feeds) == set(r.inputs) and len(feeds) == 4
 
 
-def test_algorithm_choice_uses_one_workspace_and_records_every_candidate():
+def _one_convolution():
+    """A `Cudnn` binding over a stand-in library answering for one convolution: each algorithm's
+    workspace size (None: not supported) and, through `time_ms`, its time."""
     import ctypes
 
-    from einsat.gpu.kernels.cudnn import FWD_ALGOS, WORKSPACE_LIMIT, Cudnn, plan_conv
+    from einsat.gpu.kernels.cudnn import WORKSPACE_LIMIT, Cudnn, plan_conv
     sizes = {0: 0, 1: 4096, 2: None, 3: WORKSPACE_LIMIT + 1, 4: 1024, 5: 64, 6: None, 7: 8}
     speed = {0: 5.0, 1: 2.0, 4: 3.0, 5: 4.0, 7: 2.5}
     runs = []
@@ -102,9 +104,58 @@ def test_algorithm_choice_uses_one_workspace_and_records_every_candidate():
         fn()
         return speed[runs[-1]]
 
+    return c, plan, strides, workspace, time_ms, requests, runs
+
+
+def test_algorithm_choice_uses_one_workspace_and_records_every_candidate():
+    from einsat.gpu.kernels.cudnn import FWD_ALGOS
+    c, plan, strides, workspace, time_ms, requests, _ = _one_convolution()
     assert c.choose(plan, strides, np.float32, False, workspace, time_ms, 1, 2, 3) == (1, 4096)
     assert requests == [4096]  # one workspace, the largest candidate's
     rec = c.choices[(plan.key, strides, "float32", False)]
     assert rec["algo"] == 1 and rec["workspace_bytes"] == 4096 and len(rec["candidates_ms"]) == FWD_ALGOS
     assert rec["candidates_ms"][1] == 2.0 and rec["candidates_ms"][2] == "not supported"
     assert "workspace bytes" in rec["candidates_ms"][3]
+
+
+def test_candidates_far_slower_in_the_screen_are_not_timed_further():
+    """A cheap screen first: a candidate over SCREEN_FACTOR times the fastest screened is left
+    out (and says so); the rest are timed, and the best of those is chosen, even where the
+    screen ranked it otherwise (a multi-kernel algorithm behind its launch gaps)."""
+    from einsat.gpu.kernels.cudnn import SCREEN_FACTOR
+    c, plan, strides, workspace, time_ms, _, runs = _one_convolution()
+    screen = {0: 1.0, 1: 1.5, 4: 3.5, 5: 2.9, 7: 1.2}  # 4 is over 3x the fastest; 1 is timed fastest
+    assert SCREEN_FACTOR == 3
+    timed = []
+
+    def counted(fn):
+        timed.append(None)
+        return time_ms(fn)
+
+    def screen_ms(fn):
+        fn()
+        return screen[runs[-1]]
+
+    assert c.choose(plan, strides, np.float32, False, workspace, counted, 1, 2, 3, screen_ms=screen_ms) == (1, 4096)
+    rec = c.choices[(plan.key, strides, "float32", False)]["candidates_ms"]
+    assert rec[4].startswith("screened out: 3.5 ms alone") and len(timed) == 4
+    assert {a: rec[a] for a in (0, 1, 5, 7)} == {0: 5.0, 1: 2.0, 5: 4.0, 7: 2.5}
+
+
+def test_entries_whose_cudnn_choice_was_timed_otherwise_are_profiled_again():
+    from einsat.extract.profile_db import ProfileDB
+    from einsat.gpu.device import CHOICE_TIMER
+    from einsat.gpu.profiler import Profiler, stale
+    sigs = [signature_of(Op.RELU, {}, [TensorType((4, k))]) for k in (1, 2, 3, 4)]
+    db = ProfileDB()
+    db.device = {"name": "a GPU"}
+    db.add(sigs[0], us=1.0)                                                   # no convolution: kept
+    db.add(sigs[1], us=1.0, cudnn=[{"algo": 0}])                              # chosen call by call: stale
+    db.add(sigs[2], us=1.0, cudnn=[{"algo": 1, "timer": CHOICE_TIMER}])       # chosen as now: kept
+    assert [stale(db.entries[s.key]) for s in sigs[:3]] == [False, True, False]
+    prof = Profiler.__new__(Profiler)  # no device here: the signatures' timing is replaced
+    prof.reps, prof.warmup, prof.copies, prof.flush_bytes = 1, 0, 1, 0
+    measured = []
+    prof.time_signature = lambda sig: measured.append(sig.key) or {"us": 2.0}
+    prof.profile(sigs, db)
+    assert measured == [sigs[1].key, sigs[3].key] and db.entries[sigs[1].key]["us"] == 2.0

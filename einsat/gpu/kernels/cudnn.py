@@ -21,6 +21,7 @@ import numpy as np
 from einsat.errors import ExecutionError
 
 MAX_SPATIAL = 3
+SCREEN_FACTOR = 3  # candidates screened slower than this times the fastest are not timed further
 
 
 @dataclass(frozen=True)
@@ -260,12 +261,16 @@ class Cudnn:
                                                 algo, vp(ws_ptr), ws_bytes, ctypes.byref(zero), yd, vp(y_ptr))
 
     def choose(self, plan, x_strides, dtype, tf32, workspace: Callable[[int], int],
-               time_ms: Callable[[Callable[[], None]], float], x_ptr, w_ptr, y_ptr) -> tuple[int, int]:
+               time_ms: Callable[[Callable[[], None]], float], x_ptr, w_ptr, y_ptr,
+               screen_ms: Callable[[Callable[[], None]], float] | None = None) -> tuple[int, int]:
         """(algorithm, workspace bytes): the fastest candidate by measurement, cached per signature.
 
         Every candidate's workspace size is asked first and one workspace of the largest
-        (within WORKSPACE_LIMIT) serves them all. `choices[key]` records the choice and each
-        candidate's time (ms) or why it was left out."""
+        (within WORKSPACE_LIMIT) serves them all. With `screen_ms` (a cheap timing: a few calls),
+        candidates slower than SCREEN_FACTOR times the fastest are left out before `time_ms`
+        times the rest (an FFT algorithm can take a thousand times a depthwise convolution's
+        best, and `time_ms` runs each candidate dozens of times). `choices[key]` records the
+        choice and each candidate's time (ms) or why it was left out."""
         key = (plan.key, tuple(x_strides), np.dtype(dtype).name, tf32)
         if key in self._algo:
             return self._algo[key]
@@ -280,13 +285,23 @@ class Cudnn:
             else:
                 sizes[algo] = size
         ws = workspace(max(sizes.values(), default=0))
+        runs: dict[int, Callable[[], None]] = {}
         for algo, size in sizes.items():
             st = self._run(plan, descs, algo, x_ptr, w_ptr, y_ptr, ws, size, dtype)
             if st != 0:
                 times[algo] = f"status {st}"
                 continue
-            times[algo] = time_ms(lambda a=algo, s=size: self._check(
-                self._run(plan, descs, a, x_ptr, w_ptr, y_ptr, ws, s, dtype), "cuDNN convolution"))
+            runs[algo] = lambda a=algo, s=size: self._check(
+                self._run(plan, descs, a, x_ptr, w_ptr, y_ptr, ws, s, dtype), "cuDNN convolution")
+        if screen_ms is not None and len(runs) > 1:
+            screened = {a: screen_ms(run) for a, run in runs.items()}
+            fastest = min(screened.values())
+            for a, t in screened.items():
+                if t > SCREEN_FACTOR * fastest:
+                    times[a] = f"screened out: {t:.4g} ms alone, over {SCREEN_FACTOR}x the fastest"
+                    del runs[a]
+        for algo, run in runs.items():
+            times[algo] = time_ms(run)
         timed = {a: t for a, t in times.items() if not isinstance(t, str)}
         if not timed:
             raise ExecutionError(f"no cuDNN algorithm runs convolution {plan}: {times}")

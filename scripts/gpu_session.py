@@ -32,7 +32,9 @@ import glob
 import json
 import os
 import platform
+import signal
 import statistics
+import threading
 import subprocess
 import sys
 import time
@@ -269,10 +271,41 @@ def phase_e2e(s: Session, args) -> dict:
                          lambda name: e2e_workload(s, name, args, db if len(db) else None))
 
 
+class DeadlineReached(Exception):
+    pass
+
+
+class deadline_alarm:
+    """Raise `DeadlineReached` in the main thread once `seconds` have passed (SIGALRM), so one
+    workload that runs long (a convolution network's cuDNN choices, say) cannot take the device
+    call past its limit with the session's files unwritten. Elsewhere (no SIGALRM, another
+    thread) it does nothing."""
+
+    def __init__(self, seconds: float):
+        self.seconds = max(1e-3, seconds)
+        self.armed = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+    def _fire(self, signum, frame):
+        raise DeadlineReached(f"stopped at the session's deadline ({self.seconds:.0f} s after it started)")
+
+    def __enter__(self):
+        if self.armed:
+            self.previous = signal.signal(signal.SIGALRM, self._fire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
 def each_workload(s: Session, phase: str, items, margin_s: float, measure) -> dict:
     """`measure(item)` for each item (a workload name, or a record with one), by name: skipped
-    when fewer than `margin_s` seconds are left, an error recorded (not raised) per workload,
-    the session saved after each so that a run stopped early keeps what it measured."""
+    when fewer than `margin_s` seconds are left, stopped at the deadline (`deadline_alarm`), an
+    error recorded (not raised) per workload, the session saved after each so that a run
+    stopped early keeps what it measured."""
     out: dict = {}
     for item in items:
         name = item if isinstance(item, str) else item["name"]
@@ -280,7 +313,8 @@ def each_workload(s: Session, phase: str, items, margin_s: float, measure) -> di
             out[name] = {"skipped": "deadline"}
             continue
         try:
-            out[name] = measure(item)
+            with deadline_alarm(s.left()):
+                out[name] = measure(item)
         except Exception as e:
             out[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-2000:]}
             s.log(f"{phase} {name}: ERROR {out[name]['error']}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import time
 import os
 import pickle
 import shutil
@@ -147,3 +148,19 @@ def test_each_workload_skips_past_the_margin_and_records_errors(tmp_path):
     assert json.loads((tmp_path / "session.json").read_text())["phases"]["e2e"]["good"] == {"ms": 1.0}
     late = session.each_workload(s, "optimized", [{"name": "pet_conv"}], 1000, measure)  # 100 s left < 1000
     assert late == {"pet_conv": {"skipped": "deadline"}}
+
+
+def test_a_workload_running_past_the_deadline_is_stopped_and_the_rest_skipped(tmp_path):
+    session = load_script("gpu_session")
+    s = session.Session(str(tmp_path), 0.6 + (time.monotonic() - session.START))  # 0.6 s from now
+
+    def measure(item):
+        if item == "slow":
+            time.sleep(30)
+        return {"ms": 1.0}
+    t0 = time.monotonic()
+    out = session.each_workload(s, "optimized", ["fast", "slow", "after"], 0.1, measure)
+    assert time.monotonic() - t0 < 10
+    assert out["fast"] == {"ms": 1.0} and out["after"] == {"skipped": "deadline"}
+    assert out["slow"]["error"].startswith("DeadlineReached: stopped at the session's deadline")
+    assert json.loads((tmp_path / "session.json").read_text())["phases"]["optimized"]["slow"]["error"]

@@ -34,9 +34,9 @@ import os
 import platform
 import signal
 import statistics
-import threading
 import subprocess
 import sys
+import threading
 import time
 import traceback
 

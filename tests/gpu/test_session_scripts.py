@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import time
 import os
 import pickle
 import shutil
+import time
 
 import numpy as np
 import pytest

@@ -349,13 +349,20 @@ class Session:
             changed = out.updated or not out.can_stop
             if not out.can_stop and limit == cap:
                 # a rule matched more often than the shared cap allows: give each rule in turn
-                # the whole remaining budget over its own fan-out
-                updated = out.updated
+                # the whole remaining budget over its own fan-out. The phase is starved when a
+                # rule does not fit even so; when every rule ran and none added anything, the
+                # ruleset is saturated (its matches were of terms already there)
+                updated, banned = out.updated, False
                 for solo in self._solo[phase.name]:
                     room = self.limits.nodes - self.num_nodes()
-                    if room >= self._fanout[solo]:
-                        updated |= self._run_ruleset(solo, room // self._fanout[solo], report).updated
-                starved = not updated
+                    if room < self._fanout[solo]:
+                        banned = True
+                        continue
+                    alone = self._run_ruleset(solo, room // self._fanout[solo], report)
+                    updated |= alone.updated
+                    banned |= not alone.can_stop
+                starved = banned and not updated
+                changed = updated or banned
         after = self.num_nodes()
         return PhaseStats(step, phase.name, after, after - nodes, time.perf_counter() - t, changed,
                           isinstance(phase, Ruleset) and starved)

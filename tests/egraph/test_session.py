@@ -60,6 +60,24 @@ def test_node_limit_is_never_exceeded(limit):
     assert r.nodes > max(len(chain(8).nodes) + 8 + 1, limit // 5)
 
 
+def test_a_ruleset_whose_rules_match_more_than_its_shared_cap_but_add_nothing_is_saturated():
+    """The shared match cap is the room over the whole ruleset's fan-out. Commutativity on a
+    saturated chain matches every sum and adds nothing; beside a rule that builds much and never
+    matches, it exceeds the shared cap. Each rule then runs alone under the whole room: none
+    adds anything, none is held back, so the e-graph is saturated, not at its node limit (it
+    once stopped BERT's layer with "node limit" at 1,237 of 30,000 e-nodes)."""
+    big = Rule("never", "relu(relu(relu(x))), not in the program, = a deep chain of negations of it",
+               rewrite("(Relu (Relu (Relu x)))", "(Neg (Neg (Neg (Neg (Neg (Neg (Neg (Neg (Relu x)))))))))"))
+    sched = Schedule((Ruleset("ac", (COMM, ASSOC, ASSOC_BACK), backoff=BackOff(200)), Ruleset("wide", (COMM, big))))
+    nodes = 400
+    s, r = run(chain(4), sched, nodes=nodes, iterations=100, time_s=60)
+    assert r.stop_reason is StopReason.SATURATED, r.summary()
+    last = [p for p in r.phases if p.phase == "wide"][-1]
+    sums = sum(1 for c in s.export().classes.values() for n in c.nodes if n.op is Op.ADD)
+    assert sums > (nodes - last.nodes) // s._fanout["wide"]  # commutativity matches more than the shared cap
+    assert not last.changed and not last.starved and r.nodes < nodes // 2
+
+
 def test_generator_unions_are_cut_to_the_node_budget():
     """A generator that wants to add far more terms than the budget gets a prefix that fits."""
     def flood(session, data):

@@ -13,6 +13,10 @@ def three(**kw):
     return BROAD.flatmap(lambda ss: leaves({"a": ss[0], "b": ss[1], "c": ss[2]}, **kw))
 
 
+def weighted_a(**kw):  # a is a weight (weight-only factors are distributed)
+    return BROAD.flatmap(lambda ss: leaves({"b": ss[1], "c": ss[2]}, {"a": ss[0]}, **kw))
+
+
 def pos(**kw):  # c stays away from zero (a divisor)
     return BROAD.flatmap(lambda ss: leaves({"a": ss[0], "b": ss[1]}, {"var_c": ss[2]}, **kw))
 
@@ -24,7 +28,7 @@ CASES = [
          lambda b, t, p: b.add(t["a"], b.add(t["b"], t["c"]))),
     Case("mul-assoc", three(), lambda b, t, p: b.mul(b.mul(t["a"], t["b"]), t["c"]),
          lambda b, t, p: b.mul(t["a"], b.mul(t["b"], t["c"]))),
-    Case("mul-add-distrib", three(), lambda b, t, p: b.mul(t["a"], b.add(t["b"], t["c"])),
+    Case("mul-add-distrib", weighted_a(), lambda b, t, p: b.mul(t["a"], b.add(t["b"], t["c"])),
          lambda b, t, p: b.add(b.mul(t["a"], t["b"]), b.mul(t["a"], t["c"]))),
     Case("mul-add-factor", three(), lambda b, t, p: b.add(b.mul(t["a"], t["b"]), b.mul(t["a"], t["c"])),
          lambda b, t, p: b.mul(t["a"], b.add(t["b"], t["c"]))),
@@ -41,3 +45,18 @@ CASES = [
 ]
 
 test_sound, test_goal = parametrize(CASES)
+
+
+def test_a_computed_factor_is_not_distributed():
+    """`mul-add-distrib` fires for a weight-only factor only: x * (y + z) over three inputs stays
+    as it is (the rule alone never matches), so products of sums are not expanded."""
+    import pytest
+
+    from einsat.testing.rules import Leaves, check_goal
+    case = Case("mul-add-distrib", three(), lambda b, t, p: b.mul(t["a"], b.add(t["b"], t["c"])),
+                lambda b, t, p: b.add(b.mul(t["a"], t["b"]), b.mul(t["a"], t["c"])))
+    computed = Leaves({"a": (2, 3), "b": (3,), "c": (1, 1)}, {}, {}, 0)
+    with pytest.raises(AssertionError, match="never matched"):
+        check_goal(case, computed)
+    weighted = Leaves({"b": (3,), "c": (1, 1)}, {"a": (2, 3)}, {}, 0)
+    assert check_goal(case, weighted).report.rules["mul-add-distrib"].matches > 0  # and the right side is reached

@@ -28,15 +28,16 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 
 import numpy as np
 
+from einsat.errors import EinsatError
 from einsat.extract.profiled import signatures_of_egraph
 from einsat.extract.target import TargetCost
 from einsat.ir.graph import Graph
-from einsat.ir.signature import atomic_write_json
+from einsat.ir.signature import atomic_write_json, signatures_of_graph
 from einsat.runtime.profiler import Comparison, compare_programs, profile_signatures
 
 PROFILE_BUDGET_S = 120.0   # seconds of profiling per optimize run, by default
@@ -61,6 +62,14 @@ class ProfileSummary:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def after(self, earlier: ProfileSummary) -> ProfileSummary:
+        """This summary and an earlier one of the same run (the input's signatures, which this
+        one finds cached) as one: what the earlier call measured or failed counts as measured or
+        failed by the run, not as cached."""
+        return replace(self, cached=self.cached - earlier.measured - earlier.failed,
+                       measured=self.measured + earlier.measured, failed=self.failed + earlier.failed,
+                       seconds=self.seconds + earlier.seconds)
 
     def __str__(self) -> str:
         text = (f"{self.needed} signatures on {self.target}: {self.cached} from the cache, {self.measured} "
@@ -124,6 +133,30 @@ def profile(model: TargetCost, sigs, budget_s: float | None = PROFILE_BUDGET_S,
     return ProfileSummary(model.target, model.path, len(sigs), cached, len(run.entries) if run else 0,
                           len(run.failures) if run else 0, len(run.left) if run else 0,
                           run.seconds if run else 0.0, budget_s, model.call_overhead_us)
+
+
+def profile_input(model: TargetCost, graph: Graph, budget_s: float | None = PROFILE_BUDGET_S,
+                  progress: Callable[[str], None] | None = None) -> ProfileSummary:
+    """Profile the input program's own signatures (its fused units', then its nodes') before
+    saturation: the search's generators choose by the session's cost model (EinNet's
+    derivations only for the operators that can pay, PET's mutants by their cost), and an
+    operator the profile lacks is costed by the calibrated roofline's guess. With an empty
+    profile the derivation gate read einnet_conv_transpose's ConvTranspose from the roofline,
+    saw nothing to pay for and never derived it; measured first, its derivation runs 2.2x
+    faster on onnxruntime. The gate compares an operator with two reference ops of its work
+    (`derive.generator.floors_of`: a GEMM of its FLOPs, a stream of its bytes): those are
+    measured too, else a measured operator would be held against the roofline's guesses."""
+    from einsat.ir.signature import signature_of
+    from einsat.rewrites.derive.generator import DERIVED, floors_of
+    refs = []
+    for node in graph.nodes:
+        if node.op in DERIVED and all(node.inputs):
+            try:
+                refs += [signature_of(op, {}, ins) for op, ins, _ in
+                         floors_of(node.op, node.attrs, [graph.types[i] for i in node.inputs])]
+            except EinsatError:  # an operator the floors cannot be made for is costed as before
+                continue
+    return profile(model, [*model.unit_signatures(graph), *signatures_of_graph(graph), *refs], budget_s, progress)
 
 
 def profile_candidates(model: TargetCost, data, graph: Graph, budget_s: float | None = PROFILE_BUDGET_S,

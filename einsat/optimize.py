@@ -78,9 +78,10 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         a program with integer inputs and example inputs is verified on the examples only.
 
     cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", "cpu", ...). A model
-        that measures its target ("cpu": onnxruntime on this machine) is profiled after
-        saturation (`einsat.measure`: the candidates' signatures the cached profile lacks, within
-        `profile_budget` seconds, default 120), and the result is timed against the input on
+        that measures its target ("cpu": onnxruntime on this machine) is profiled: the input's
+        signatures before saturation (the search's generators cost by them), the candidates'
+        after it (`einsat.measure`: those the cached profile lacks, within `profile_budget`
+        seconds together, default 120), and the result is timed against the input on
         the target (`check_reps` interleaved rounds, default 15): a result not faster beyond
         noise is not returned, the input is, and the report says so (`report.kept_input`).
         The verdict is kept beside the profile: a later run that extracts the same result from
@@ -167,18 +168,26 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                     reference, candidate_s = prepare_reference(graph, examples=examples)
                     held = run.reserve(VERIFY_MARGIN * candidate_s)
                     t = phase("reference", t)
-                notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
-                data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
-                t = phase("saturate", t)
-                profiled = None
-                if measure.measured(model):
+                profiled, first, seconds = None, None, 0.0
+                if measure.measured(model):  # the input's ops first: the search's generators cost by them
                     seconds = measure.PROFILE_BUDGET_S if profile_budget is None else profile_budget
                     if run.seconds is not None:
                         seconds = min(seconds, max(0.0, 0.5 * run.remaining()))
-                    notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
-                    profiled = measure.profile_candidates(model, data, graph, seconds,
-                                                          lambda text: notify(ProgressEvent("profile", text)))
+                    notify(ProgressEvent("profile", f"timing the input's ops on {model.target}"))
+                    first = measure.profile_input(model, graph, seconds,
+                                                  lambda text: notify(ProgressEvent("profile", text)))
                     t = phase("profile", t)
+                notify(ProgressEvent("saturate", f"{len(graph.nodes)} nodes into the e-graph"))
+                data, saturation = _saturate(graph, rules, _within(limits, run), model, notify, run)
+                t = phase("saturate", t)
+                if first is not None:
+                    notify(ProgressEvent("profile", f"timing the candidates' ops on {model.target}"))
+                    profiled = measure.profile_candidates(model, data, graph, max(0.0, seconds - first.seconds),
+                                                          lambda text: notify(ProgressEvent("profile", text)))
+                    profiled = profiled.after(first)
+                    input_s = times["profile"]
+                    t = phase("profile", t)
+                    times["profile"] += input_s
                 notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
                                      classes=len(data.classes)))
                 ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit

@@ -81,15 +81,19 @@ def floors(node: ENode, data: EGraphData) -> list[tuple[Op, list[TensorType], li
     """Two reference ops whose costs bound what any program of the operator's work must cost: a
     matmul [s, k] @ [k, s] of its FLOPs (the squarest GEMM: the fewest bytes for that work) and a
     ReLU streaming its bytes (its inputs read and its output written once)."""
-    ins = [None if c == ABSENT else data.classes[c].type for c in node.children]
-    d = opdef(node.op)
-    outs = d.infer(ins, node.attrs)
+    return floors_of(node.op, node.attrs, [None if c == ABSENT else data.classes[c].type for c in node.children])
+
+
+def floors_of(op: Op, attrs, ins: list) -> list[tuple[Op, list[TensorType], list[TensorType]]]:
+    """`floors` of an operator given by its op, attributes and input types (None: absent)."""
+    d = opdef(op)
+    outs = d.infer(ins, attrs)
     dt = outs[0].dtype
-    flops = max(float(d.flops(ins, outs, node.attrs)), 2.0)
+    flops = max(float(d.flops(ins, outs, attrs)), 2.0)
     side = max(1, round((flops / 2) ** (1 / 3)))
     k = max(1, ceil(flops / (2 * side * side)))
     gemm = (Op.MATMUL, [TensorType((side, k), dt), TensorType((k, side), dt)], [TensorType((side, side), dt)])
-    n = max(1, ceil(d.bytes(ins, outs, node.attrs) / (2 * outs[0].dtype.itemsize)))
+    n = max(1, ceil(d.bytes(ins, outs, attrs) / (2 * outs[0].dtype.itemsize)))
     stream = (Op.RELU, [TensorType((n,), dt)], [TensorType((n,), dt)])
     return [gemm, stream]
 

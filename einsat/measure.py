@@ -37,7 +37,7 @@ from einsat.errors import EinsatError
 from einsat.extract.profiled import signatures_of_egraph
 from einsat.extract.target import TargetCost
 from einsat.ir.graph import Graph
-from einsat.ir.signature import atomic_write_json, signatures_of_graph
+from einsat.ir.signature import Signature, atomic_write_json, signature_of, signatures_of_graph
 from einsat.runtime.profiler import Comparison, compare_programs, profile_signatures
 
 PROFILE_BUDGET_S = 120.0   # seconds of profiling per optimize run, by default
@@ -135,19 +135,12 @@ def profile(model: TargetCost, sigs, budget_s: float | None = PROFILE_BUDGET_S,
                           run.seconds if run else 0.0, budget_s, model.call_overhead_us)
 
 
-def profile_input(model: TargetCost, graph: Graph, budget_s: float | None = PROFILE_BUDGET_S,
-                  progress: Callable[[str], None] | None = None) -> ProfileSummary:
-    """Profile the input program's own signatures (its fused units', then its nodes') before
-    saturation: the search's generators choose by the session's cost model (EinNet's
-    derivations only for the operators that can pay, PET's mutants by their cost), and an
-    operator the profile lacks is costed by the calibrated roofline's guess. With an empty
-    profile the derivation gate read einnet_conv_transpose's ConvTranspose from the roofline,
-    saw nothing to pay for and never derived it; measured first, its derivation runs 2.2x
-    faster on onnxruntime. The gate compares an operator with two reference ops of its work
-    (`derive.generator.floors_of`: a GEMM of its FLOPs, a stream of its bytes): those are
-    measured too, else a measured operator would be held against the roofline's guesses."""
-    from einsat.ir.signature import signature_of
-    from einsat.rewrites.derive.generator import DERIVED, floors_of
+def input_signatures(model: TargetCost, graph: Graph) -> list[Signature]:
+    """The input program's signatures a run profiles before saturation (`profile_input`): its
+    fused units', its nodes', and for each operator EinNet could derive, the two reference ops
+    its derivation gate holds it against (`derive.generator.floors_of`: a GEMM of its FLOPs, a
+    stream of its bytes), else a measured operator would be held against the roofline's guesses."""
+    from einsat.rewrites.derive.generator import DERIVED, floors_of  # the search's, only for these names
     refs = []
     for node in graph.nodes:
         if node.op in DERIVED and all(node.inputs):
@@ -156,14 +149,24 @@ def profile_input(model: TargetCost, graph: Graph, budget_s: float | None = PROF
                          floors_of(node.op, node.attrs, [graph.types[i] for i in node.inputs])]
             except EinsatError:  # an operator the floors cannot be made for is costed as before
                 continue
-    return profile(model, [*model.unit_signatures(graph), *signatures_of_graph(graph), *refs], budget_s, progress)
+    return [*model.unit_signatures(graph), *signatures_of_graph(graph), *refs]
+
+
+def profile_input(model: TargetCost, graph: Graph, budget_s: float | None = PROFILE_BUDGET_S,
+                  progress: Callable[[str], None] | None = None) -> ProfileSummary:
+    """Profile `input_signatures` before saturation: the search's generators choose by the
+    session's cost model (EinNet's derivations only for the operators that can pay, PET's
+    mutants by their cost), and an operator the profile lacks is costed by the calibrated
+    roofline's guess. With an empty profile the derivation gate never derived
+    einnet_conv_transpose's ConvTranspose, whose derivation runs 2.29x faster on onnxruntime."""
+    return profile(model, input_signatures(model, graph), budget_s, progress)
 
 
 def profile_candidates(model: TargetCost, data, graph: Graph, budget_s: float | None = PROFILE_BUDGET_S,
                        progress: Callable[[str], None] | None = None) -> ProfileSummary:
-    """Profile the input's units first (the prediction of the input needs them), then every
-    e-node's signature (`data`: the exported e-graph)."""
-    return profile(model, [*model.unit_signatures(graph), *signatures_of_egraph(data)], budget_s, progress)
+    """Profile the input's signatures first (`input_signatures`: the prediction of the input
+    needs its units), then every e-node's signature (`data`: the exported e-graph)."""
+    return profile(model, [*input_signatures(model, graph), *signatures_of_egraph(data)], budget_s, progress)
 
 
 def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:

@@ -142,6 +142,14 @@ def test_a_kept_verdict_is_for_those_two_programs_only(tmp_path, monkeypatch):
     assert not measure.checked(model, g, other, 5, recheck=True)[0].faster and seen == [5, 5, 7, 5]
 
 
+def transposed_conv():
+    """A ConvTranspose (an operator EinNet derives: its gate's reference ops are profiled too)."""
+    b = GraphBuilder("ct")
+    x = b.input("x", (2, 8, 4, 4))
+    w = b.weight("w", (8, 4, 4, 4))
+    return b.build(b.relu(b.conv_transpose(x, w, stride=(2, 2), padding=(1, 1, 1, 1))))
+
+
 def test_the_inputs_ops_are_measured_before_the_search_and_counted_as_this_runs(tmp_path, monkeypatch):
     """The generators (EinNet's derivation gate, PET's mutant admission) cost operators with the
     session's model during saturation: the input's signatures are in the profile by then, and
@@ -150,7 +158,7 @@ def test_the_inputs_ops_are_measured_before_the_search_and_counted_as_this_runs(
 
     from einsat.ir.signature import signatures_of_graph
     opt = sys.modules["einsat.optimize"]  # the module (the package's `optimize` is the function)
-    g = double_transpose()
+    g = transposed_conv()
     model = cpu_model(path=tmp_path / "p.json")
     seen = {}
     real = opt._saturate
@@ -176,10 +184,7 @@ def test_the_derivation_gates_reference_ops_are_measured_with_the_input(tmp_path
     gate dropped infogan's ConvTranspose derivations, 1.24x measured on onnxruntime)."""
     from einsat.ir.signature import signature_of
     from einsat.rewrites.derive.generator import floors_of
-    b = GraphBuilder("ct")
-    x = b.input("x", (2, 8, 4, 4))
-    w = b.weight("w", (8, 4, 4, 4))
-    g = b.build(b.relu(b.conv_transpose(x, w, stride=(2, 2), padding=(1, 1, 1, 1))))
+    g = transposed_conv()
     asked = []
     monkeypatch.setattr(measure, "profile", lambda model, sigs, budget_s, progress=None: asked.extend(sigs))
     measure.profile_input(cpu_model(path=tmp_path / "p.json"), g)

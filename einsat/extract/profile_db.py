@@ -178,9 +178,12 @@ def cpu_name() -> str:
 
 def cpu_machine(threads: int = 1) -> dict[str, Any]:
     """What a CPU profile (onnxruntime's CPU execution provider) is valid for: the processor,
-    core count, system, threads and the versions of the libraries that run the ops."""
+    core count, system, threads, the versions of the libraries that run the ops and the
+    revision of einsat's ONNX export that makes the nodes timed."""
     import platform
     from importlib import metadata
+
+    from einsat.ir.onnx_export import EXPORT_REVISION
 
     cpu = cpu_name()
     versions = {}
@@ -191,4 +194,4 @@ def cpu_machine(threads: int = 1) -> dict[str, Any]:
             versions[pkg] = "absent"
     return {"kind": "cpu", "backend": "onnxruntime", "name": cpu, "cpus": os.cpu_count() or 1,
             "system": f"{platform.system()} {platform.machine()}", "threads": threads,
-            "python": platform.python_version(), "format": FORMAT, **versions}
+            "python": platform.python_version(), "format": FORMAT, "export": EXPORT_REVISION, **versions}

@@ -26,6 +26,10 @@ from einsat.ir.types import TensorType
 EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
 MIN_OPSET = 18      # the axes of ReduceMean and Pad are inputs from 18 on
 IR_VERSION = 10     # onnxruntime 1.31 reads IR versions <= 13
+# The revision of how einsat's ops become ONNX nodes: raise it when an op exports differently, so
+# CPU profiles measured on the old nodes (their machine key holds it) are not reused.
+# 2: eOperators that are offset sums export as Pad, Slice and Add instead of Gathers.
+EXPORT_REVISION = 2
 
 
 def onnx_dtype(dtype) -> int:

@@ -7,6 +7,7 @@ import pytest
 
 from einsat.extract.cost import RooflineCost
 from einsat.extract.profile_db import cache_dir, cache_path, cpu_machine, machine_key
+from einsat.ir.onnx_export import EXPORT_REVISION
 from einsat.extract.profiled import CalibratedRoofline, calibrated_fallback
 from einsat.extract.target import TargetCost, cpu_model
 from einsat.ir.builder import GraphBuilder
@@ -41,6 +42,8 @@ def test_the_key_changes_with_the_machine_and_the_versions():
     assert machine_key(MACHINE).startswith("cpu-onnxruntime-")
     m = cpu_machine()
     assert m["kind"] == "cpu" and m["threads"] == 1 and m["cpus"] >= 1 and "onnxruntime" in m
+    assert m["export"] == EXPORT_REVISION  # ops exported otherwise are timed anew
+    assert machine_key(m) != machine_key({**m, "export": EXPORT_REVISION - 1})
 
 
 def test_entries_are_saved_reused_and_refit_the_fallback(tmp_path):

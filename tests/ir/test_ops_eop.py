@@ -4,11 +4,14 @@ its ranges, a canonical attribute, clear errors."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from einsat.errors import EinsatError
 from einsat.ir import GraphBuilder, Op, TensorType
 from einsat.ir.expr import Call, Const, Expr, Guard, Iter, fingerprint, var
 from einsat.ir.expr.build import read
+from einsat.ir.expr.onnx import MAX_OFFSET_TERMS, offset_sum
+from einsat.ir.onnx_export import to_onnx
 from einsat.ir.registry import opdef
 from tests.gpu.cases import strategy
 from tests.ir.onnx_check import check_op
@@ -42,7 +45,22 @@ CASES = {
                                                         Call("mul", (read(0, "t"), Const(-2.0)))), var("i") - 1),))),
                            [(4,)]),
     "broadcast_unused_iterator": (Expr((Iter("i", 0, 3), Iter("j", 0, 2)), (Iter("k", 0, 4),), read(0, "i")), [(3,)]),
+    "transposed_offsets": (Expr((Iter("i", 0, 3), Iter("j", 0, 4)), (Iter("k", 0, 2),),
+                                read(0, var("j") + var("k"), "i")), [(5, 3)]),
+    "shifted_sum_5x5": (Expr((Iter("n", 0, 2), Iter("f", 0, 1), Iter("h", 0, 6), Iter("w", 0, 7)),
+                             (Iter("r", 0, 5), Iter("s", 0, 5)),
+                             read(0, "n", "f", "r", "s", var("h") + var("r") - 2, var("w") + var("s") - 2)),
+                        [(2, 1, 5, 5, 6, 7)]),
 }
+
+ROUTE = {"offset_reduce": "slices", "max_window": "slices", "shifted_sum_5x5": "slices", "guarded_stride": "gathers",
+         "reshape_divmod": "gathers", "scope_with_offsets": "gathers", "broadcast_unused_iterator": "gathers",
+         "transposed_offsets": "gathers"}
+
+
+def route(g) -> str:
+    ops = {n.op_type for n in to_onnx(g).graph.node}
+    return "gathers" if "Gather" in ops else "slices"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -50,6 +68,45 @@ def test_eop_runs_on_numpy_and_onnxruntime(name, rng):
     e, shapes = CASES[name]
     g = check_op(Op.EOP, arrays(rng, *shapes), {"expr": fingerprint(e)})
     assert g.types[g.outputs[0]].shape == e.shape
+    assert route(g) == ROUTE[name]
+
+
+@st.composite
+def offset_sums(draw):
+    """A random offset sum: output iterators in order with positive steps, summation iterators and
+    constants that reach past either end of the input (zero-padded), sum or max."""
+    rank = draw(st.integers(1, 3))
+    loops = tuple(Iter(f"l{k}", lo, lo + draw(st.integers(1, 4)))
+                  for k, lo in enumerate(draw(st.lists(st.integers(-1, 1), min_size=rank, max_size=rank))))
+    sums = tuple(Iter(f"s{k}", lo, lo + draw(st.integers(1, 3)))
+                 for k, lo in enumerate(draw(st.lists(st.integers(-2, 1), min_size=1, max_size=2))))
+    subscripts = []
+    for it in loops:
+        if draw(st.booleans()):  # an axis that only summation iterators and a constant reach
+            subscripts.append(var(draw(st.sampled_from([s.name for s in sums]))) + draw(st.integers(0, 2)))
+        sub = var(it.name) * draw(st.integers(1, 3)) + draw(st.integers(-2, 2))
+        for s in sums:
+            sub = sub + var(s.name) * draw(st.integers(-2, 2))
+        subscripts.append(sub)
+    e = Expr(loops, sums, read(0, *subscripts), draw(st.sampled_from(["sum", "max"])))
+    shape = tuple(draw(st.integers(1, 6)) for _ in subscripts)
+    return e, shape
+
+
+@settings(max_examples=40, deadline=None)
+@given(offset_sums(), st.integers(0, 2**32 - 1))
+def test_offset_sums_export_as_slices_and_agree_with_numpy(case, seed):
+    e, shape = case
+    assert offset_sum(e, [shape]) is not None
+    g = check_op(Op.EOP, arrays(np.random.default_rng(seed), shape), {"expr": fingerprint(e)})
+    assert route(g) == "slices"
+
+
+def test_too_many_summation_points_take_the_gather_route():
+    n = MAX_OFFSET_TERMS + 1
+    e = Expr((Iter("i", 0, 2),), (Iter("k", 0, n),), read(0, var("i") + var("k")))
+    assert offset_sum(e, [(n + 1,)]) is None
+    assert offset_sum(Expr((Iter("i", 0, 2),), (Iter("k", 0, n - 1),), read(0, var("i") + var("k"))), [(n,)])
 
 
 @pytest.mark.parametrize("op", ["conv", "conv_transpose", "g2bmm", "gbmm", "matmul", "avgpool", "reshape", "concat"])

@@ -51,9 +51,16 @@ CASES = {
                              (Iter("r", 0, 5), Iter("s", 0, 5)),
                              read(0, "n", "f", "r", "s", var("h") + var("r") - 2, var("w") + var("s") - 2)),
                         [(2, 1, 5, 5, 6, 7)]),
+    # a stride-2 transposed convolution's sum of taps, taps innermost (slices from a transposed copy)
+    "strided_taps_innermost": (Expr((Iter("n", 0, 2), Iter("y", 0, 8), Iter("x", 0, 8)), (Iter("a", 0, 4), Iter("b", 0, 4)),
+                                    read(0, "n", var("y") - var("a") * 2 + 1, var("x") - var("b") * 2 + 1, "a", "b")),
+                               [(2, 4, 4, 4, 4)]),
+    # ReLU fused onto an offset sum (eop-fusion's form): the scope's slices, then the ReLU
+    "relu_of_an_offset_sum": (Expr((Iter("y", 0, 5),), (), Call("relu", (read(
+        Expr((Iter("t", 0, 5),), (Iter("k", 0, 3),), read(0, var("t") + var("k") - 1, "k")), "y"),))), [(5, 3)]),
 }
 
-ROUTE = {"offset_reduce": "slices", "max_window": "slices", "shifted_sum_5x5": "slices", "guarded_stride": "gathers",
+ROUTE = {"strided_taps_innermost": "slices", "relu_of_an_offset_sum": "slices", "offset_reduce": "slices", "max_window": "slices", "shifted_sum_5x5": "slices", "guarded_stride": "gathers",
          "reshape_divmod": "gathers", "scope_with_offsets": "gathers", "broadcast_unused_iterator": "gathers",
          "transposed_offsets": "gathers"}
 
@@ -88,6 +95,8 @@ def offset_sums(draw):
         for s in sums:
             sub = sub + var(s.name) * draw(st.integers(-2, 2))
         subscripts.append(sub)
+    if draw(st.booleans()):  # and one after the output's iterators
+        subscripts.append(var(sums[-1].name) + draw(st.integers(-1, 1)))
     e = Expr(loops, sums, read(0, *subscripts), draw(st.sampled_from(["sum", "max"])))
     shape = tuple(draw(st.integers(1, 6)) for _ in subscripts)
     return e, shape
@@ -173,3 +182,11 @@ def test_bad_eops_name_the_node_and_the_reason():
         b.eop(t, expr="(E (L 0:3) (S) (T 0 i0 s3))", name="e2")
     with pytest.raises(EinsatError, match=r"e3'? \(eop\).*reads input 1"):
         b.eop(t, expr="(E (L 0:3) (S) (T 1 i0 i0))", name="e3")
+
+
+def test_positions_past_the_output_iterators_are_moved_outermost_first(rng):
+    e, shapes = CASES["strided_taps_innermost"]
+    assert offset_sum(e, shapes).perm == [3, 4, 0, 1, 2]
+    g = check_op(Op.EOP, arrays(rng, *shapes), {"expr": fingerprint(e)})
+    assert [n.op_type for n in to_onnx(g).graph.node][:2] == ["Transpose", "Pad"]
+    assert offset_sum(*CASES["shifted_sum_5x5"]).perm is None  # runs along the last axis already: no copy

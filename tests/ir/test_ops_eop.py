@@ -190,3 +190,12 @@ def test_positions_past_the_output_iterators_are_moved_outermost_first(rng):
     g = check_op(Op.EOP, arrays(rng, *shapes), {"expr": fingerprint(e)})
     assert [n.op_type for n in to_onnx(g).graph.node][:2] == ["Transpose", "Pad"]
     assert offset_sum(*CASES["shifted_sum_5x5"]).perm is None  # runs along the last axis already: no copy
+
+
+def test_gathers_only_exports_an_offset_sum_through_gathers_with_the_same_result(rng):
+    from einsat.ir.expr.onnx import gathers_only
+    e, shapes = CASES["relu_of_an_offset_sum"]
+    with gathers_only():
+        g = check_op(Op.EOP, arrays(rng, *shapes), {"expr": fingerprint(e)})
+        assert route(g) == "gathers"
+    assert route(g) == "slices"

@@ -23,6 +23,7 @@ a shifted sum ran 0.95× the input's time on onnxruntime CPU through Gathers, 3.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from math import prod
 
@@ -36,11 +37,23 @@ I64 = np.int64
 
 
 MAX_OFFSET_TERMS = 64  # summation points an offset sum slices one by one
+_ROUTES = {"slices": True}
+
+
+@contextlib.contextmanager
+def gathers_only():
+    """Within the block every expression exports through Gathers, offset sums too (to compare
+    the two routes: `benchmarks/eop_export_bench.py`)."""
+    _ROUTES["slices"] = False
+    try:
+        yield
+    finally:
+        _ROUTES["slices"] = True
 
 
 def export(ctx, e: Expr, inputs: list[str], output: str, dtype) -> None:
     """Emit nodes computing `e` over the values `inputs` (by position) into `output`."""
-    plan = offset_sum(e, [ctx.type(i).shape for i in inputs])
+    plan = offset_sum(e, [ctx.type(i).shape for i in inputs]) if _ROUTES["slices"] else None
     if plan is not None:
         _emit_offset_sum(ctx, plan, inputs, output)
     else:
@@ -151,7 +164,7 @@ class _Exporter:
         for s in scopes(e):
             if s not in self.scope_values:
                 name = self.ctx.fresh("scope")
-                plan = offset_sum(s, [self.ctx.type(i).shape for i in self.inputs])
+                plan = offset_sum(s, [self.ctx.type(i).shape for i in self.inputs]) if _ROUTES["slices"] else None
                 if plan is not None:
                     _emit_offset_sum(self.ctx, plan, self.inputs, name)
                 else:

@@ -70,8 +70,8 @@ def run(reps: int) -> dict:
                      "gathers": s["gathers"], "slices": s["slices"],
                      "ratio": s["gathers"]["median_us"] / s["slices"]["median_us"],
                      "slices_faster_rounds": sum(x > y for x, y in zip(times["gathers"], times["slices"]))})
-        print(f"  {name}: gathers {s['gathers']['median_us'] / 1e3:.2f} ms, slices {s['slices']['median_us'] / 1e3:.2f} ms"
-              f" ({rows[-1]['ratio']:.2f}x)", flush=True)
+        print(f"  {name}: gathers {s['gathers']['median_us'] / 1e3:.2f} ms, "
+              f"slices {s['slices']['median_us'] / 1e3:.2f} ms ({rows[-1]['ratio']:.2f}x)", flush=True)
     meta["load_end"] = os.getloadavg()[0]
     return {"meta": meta, "rows": rows}
 
@@ -79,7 +79,8 @@ def run(reps: int) -> dict:
 def markdown(result: dict) -> str:
     m = result["meta"]
     lines = ["# An eOperator's two ONNX routes on onnxruntime CPU", "",
-             f"- {m['machine']}; {m['when']}; load average {m['load_start']:.2f} at the start, {m['load_end']:.2f} at the end",
+             f"- {m['machine']}; {m['when']}; load average {m['load_start']:.2f} at the start, "
+             f"{m['load_end']:.2f} at the end",
              f"- versions: {', '.join(f'{k} {v}' for k, v in m['versions'].items())}",
              f"- one intra-op thread, all optimizations on; {m['reps']} interleaved rounds; median [p10–p90]", "",
              "| eOperator | from | input | Gathers ms | Pad+Slice+Add ms | Gathers / slices | slices faster in |",

@@ -41,6 +41,8 @@ from einsat.ir.signature import Signature, atomic_write_json, signature_of, sign
 from einsat.runtime.profiler import Comparison, compare_programs, profile_signatures
 
 PROFILE_BUDGET_S = 120.0   # seconds of profiling per optimize run, by default
+CHOICE_ROUNDS = 3          # extractions again after timing the chosen program's unmeasured ops
+CHOICE_BUDGET_S = 60.0     # seconds of profiling for each of those rounds
 PROFILE_REPS = 15          # interleaved rounds per signature
 CHECK_REPS = 15            # interleaved rounds of the input against the result
 
@@ -59,6 +61,7 @@ class ProfileSummary:
     seconds: float
     budget_s: float | None
     call_overhead_us: float
+    chosen: int = 0           # of the measured, timed after an extraction chose them (`choose`)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,11 +74,19 @@ class ProfileSummary:
                        measured=self.measured + earlier.measured, failed=self.failed + earlier.failed,
                        seconds=self.seconds + earlier.seconds)
 
+    def then(self, later: ProfileSummary) -> ProfileSummary:
+        """This summary and a later profiling of signatures it left to the roofline (`choose`)."""
+        return replace(self, measured=self.measured + later.measured, failed=self.failed + later.failed,
+                       left=max(0, self.left - later.measured - later.failed), seconds=self.seconds + later.seconds,
+                       chosen=self.chosen + later.measured)
+
     def __str__(self) -> str:
         text = (f"{self.needed} signatures on {self.target}: {self.cached} from the cache, {self.measured} "
                 f"measured now in {self.seconds:.1f} s")
         if self.failed:
             text += f", {self.failed} failed"
+        if self.chosen:
+            text += f" ({self.chosen} of them after an extraction chose them)"
         if self.left:
             text += f", {self.left} left to the calibrated roofline (budget {self.budget_s:.0f} s)"
         return text + f"; profile {self.path}"
@@ -167,6 +178,28 @@ def profile_candidates(model: TargetCost, data, graph: Graph, budget_s: float | 
     """Profile the input's signatures first (`input_signatures`: the prediction of the input
     needs its units), then every e-node's signature (`data`: the exported e-graph)."""
     return profile(model, [*input_signatures(model, graph), *signatures_of_egraph(data)], budget_s, progress)
+
+
+def choose(model: TargetCost, extract: Callable[[], object], summary: ProfileSummary,
+           rounds: int = CHOICE_ROUNDS, budget_s: float | None = CHOICE_BUDGET_S,
+           progress: Callable[[str], None] | None = None):
+    """Extract (`extract()`: an `Extraction`), and while the chosen program has ops the profile
+    lacks (the budget left them to the calibrated roofline, whose guess made them look cheap),
+    time those and extract again, at most `rounds` times: the program returned is chosen on
+    measured costs wherever the budget allows. Returns (extraction, the summary with them)."""
+    extraction = extract()
+    for _ in range(rounds):
+        todo = model.missing(signatures_of_graph(extraction.graph))
+        if not todo:
+            break
+        if progress:
+            progress(f"timing the {len(todo)} op(s) the extraction chose that the profile lacks")
+        later = profile(model, todo, budget_s, progress)
+        summary = summary.then(later)
+        if not later.measured:
+            break
+        extraction = extract()
+    return extraction, summary
 
 
 def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:

@@ -192,8 +192,20 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                                      classes=len(data.classes)))
                 ilp_seconds = EXTRACTION_TIME_LIMIT if time_limit is None else time_limit
                 seconds = min(ilp_seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE)))
-                extraction = _extract(data, model, method, seconds, graph, run, notify)
-                t = phase("extract", t)
+                if profiled is not None:  # chosen on measured costs where the budget allows
+                    def extract_again():
+                        left = min(seconds, max(0.05, run.remaining() * (1 - CHECK_SHARE)))
+                        return _extract(data, model, method, left, graph, run, notify)
+
+                    timed = profiled.seconds
+                    extraction, profiled = measure.choose(model, extract_again, profiled,
+                                                          progress=lambda text: notify(ProgressEvent("profile", text)))
+                    t = phase("extract", t)
+                    times["extract"] -= profiled.seconds - timed  # the chosen ops' timing is profiling
+                    times["profile"] += profiled.seconds - timed
+                else:
+                    extraction = _extract(data, model, method, seconds, graph, run, notify)
+                    t = phase("extract", t)
         finally:  # the verification's seconds go back to the budget, whatever happened
             run.release(held)
         if run.cancelled:

@@ -194,3 +194,74 @@ def test_the_derivation_gates_reference_ops_are_measured_with_the_input(tmp_path
     keys = {s.key for s in asked}
     assert {signature_of(op, {}, ins).key for op, ins, _ in refs} <= keys
     assert signature_of(node.op, node.attrs, [g.types[i] for i in node.inputs]).key in keys
+
+
+class Chosen:
+    def __init__(self, graph):
+        self.graph = graph
+
+
+def two_programs():
+    """A relu before or after a transpose: the same value, programs with other signatures."""
+    a, b = GraphBuilder("a"), GraphBuilder("b")
+    xa, xb = a.input("x", (64, 32)), b.input("x", (64, 32))
+    return a.build(a.transpose(a.relu(xa), perm=(1, 0))), b.build(b.relu(b.transpose(xb, perm=(1, 0))))
+
+
+def node_sum(model, g):
+    return sum(model.node_cost(n.op, n.attrs, [g.types[i] for i in n.inputs], [g.types[o] for o in n.outputs])
+               for n in g.nodes)
+
+
+def test_choose_times_the_ops_the_extraction_chose_unmeasured_and_extracts_again(tmp_path, monkeypatch):
+    """`b`'s ops are left to the roofline, which guesses them cheap: the extraction chooses `b`,
+    its ops are timed (their true, larger times: injected, no timing luck), and the extraction
+    chooses again, `a` now."""
+    from einsat.extract.target import TargetCost
+    from einsat.ir.signature import signatures_of_graph
+    a, b = two_programs()
+    model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"}, tmp_path / "p.json")
+    sig_a = signatures_of_graph(a)
+    model.add({s.key: {"us": 5.0, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sig_a}, sigs=sig_a)
+    asked = []
+
+    def fake_profile(m, sigs, budget_s=None, progress=None):
+        asked.append(sorted(s.key for s in sigs))
+        m.add({s.key: {"us": 500.0, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sigs}, sigs=sigs)
+        return measure.ProfileSummary("onnxruntime", "", len(sigs), 0, len(sigs), 0, 0, 0.5, budget_s, 0.0)
+
+    monkeypatch.setattr(measure, "profile", fake_profile)
+    assert node_sum(model, b) < node_sum(model, a)  # the roofline's guess: b looks cheaper
+    calls = []
+
+    def extract():
+        calls.append(1)
+        return Chosen(min((a, b), key=lambda g: node_sum(model, g)))
+
+    start = measure.ProfileSummary("onnxruntime", "", 4, 0, 2, 0, 2, 1.0, 10.0, 0.0)
+    chosen, summary = measure.choose(model, extract, start)
+    missing_b = sorted(s.key for s in signatures_of_graph(b) if s.key not in {x.key for x in sig_a})
+    assert chosen.graph is a and len(calls) == 2
+    assert asked == [missing_b]  # exactly the chosen program's ops the profile lacked
+    assert summary.chosen == summary.measured - 2 == len(missing_b) and summary.left == max(0, 2 - len(missing_b))
+    assert "after an extraction chose them" in str(summary)
+
+
+def test_choose_stops_when_nothing_could_be_timed_or_nothing_is_missing(tmp_path, monkeypatch):
+    from einsat.extract.target import TargetCost
+    a, _ = two_programs()
+    model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"}, tmp_path / "p.json")
+    timed = []
+    monkeypatch.setattr(measure, "profile", lambda m, sigs, budget_s=None, progress=None: timed.append(sigs) or
+                        measure.ProfileSummary("onnxruntime", "", len(sigs), 0, 0, 0, len(sigs), 0.0, 0.0, 0.0))
+    calls = []
+    start = measure.ProfileSummary("onnxruntime", "", 2, 0, 0, 0, 2, 0.0, 0.0, 0.0)
+    chosen, summary = measure.choose(model, lambda: calls.append(1) or Chosen(a), start)
+    assert chosen.graph is a and len(calls) == 1 and len(timed) == 1 and summary.chosen == 0  # the budget ran out
+    from einsat.ir.signature import signatures_of_graph
+    sig_a = signatures_of_graph(a)
+    model.add({s.key: {"us": 5.0, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sig_a}, sigs=sig_a)
+    timed.clear()
+    calls.clear()
+    measure.choose(model, lambda: calls.append(1) or Chosen(a), start)
+    assert len(calls) == 1 and not timed  # all measured: one extraction, nothing timed

@@ -7,10 +7,10 @@ import pytest
 
 from einsat.extract.cost import RooflineCost
 from einsat.extract.profile_db import cache_dir, cache_path, cpu_machine, machine_key
-from einsat.ir.onnx_export import EXPORT_REVISION
 from einsat.extract.profiled import CalibratedRoofline, calibrated_fallback
 from einsat.extract.target import TargetCost, cpu_model
 from einsat.ir.builder import GraphBuilder
+from einsat.ir.onnx_export import EXPORT_REVISION
 from einsat.ir.registry import Op
 from einsat.ir.signature import signature_of
 from einsat.ir.types import TensorType

@@ -52,7 +52,8 @@ CASES = {
                              read(0, "n", "f", "r", "s", var("h") + var("r") - 2, var("w") + var("s") - 2)),
                         [(2, 1, 5, 5, 6, 7)]),
     # a stride-2 transposed convolution's sum of taps, taps innermost (slices from a transposed copy)
-    "strided_taps_innermost": (Expr((Iter("n", 0, 2), Iter("y", 0, 8), Iter("x", 0, 8)), (Iter("a", 0, 4), Iter("b", 0, 4)),
+    "strided_taps_innermost": (Expr((Iter("n", 0, 2), Iter("y", 0, 8), Iter("x", 0, 8)),
+                                    (Iter("a", 0, 4), Iter("b", 0, 4)),
                                     read(0, "n", var("y") - var("a") * 2 + 1, var("x") - var("b") * 2 + 1, "a", "b")),
                                [(2, 4, 4, 4, 4)]),
     # ReLU fused onto an offset sum (eop-fusion's form): the scope's slices, then the ReLU
@@ -60,7 +61,8 @@ CASES = {
         Expr((Iter("t", 0, 5),), (Iter("k", 0, 3),), read(0, var("t") + var("k") - 1, "k")), "y"),))), [(5, 3)]),
 }
 
-ROUTE = {"strided_taps_innermost": "slices", "relu_of_an_offset_sum": "slices", "offset_reduce": "slices", "max_window": "slices", "shifted_sum_5x5": "slices", "guarded_stride": "gathers",
+ROUTE = {"strided_taps_innermost": "slices", "relu_of_an_offset_sum": "slices", "offset_reduce": "slices",
+         "max_window": "slices", "shifted_sum_5x5": "slices", "guarded_stride": "gathers",
          "reshape_divmod": "gathers", "scope_with_offsets": "gathers", "broadcast_unused_iterator": "gathers",
          "transposed_offsets": "gathers"}
 

@@ -93,7 +93,8 @@ def markdown(result: dict) -> str:
                      f"{r['slices_faster_rounds']}/{m['reps']} rounds |")
     lines += ["", "Both routes compute the same values (the largest difference is in the JSON). The Gather "
               "route builds the whole index grid (output × summation points) and gathers every point; "
-              "the slice route pads the input once and adds one strided slice per summation point."]
+              "the slice route pads the input once and adds one strided slice per summation point (where "
+              "the cut axes are innermost with short runs, they move outermost first and the sum moves back)."]
     return "\n".join(lines) + "\n"
 
 

@@ -29,7 +29,8 @@ IR_VERSION = 10     # onnxruntime 1.31 reads IR versions <= 13
 # The revision of how einsat's ops become ONNX nodes: raise it when an op exports differently, so
 # CPU profiles measured on the old nodes (their machine key holds it) are not reused.
 # 2: eOperators that are offset sums export as Pad, Slice and Add instead of Gathers.
-EXPORT_REVISION = 2
+# 3: offset sums whose cut axes are innermost move them outermost (and the sum back).
+EXPORT_REVISION = 3
 
 
 def onnx_dtype(dtype) -> int:

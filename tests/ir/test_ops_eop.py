@@ -10,7 +10,7 @@ from einsat.errors import EinsatError
 from einsat.ir import GraphBuilder, Op, TensorType
 from einsat.ir.expr import Call, Const, Expr, Guard, Iter, fingerprint, var
 from einsat.ir.expr.build import read
-from einsat.ir.expr.onnx import MAX_OFFSET_TERMS, offset_sum
+from einsat.ir.expr.onnx import MAX_OFFSET_TERMS, MIN_RUN, offset_sum
 from einsat.ir.onnx_export import to_onnx
 from einsat.ir.registry import opdef
 from tests.gpu.cases import strategy
@@ -56,12 +56,20 @@ CASES = {
                                     (Iter("a", 0, 4), Iter("b", 0, 4)),
                                     read(0, "n", var("y") - var("a") * 2 + 1, var("x") - var("b") * 2 + 1, "a", "b")),
                                [(2, 4, 4, 4, 4)]),
+    # a stride-2 transposed convolution's taps between the batch and channel axes, 4×4 planes
+    # innermost (einnet_conv_transpose after its MatMul): the planes move outermost
+    "taps_between_the_channels": (Expr((Iter("n", 0, 2), Iter("k", 0, 64), Iter("y", 0, 4), Iter("x", 0, 4)),
+                                       (Iter("a", 0, 2), Iter("b", 0, 2)),
+                                       read(0, "n", "a", "b", "k", var("y") - var("a") * 2 + 1,
+                                            var("x") - var("b") * 2 + 1)),
+                                  [(2, 2, 2, 64, 4, 4)]),
     # ReLU fused onto an offset sum (eop-fusion's form): the scope's slices, then the ReLU
     "relu_of_an_offset_sum": (Expr((Iter("y", 0, 5),), (), Call("relu", (read(
         Expr((Iter("t", 0, 5),), (Iter("k", 0, 3),), read(0, var("t") + var("k") - 1, "k")), "y"),))), [(5, 3)]),
 }
 
-ROUTE = {"strided_taps_innermost": "slices", "relu_of_an_offset_sum": "slices", "offset_reduce": "slices",
+ROUTE = {"strided_taps_innermost": "slices", "taps_between_the_channels": "slices",
+         "relu_of_an_offset_sum": "slices", "offset_reduce": "slices",
          "max_window": "slices", "shifted_sum_5x5": "slices", "guarded_stride": "gathers",
          "reshape_divmod": "gathers", "scope_with_offsets": "gathers", "broadcast_unused_iterator": "gathers",
          "transposed_offsets": "gathers"}
@@ -89,8 +97,15 @@ def offset_sums(draw):
                   for k, lo in enumerate(draw(st.lists(st.integers(-1, 1), min_size=rank, max_size=rank))))
     sums = tuple(Iter(f"s{k}", lo, lo + draw(st.integers(1, 3)))
                  for k, lo in enumerate(draw(st.lists(st.integers(-2, 1), min_size=1, max_size=2))))
-    subscripts = []
+    if draw(st.booleans()):  # an axis taken whole, long enough that cut axes inside it move outermost
+        at = draw(st.integers(0, rank))
+        loops = loops[:at] + (Iter("whole", 0, draw(st.sampled_from([64, 65]))),) + loops[at:]
+    subscripts, wide = [], {}
     for it in loops:
+        if it.name == "whole":
+            wide[len(subscripts)] = it.size
+            subscripts.append(var(it.name))
+            continue
         if draw(st.booleans()):  # an axis that only summation iterators and a constant reach
             subscripts.append(var(draw(st.sampled_from([s.name for s in sums]))) + draw(st.integers(0, 2)))
         sub = var(it.name) * draw(st.integers(1, 3)) + draw(st.integers(-2, 2))
@@ -100,7 +115,7 @@ def offset_sums(draw):
     if draw(st.booleans()):  # and one after the output's iterators
         subscripts.append(var(sums[-1].name) + draw(st.integers(-1, 1)))
     e = Expr(loops, sums, read(0, *subscripts), draw(st.sampled_from(["sum", "max"])))
-    shape = tuple(draw(st.integers(1, 6)) for _ in subscripts)
+    shape = tuple(wide.get(d) or draw(st.integers(1, 6)) for d in range(len(subscripts)))
     return e, shape
 
 
@@ -192,6 +207,21 @@ def test_positions_past_the_output_iterators_are_moved_outermost_first(rng):
     g = check_op(Op.EOP, arrays(rng, *shapes), {"expr": fingerprint(e)})
     assert [n.op_type for n in to_onnx(g).graph.node][:2] == ["Transpose", "Pad"]
     assert offset_sum(*CASES["shifted_sum_5x5"]).perm is None  # runs along the last axis already: no copy
+
+
+def test_cut_axes_innermost_move_outermost_and_the_sum_moves_back(rng):
+    e, shapes = CASES["taps_between_the_channels"]
+    plan = offset_sum(e, shapes)
+    assert plan.perm == [4, 5, 0, 1, 2, 3]  # the 4×4 planes first; batch, taps, channels stay in order
+    assert plan.back == ([2, 3, 0, 1], [4, 4, 2, 64])
+    assert plan.run >= MIN_RUN
+    g = check_op(Op.EOP, arrays(rng, *shapes), {"expr": fingerprint(e)})
+    ops = [n.op_type for n in to_onnx(g).graph.node]
+    assert ops[:2] == ["Transpose", "Pad"] and ops[-2:] == ["Transpose", "Reshape"]
+    # planes of 64 elements are runs already: no copy
+    wide = Expr((Iter("n", 0, 2), Iter("y", 0, 8), Iter("x", 0, 8)), (Iter("a", 0, 2),),
+                read(0, "n", var("y") + var("a") - 1, "x"))
+    assert offset_sum(wide, [(2, 8, 8)]).perm is None and offset_sum(wide, [(2, 8, 8)]).back is None
 
 
 def test_gathers_only_exports_an_offset_sum_through_gathers_with_the_same_result(rng):

@@ -16,7 +16,11 @@ few summation points is a strided `Slice` of the input (zero-padded once where a
 outside), and the points are added (or maxed) in a chain (faster on onnxruntime CPU than one
 variadic Sum): no index grid, no Gather. Axes past the last one an output iterator reaches
 (a transposed convolution's taps) move outermost first, by one Transpose, so that the slices
-copy runs rather than single elements. A scope that is an offset sum takes the same route, and
+copy runs rather than single elements; where the axes the slices cut (padded, strided, one
+position) are still innermost and each slice would copy fewer than `MIN_RUN` elements at a time
+(einnet_conv_transpose's 4×4 planes after its MatMul: 2 ms of Pad in a 2.5 ms sum), the cut axes
+of the shortest tail that holds a run move outermost and the sum is transposed back, two copies
+that swap blocks of axes (0.5 ms). A scope that is an offset sum takes the same route, and
 a read of a whole value at the output's own positions (ReLU fused onto a scope) is the value.
 EinNet's 5×5 convolution derived into a convolution and a shifted sum ran 0.95× the input's time
 on onnxruntime CPU through Gathers, 3.9× through slices (`benchmarks/eop_export_bench.py` times
@@ -39,6 +43,7 @@ I64 = np.int64
 
 
 MAX_OFFSET_TERMS = 64  # summation points an offset sum slices one by one
+MIN_RUN = 64  # elements a slice copies at a time below which the cut axes move outermost
 _ROUTES = {"slices": True}
 
 
@@ -66,13 +71,17 @@ class OffsetSum:
     """`e` as a sum (or max) of strided slices of input `src` after zero padding `pads`."""
 
     def __init__(self, src: int, perm: list[int] | None, pads: list[tuple[int, int]],
-                 terms: list[list[tuple[int, int, int]]], shape: tuple[int, ...], reduce: str):
+                 terms: list[list[tuple[int, int, int]]], shape: tuple[int, ...], reduce: str,
+                 back: tuple[list[int], list[int]] | None = None, cut: set[int] = frozenset(), run: int = 0):
         self.src = src
-        self.perm = perm  # the input's axes reordered first (constant axes outermost), or None
+        self.perm = perm  # the input's axes reordered first (constant or cut axes outermost), or None
         self.pads = pads  # (before, after) per (reordered) input axis
         self.terms = terms  # per summation point, per axis: (start, stop, step) in the padded input
         self.shape = shape
         self.reduce = reduce
+        self.back = back  # (perm, sizes): the sum's iterator axes (sizes) transposed to the output's order
+        self.cut = cut  # the input axes some slice or the padding does not take whole
+        self.run = run  # elements each slice copies at a time (along and past the innermost cut axis)
 
 
 def offset_sum(e: Expr, shapes: list[tuple[int, ...]]) -> OffsetSum | None:
@@ -104,10 +113,30 @@ def offset_sum(e: Expr, shapes: list[tuple[int, ...]]) -> OffsetSum | None:
     # axes after the last that an output iterator reaches select one position per term, which
     # would make every slice copy single elements: they move outermost (one transposed copy)
     last = max((d for d, a in enumerate(axes) if a[0] is not None), default=-1)
-    perm = list(range(last + 1, len(axes))) + list(range(last + 1))
-    axes = [axes[d] for d in perm]
-    shape = [shapes[r.src][d] for d in perm]
-    perm = None if perm == sorted(perm) else perm
+    order = list(range(last + 1, len(axes))) + list(range(last + 1))
+    plan = _plan(e, r.src, loops, sums, axes, shapes[r.src], order)
+    if plan.run < MIN_RUN:
+        # the axes the slices cut (padded, strided, one position, part of the axis) are the
+        # innermost: Pad and Slice copy a few elements at a time (a transposed convolution's
+        # 4×4 planes: 2 of its 2.5 ms in Pad). The cut axes of the shortest tail whose other
+        # axes hold MIN_RUN elements move outermost, so the slices copy runs, at the price of two
+        # transposed copies (the input, the result) that swap two blocks of axes where the cut
+        # axes of the tail are adjacent, as a convolution's trailing spatial axes are
+        whole = [d for d in order if axes[d][0] is not None and d not in plan.cut]
+        for p in range(len(order) - 1, -1, -1):
+            tail = order[p:]
+            if prod(shapes[r.src][d] for d in tail if d in whole) >= MIN_RUN:
+                moved = [d for d in tail if d not in whole]
+                plan = _plan(e, r.src, loops, sums, axes, shapes[r.src],
+                             moved + [d for d in order if d not in moved])
+                break
+    return plan
+
+
+def _plan(e: Expr, src: int, loops, sums, axes, shape, order: list[int]) -> OffsetSum:
+    """The plan reading the input's axes in `order` (`axes` as `offset_sum` describes them)."""
+    axes = [axes[d] for d in order]
+    shape = [shape[d] for d in order]
     terms = []
     for point in itertools.product(*(range(it.lo, it.hi) for it in e.sums)):
         at = dict(zip(sums, point))
@@ -123,7 +152,19 @@ def offset_sum(e: Expr, shapes: list[tuple[int, ...]]) -> OffsetSum | None:
     pads = [(max(0, -min(t[d][0] for t in terms)), max(0, max(t[d][1] for t in terms) - shape[d]))
             for d in range(len(shape))]
     terms = [[(a + pads[d][0], b + pads[d][0], c) for d, (a, b, c) in enumerate(t)] for t in terms]
-    return OffsetSum(r.src, perm, pads, terms, e.shape, e.reduce)
+    padded = [n + b + a for n, (b, a) in zip(shape, pads)]
+    cut = {order[d] for d in range(len(axes)) if any(t[d] != (0, padded[d], 1) for t in terms) or pads[d] != (0, 0)}
+    innermost = max((d for d in range(len(axes)) if order[d] in cut), default=-1)
+    run = prod(padded[innermost + 1:])
+    if innermost >= 0 and all(t[innermost][2] == 1 for t in terms):  # a slice copies its extent there
+        run *= min(t[innermost][1] - t[innermost][0] for t in terms)
+    # the sum's axes are the input's in `order`; without the size-1 ones, the output iterators'
+    # axes go back to the output's order
+    placed = [d for d in range(len(axes)) if axes[d][0] is not None]
+    back = sorted(range(len(placed)), key=lambda k: order[placed[k]])
+    sizes = [loops[axes[d][0]].size for d in placed]
+    return OffsetSum(src, None if order == sorted(order) else order, pads, terms, e.shape, e.reduce,
+                     None if back == sorted(back) else (back, sizes), cut, run)
 
 
 def _emit_offset_sum(ctx, plan: OffsetSum, inputs: list[str], output: str) -> None:
@@ -146,6 +187,10 @@ def _emit_offset_sum(ctx, plan: OffsetSum, inputs: list[str], output: str) -> No
         if acc is not None:
             part = node("Add" if plan.reduce == "sum" else "Max", [acc, part], "partial")
         acc = part
+    if plan.back is not None:
+        perm, sizes = plan.back
+        acc = node("Reshape", [acc, const(sizes, "shape")], "squeezed")
+        acc = node("Transpose", [acc], "reordered", perm=list(perm))
     ctx.node("Reshape", [acc, const(plan.shape, "shape")], [output])
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
@@ -42,7 +43,8 @@ from einsat.runtime.profiler import Comparison, compare_programs, profile_signat
 
 PROFILE_BUDGET_S = 120.0   # seconds of profiling per optimize run, by default
 CHOICE_ROUNDS = 3          # extractions again after timing the chosen program's unmeasured ops
-CHOICE_BUDGET_S = 60.0     # seconds of profiling for each of those rounds
+CHOICE_BUDGET_S = 60.0     # seconds of profiling for each of those rounds, and for all of the exploration's
+EXPLORE_ROUNDS = 6         # extractions on what unmeasured ops might cost at best (`choose`)
 PROFILE_REPS = 15          # interleaved rounds per signature
 CHECK_REPS = 15            # interleaved rounds of the input against the result
 
@@ -182,21 +184,48 @@ def profile_candidates(model: TargetCost, data, graph: Graph, budget_s: float | 
 
 def choose(model: TargetCost, extract: Callable[[], object], summary: ProfileSummary,
            rounds: int = CHOICE_ROUNDS, budget_s: float | None = CHOICE_BUDGET_S,
-           progress: Callable[[str], None] | None = None):
-    """Extract (`extract()`: an `Extraction`), and while the chosen program has ops the profile
-    lacks (the budget left them to the calibrated roofline, whose guess made them look cheap),
-    time those and extract again, at most `rounds` times: the program returned is chosen on
-    measured costs wherever the budget allows. Returns (extraction, the summary with them)."""
-    extraction = extract()
-    for _ in range(rounds):
-        todo = model.missing(signatures_of_graph(extraction.graph))
-        if not todo:
-            break
+           progress: Callable[[str], None] | None = None, explore: int = EXPLORE_ROUNDS):
+    """Extract (`extract()`: an `Extraction`) on measured costs wherever the budget allows.
+
+    Where the profiling budget left signatures to the calibrated roofline (`summary.left`), two
+    ways a guess can mislead are checked:
+    1. an op the roofline overestimates is never chosen, so never timed: first, at most `explore`
+       times, the extraction runs with the ops the profile lacks at what they might cost at
+       best (`TargetCost.optimistic`), and the ops it chooses are timed. Once it chooses a
+       program whose every op is measured, that program is the best on measured costs that any
+       guess could not beat, and it is returned;
+    2. an op the roofline underestimates looks cheap: then, at most `rounds` times, the
+       extraction runs on the calibrated guesses, and while its program has ops the profile
+       lacks, those are timed and it runs again.
+    Each way times within `budget_s`. Returns (extraction, the summary with what was timed)."""
+    def timed(todo, left):
+        nonlocal summary
         if progress:
             progress(f"timing the {len(todo)} op(s) the extraction chose that the profile lacks")
-        later = profile(model, todo, budget_s, progress)
+        later = profile(model, todo, left, progress)
         summary = summary.then(later)
-        if not later.measured:
+        return later.measured
+
+    exhausted = False  # a timing that measured nothing: the budget is spent
+    if summary.left and explore:
+        start = time.monotonic()
+        for _ in range(explore):
+            with model.optimistic():
+                extraction = extract()
+            sigs = signatures_of_graph(extraction.graph)
+            if all(s.key in model.db.entries for s in sigs):
+                return extraction, summary
+            todo = model.missing(sigs)
+            left = None if budget_s is None else budget_s - (time.monotonic() - start)
+            if not todo or (left is not None and left <= 0):
+                break
+            if not timed(todo, left):
+                exhausted = True
+                break
+    extraction = extract()
+    for _ in range(0 if exhausted else rounds):
+        todo = model.missing(signatures_of_graph(extraction.graph))
+        if not todo or not timed(todo, budget_s):
             break
         extraction = extract()
     return extraction, summary

@@ -257,7 +257,9 @@ def test_choose_stops_when_nothing_could_be_timed_or_nothing_is_missing(tmp_path
     calls = []
     start = measure.ProfileSummary("onnxruntime", "", 2, 0, 0, 0, 2, 0.0, 0.0, 0.0)
     chosen, summary = measure.choose(model, lambda: calls.append(1) or Chosen(a), start)
-    assert chosen.graph is a and len(calls) == 1 and len(timed) == 1 and summary.chosen == 0  # the budget ran out
+    # one extraction on the optimistic bound, whose ops could not be timed (the budget ran out), then
+    # one on the calibrated guesses, nothing timed again
+    assert chosen.graph is a and len(calls) == 2 and len(timed) == 1 and summary.chosen == 0
     from einsat.ir.signature import signatures_of_graph
     sig_a = signatures_of_graph(a)
     model.add({s.key: {"us": 5.0, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sig_a}, sigs=sig_a)
@@ -265,3 +267,86 @@ def test_choose_stops_when_nothing_could_be_timed_or_nothing_is_missing(tmp_path
     calls.clear()
     measure.choose(model, lambda: calls.append(1) or Chosen(a), start)
     assert len(calls) == 1 and not timed  # all measured: one extraction, nothing timed
+
+
+class Guess:
+    """A fallback that costs every kernel `us` (views and sources nothing)."""
+
+    def __init__(self, us):
+        self.us = us
+        self.name = f"guess-{us}"
+
+    def node_cost(self, op, attrs, ins, outs):
+        from einsat.ir.registry import opdef
+        return 0.0 if opdef(op).source else self.us
+
+
+def test_choose_explores_the_ops_the_calibrated_guess_overestimates(tmp_path, monkeypatch):
+    """`b`'s ops are unmeasured and the calibrated guess makes them dear, so an extraction on it
+    keeps `a`; on the optimistic bound `b` is chosen, timed (truly cheaper: injected), and
+    returned, its every op measured, without another extraction."""
+    from einsat.extract import profiled
+    from einsat.extract.target import TargetCost
+    from einsat.ir.signature import signatures_of_graph
+    a, b = two_programs()
+    sig_a = signatures_of_graph(a)
+    missing_b = sorted(s.key for s in signatures_of_graph(b) if s.key not in {x.key for x in sig_a})
+
+    def run(explore):
+        model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"},
+                           tmp_path / f"p{explore}.json")
+        model.add({s.key: {"us": 50.0, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sig_a},
+                  sigs=sig_a)
+        model.fallback = Guess(1000.0)
+        monkeypatch.setattr(profiled.OptimisticBound, "fit", staticmethod(lambda db, calibrated: Guess(1.0)))
+        asked = []
+
+        def fake_profile(m, sigs, budget_s=None, progress=None):
+            asked.append(sorted(s.key for s in sigs))
+            m.add({s.key: {"us": 5.0, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sigs}, sigs=sigs)
+            m.fallback = Guess(1000.0)
+            return measure.ProfileSummary("onnxruntime", "", len(sigs), 0, len(sigs), 0, 0, 0.5, budget_s, 0.0)
+
+        monkeypatch.setattr(measure, "profile", fake_profile)
+        calls = []
+
+        def extract():
+            calls.append(1)
+            return Chosen(min((a, b), key=lambda g: node_sum(model, g)))
+
+        start = measure.ProfileSummary("onnxruntime", "", 4, 0, 2, 0, 2, 1.0, 10.0, 0.0)
+        chosen, _ = measure.choose(model, extract, start, explore=explore)
+        return chosen.graph, asked, len(calls)
+
+    assert run(explore=0) == (a, [], 1)  # the guess keeps b from ever being timed
+    assert run(explore=6) == (b, [missing_b], 2)
+
+
+def test_the_optimistic_bound_is_the_familys_measured_rate_and_never_above_the_guess(tmp_path):
+    """Every timed MatMul ran at one rate (FLOPs and bytes per µs): an unmeasured MatMul costs at
+    best its FLOPs or bytes at that rate, unless the calibrated guess says less; a timing under
+    `MIN_US` (mostly call overhead) does not count."""
+    from einsat.extract.profiled import OptimisticBound
+    from einsat.extract.target import TargetCost
+    from einsat.ir.signature import signature_of
+    from einsat.ir.types import TensorType
+    model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"}, tmp_path / "p.json")
+    sigs = [signature_of(einsat.Op.MATMUL, {}, [TensorType((n, 64)), TensorType((64, 32))]) for n in (64, 128, 256, 512)]
+    rate = 200.0  # FLOPs per µs: every MatMul here is compute-bound at it
+    entries = {s.key: {"us": s.flops() / rate, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sigs}
+    tiny = signature_of(einsat.Op.MATMUL, {}, [TensorType((2, 64)), TensorType((64, 32))])
+    entries[tiny.key] = {"us": 1.0, "flops": tiny.flops(), "bytes": tiny.bytes(), "kernels": 1}  # under MIN_US
+    model.add(entries, sigs=[*sigs, tiny])
+    dear, cheap = OptimisticBound.fit(model.db, Guess(1e9)), OptimisticBound.fit(model.db, Guess(1.0))
+    for n in (1024, 4096):
+        ins = [TensorType((n, 64)), TensorType((64, 32))]
+        out = [TensorType((n, 32))]
+        flops = 2 * n * 64 * 32
+        bytes_ = 4 * (n * 64 + 64 * 32 + n * 32)
+        # compute-bound: its bytes take less even at the slowest byte rate a timed MatMul reached
+        assert bytes_ / min(s.bytes() / (s.flops() / rate) for s in sigs) < flops / rate
+        assert dear.node_cost(einsat.Op.MATMUL, {}, ins, out) == pytest.approx(flops / rate, rel=1e-9)
+        assert cheap.node_cost(einsat.Op.MATMUL, {}, ins, out) == 1.0
+    with model.optimistic():
+        assert model._guess() is not model.fallback
+    assert model._guess() is model.fallback

@@ -214,6 +214,49 @@ class CalibratedRoofline(CostModel):
         return float(self.families[fam].time(flops, moved))
 
 
+class OptimisticBound(CostModel):
+    """What an unmeasured op might cost at best: the calibrated roofline's guess, or less where
+    the op's family has run faster than the fit (`fit`): at the launch-free roofline of the
+    fastest rates its family's timed ops reached. `measure.choose` extracts on it to find the
+    candidates worth timing (an op the calibrated fit overestimates is never chosen, so never
+    timed: einnet_conv5x5's 1×5 convolution to 5 channels, 3.9× its input, stayed a guess)."""
+
+    QUANTILE = 0.9  # of the timed ops' rates: the fastest few may be noise
+    MIN_US = 10.0   # shorter timings are mostly the call's overhead: their rates say little
+
+    def __init__(self, calibrated: CostModel, families: Mapping[str, Roofline]):
+        self.calibrated = calibrated
+        self.families = dict(families)
+        self.name = f"{getattr(calibrated, 'name', 'roofline')}-optimistic"
+
+    @staticmethod
+    def fit(db: ProfileDB, calibrated: CostModel) -> "OptimisticBound":
+        rates: dict[str, list[tuple[float, float]]] = {f: [] for f in FAMILIES}
+        for e in db.entries.values():
+            op = Op(e["signature"]["op"])
+            t = float(e.get(db.mode, e["us"]))
+            if e.get("kernels", 1) == 0 or family(op) == "view" or t < OptimisticBound.MIN_US:
+                continue
+            rates[family(op)].append((float(e["flops"]) / t, float(e["bytes"]) / t))
+
+        def bound(points):
+            if not points:
+                return None
+            f, b = np.quantile(np.asarray(points), OptimisticBound.QUANTILE, axis=0)
+            return Roofline(0.0, max(float(f), 1e-9), max(float(b), 1e-9))
+
+        overall = bound([p for ps in rates.values() for p in ps])
+        return OptimisticBound(calibrated, {f: r for f in FAMILIES if (r := bound(rates[f]) or overall)})
+
+    def node_cost(self, op, attrs, ins, outs) -> float:
+        guess = self.calibrated.node_cost(op, attrs, ins, outs)
+        fam = family(op)
+        if fam not in self.families:
+            return guess
+        flops, moved = flops_and_bytes(op, attrs, ins, outs)
+        return min(guess, float(self.families[fam].time(flops, moved)))
+
+
 CALIBRATION_VERSION = 2  # raise when the fit changes (its form, families or priors): kept fits are then refitted
 
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from einsat.errors import EinsatError
+from einsat.extract.cost import CostModel
 from einsat.extract.fusion import (
     EPILOGUE_KERNELS,
     LAYOUT_OPS,
@@ -41,7 +42,7 @@ from einsat.extract.fusion import (
     unit_residuals,
 )
 from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
-from einsat.extract.profiled import MeasuredCost, calibrated_fallback
+from einsat.extract.profiled import MeasuredCost, OptimisticBound, calibrated_fallback
 from einsat.ir.registry import opdef
 from einsat.ir.signature import Signature, signature_of
 
@@ -82,6 +83,8 @@ class TargetCost(MeasuredCost):
         db.mode = "us"
         super().__init__(db, fallback=calibrated_fallback(db, self.kind), mode="us",
                          name=name or f"measured-{self.kind}")
+        self._optimistic = False
+        self._bound: CostModel | None = None  # the optimistic bound, fitted when first asked
 
     # -- node costs -----------------------------------------------------------------------------
     def node_cost(self, op, attrs, ins, outs) -> float:
@@ -100,8 +103,26 @@ class TargetCost(MeasuredCost):
             sig = None
         entry = self.db.entries.get(sig.key) if sig is not None else None
         if entry is None:
-            return self.fallback.node_cost(op, attrs, ins, outs) + self.node_overhead_us
+            return self._guess().node_cost(op, attrs, ins, outs) + self.node_overhead_us
         return self._entry_us(entry) + self.node_overhead_us
+
+    def _guess(self) -> CostModel:
+        if not self._optimistic:
+            return self.fallback
+        if self._bound is None:
+            self._bound = OptimisticBound.fit(self.db, self.fallback)
+        return self._bound
+
+    @contextlib.contextmanager
+    def optimistic(self):
+        """Within the block an op the profile lacks costs what it might at best
+        (`OptimisticBound`: its family's fastest rates, at most the calibrated guess): an
+        extraction then chooses the unmeasured ops that could pay, for `measure.choose` to time."""
+        self._optimistic = True
+        try:
+            yield self
+        finally:
+            self._optimistic = False
 
     def _entry_us(self, entry: Mapping) -> float:
         """A measured entry's kernel time (µs), floored at the fallback's cost of a view."""
@@ -170,6 +191,7 @@ class TargetCost(MeasuredCost):
                 merged[key] = statistics.median(history)
             self.db.method = merged
         self.fallback = calibrated_fallback(self.db, self.kind)
+        self._bound = None
 
     def save(self) -> None:
         """Write the profile to its cache file (atomically; the folder is created), merged with the

@@ -331,7 +331,8 @@ def test_the_optimistic_bound_is_the_familys_measured_rate_and_never_above_the_g
     from einsat.ir.signature import signature_of
     from einsat.ir.types import TensorType
     model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"}, tmp_path / "p.json")
-    sigs = [signature_of(einsat.Op.MATMUL, {}, [TensorType((n, 64)), TensorType((64, 32))]) for n in (64, 128, 256, 512)]
+    sigs = [signature_of(einsat.Op.MATMUL, {}, [TensorType((n, 64)), TensorType((64, 32))])
+            for n in (64, 128, 256, 512)]
     rate = 200.0  # FLOPs per µs: every MatMul here is compute-bound at it
     entries = {s.key: {"us": s.flops() / rate, "flops": s.flops(), "bytes": s.bytes(), "kernels": 1} for s in sigs}
     tiny = signature_of(einsat.Op.MATMUL, {}, [TensorType((2, 64)), TensorType((64, 32))])

@@ -87,3 +87,28 @@ def test_optimize_extracts_the_derived_form_and_verifies_it(name):
         assert all(n.op is not Op.CONCAT or any(i not in result.graph.weights for i in n.inputs)
                    for n in result.graph.nodes)
         assert not any(n.op is Op.TRANSPOSE and n.inputs[0] in result.graph.weights for n in result.graph.nodes)
+
+
+def test_variants_of_one_derived_program_share_the_slots_last():
+    """A 5×5 convolution's derived programs, ranked as the search gives them: the first 8 repeat
+    programs that differ only in a padding or in the spatial axis a kernel split takes (same ops,
+    same FLOPs); `diverse` gives the slots to 8 distinct programs, the best first, and fills any
+    slots left over with the variants in rank order."""
+    from dataclasses import replace
+
+    from einsat.ir.registry import opdef
+    from einsat.ir.types import TensorType
+    from einsat.rewrites.derive.generator import DEFAULT_LIMITS, diverse, work
+    from einsat.rewrites.derive.search import derive
+    ins = [TensorType((1, 8, 12, 12)), TensorType((1, 8, 5, 5))]
+    attrs = {"stride": (1, 1), "padding": (2, 2, 2, 2), "dilation": (1, 1), "groups": 1}
+    cands = derive(opdef(Op.CONV).expression(ins, attrs), ins, frozenset({1}),
+                   replace(DEFAULT_LIMITS, max_depth=4)).candidates
+    works = [work(c.graph) for c in cands]
+    assert len(set(works[:8])) < 8 <= len(set(works))
+    picked = diverse(cands, 8)
+    assert picked[0] is cands[0] and len({work(c.graph) for c in picked}) == 8
+    firsts = [c for k, c in enumerate(cands) if works[k] not in works[:k]]
+    assert picked == firsts[:8]  # the best of each program, in rank order
+    every = diverse(cands, len(cands))
+    assert every[:len(firsts)] == firsts and sorted(map(id, every)) == sorted(map(id, cands))

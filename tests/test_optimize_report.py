@@ -17,8 +17,10 @@ def result():
     b = GraphBuilder("block")
     x = b.input("x", (8, 16))
     w1, w2 = b.weight("w1", (16, 16)), b.weight("w2", (16, 16))
+    # the time limit is far past what this block needs (under 1 s): a loaded machine (make test
+    # beside a benchmark) once passed 5 s, and the stop reason below was then the time limit
     return einsat.optimize(b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2)))),
-                           limits=Limits(nodes=2000, iterations=4, time_s=5), time_limit=2)
+                           limits=Limits(nodes=2000, iterations=4, time_s=60), time_limit=2)
 
 
 def test_asdict_to_dict_and_to_json_keep_everything(result):

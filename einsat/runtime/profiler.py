@@ -450,17 +450,24 @@ def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: 
     by default its onnxruntime session) and judge whether the candidate is faster; `backend`
     names what the runners run on, in the verdict.
 
-    With `confirm`, a verdict of faster is checked by a second block of `reps` rounds: the
-    candidate is faster only if that block says so too, and the figures are those of all the
-    rounds. (On the loaded development machine one block judged Inception-v3's result 1.06x
-    faster, p = 0.003, and the benchmark measured it 0.96x right after.)"""
+    With `confirm`, a verdict of faster is checked by a second block of `reps` rounds on fresh
+    runners (new sessions): the candidate is faster only if that block says so too, and the
+    figures are those of all the rounds. (On the loaded development machine one block judged
+    Inception-v3's result 1.06x faster, p = 0.003, and the benchmark measured it 0.96x right
+    after.) A session keeps what it drew for its whole life: where its buffers and weights
+    landed in memory, which onnxruntime kernel path it took. Two sessions of one program
+    differ by more than the programs do: nasrnn's result was judged 1.12x faster over 30 rounds
+    of one pair of sessions and measured 0.88x on the next pair; einnet_conv_transpose's input
+    ran 12 ms in one benchmark and 27 ms in another. So the second block draws again."""
     runner = runner or (lambda g, seed: ort_runner(g, seed, threads))
     runners = {"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}
     times = interleaved(runners, reps, warmup)
     first = judge(times["baseline"], times["candidate"], backend)
     if not (confirm and first.faster):
         return first
-    more = interleaved(runners, reps, warmup=0)
+    runners.clear()  # the first pair's memory goes before the second pair is built
+    runners = {"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}
+    more = interleaved(runners, reps, warmup)
     second = judge(more["baseline"], more["candidate"], backend)
     pooled = judge(times["baseline"] + more["baseline"], times["candidate"] + more["candidate"], backend)
     pooled.faster = pooled.faster and second.faster

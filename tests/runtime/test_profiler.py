@@ -3,6 +3,8 @@ timing luck), the verdict on side-by-side timings, and real onnxruntime timings 
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from einsat.ir.registry import Op
@@ -155,7 +157,7 @@ def test_a_verdict_of_faster_needs_a_second_block_to_agree():
             return 100.0 if seed == "b" or not first_block else 80.0
         return run
 
-    runners = iter(["b", "c"])
+    runners = itertools.cycle(["b", "c"])
     c = compare_programs(g, g, reps=5, warmup=2, runner=lambda graph, seed: scripted(graph, next(runners)))
     assert c.rounds == 10 and not c.faster
     runners = iter(["b", "c"])
@@ -188,3 +190,23 @@ def test_a_convolution_entry_keeps_its_kernels_shares():
         x = b.conv(x, b.weight(f"w{k}", (32, 32, 3, 3)), padding=(1, 1, 1, 1))
     if "ReorderOutput" in ort_kernel_times(b.build(x), runs=1):
         assert share.get("ReorderInput", 0) > 0 and share.get("ReorderOutput", 0) > 0
+
+
+def test_the_second_block_runs_on_fresh_sessions():
+    """Each session keeps the speed it drew (scripted, no timing): the candidate's first session
+    is lucky and wins every round of the first block; the second block builds new sessions, the
+    candidate's is no faster than the input's, and the verdict is not faster."""
+    from einsat.ir.builder import GraphBuilder
+    from einsat.runtime.profiler import compare_programs
+    b = GraphBuilder("g")
+    g = b.build(b.relu(b.input("x", (2,))))
+    speeds = iter([100.0, 80.0, 100.0, 100.0])  # baseline, candidate; then the fresh pair
+    built = []
+
+    def session(graph, seed):
+        us = next(speeds)
+        built.append(us)
+        return lambda: us
+
+    c = compare_programs(g, g, reps=5, warmup=2, runner=session)
+    assert built == [100.0, 80.0, 100.0, 100.0] and c.rounds == 10 and not c.faster

@@ -170,6 +170,15 @@ class ConvNeighbours:
         return float(np.exp(logt[k] + FLOP_SLOPE * (q[0] - feats_all[k, 0])))
 
 
+def timed_entries(db: ProfileDB):
+    """(family, FLOPs, bytes, time in the profile's mode) of each entry; entries that issue no
+    kernel count as "view"."""
+    for e in db.entries.values():
+        op = Op(e["signature"]["op"])
+        fam = "view" if e.get("kernels", 1) == 0 else family(op)
+        yield fam, float(e.get("flops", 0)), float(e.get("bytes", 0)), float(e.get(db.mode, e["us"]))
+
+
 class CalibratedRoofline(CostModel):
     """A roofline per op family, fitted to a profile of the same device (see `fit`)."""
 
@@ -184,13 +193,11 @@ class CalibratedRoofline(CostModel):
         """Fit each family with enough timed ops; the others use the fit over all timed ops."""
         points: dict[str, list[tuple[float, float, float]]] = {f: [] for f in FAMILIES}
         views = []
-        for e in db.entries.values():
-            op = Op(e["signature"]["op"])
-            t = float(e.get(db.mode, e["us"]))
-            if e.get("kernels", 1) == 0 or family(op) == "view":
+        for fam, flops, moved, t in timed_entries(db):
+            if fam == "view":
                 views.append(t)
-                continue
-            points[family(op)].append((float(e["flops"]), float(e["bytes"]), t))
+            else:
+                points[fam].append((flops, moved, t))
         everything = [p for ps in points.values() for p in ps]
         if len(everything) < min_points:
             raise EinsatError(f"the profile has {len(everything)} timed kernels; a calibration needs "
@@ -232,12 +239,9 @@ class OptimisticBound(CostModel):
     @staticmethod
     def fit(db: ProfileDB, calibrated: CostModel) -> "OptimisticBound":
         rates: dict[str, list[tuple[float, float]]] = {f: [] for f in FAMILIES}
-        for e in db.entries.values():
-            op = Op(e["signature"]["op"])
-            t = float(e.get(db.mode, e["us"]))
-            if e.get("kernels", 1) == 0 or family(op) == "view" or t < OptimisticBound.MIN_US:
-                continue
-            rates[family(op)].append((float(e["flops"]) / t, float(e["bytes"]) / t))
+        for fam, flops, moved, t in timed_entries(db):
+            if fam != "view" and t >= OptimisticBound.MIN_US:
+                rates[fam].append((flops / t, moved / t))
 
         def bound(points):
             if not points:

@@ -31,6 +31,8 @@ budget runs out or is cancelled, or when it stops improving (`ilp_watch.IlpWatch
 from __future__ import annotations
 
 import math
+import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -183,8 +185,7 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
         for d in sorted(users):  # aggregated over c's e-nodes: at most one of them is chosen
             row(0.0, np.inf, [(col[m], 1.0) for m in ids[d]] + [(col[i], -1.0) for i in users[d]])
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = _silent_solver(highspy)
     h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
     h.setOptionValue("mip_rel_gap", 1e-6)
     lp = highspy.HighsLp()
@@ -225,6 +226,30 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
     if selection is start and status != highspy.HighsModelStatus.kOptimal:
         text += ", start kept"
     return IlpResult(selection, found, text, gap, bound, time.perf_counter() - t0, ncol, len(rows_lo))
+
+
+def _silent_solver(highspy):
+    """A solver that prints nothing. highspy 1.16 prints its banner on the process's stdout (fd 1,
+    past Python's `sys.stdout`) when the first solver is made, before any option can be set: fd 1
+    points at /dev/null while one is made, then `output_flag` silences the solver itself."""
+    if sys.stdout is not None:
+        sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no fd 1 (a daemon): nothing to protect
+        saved = None
+    if saved is not None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    try:
+        h = highspy.Highs()
+    finally:
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def _start_vector(problem: Problem, start: Selection, col, gcol, tcol, comp, ncol):

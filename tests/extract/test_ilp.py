@@ -66,3 +66,26 @@ def test_time_limit_reports_a_gap():
     assert result.bound <= result.cost <= problem.cost(tree)
     assert abs(result.gap - (result.cost - result.bound) / result.cost) < 1e-9
     assert problem.is_acyclic(result.selection)
+
+
+def test_the_solver_prints_nothing_on_stdout(monkeypatch, capfd):
+    """highspy 1.16 prints a banner ("Running HiGHS 1.16.0 ... Copyright ...") on fd 1 when the
+    first solver of a process is made, before any option can turn output off: a solver that does
+    the same, on a real solve, must leave stdout as it was."""
+    import os
+
+    import highspy
+
+    class Announcing(highspy.Highs):
+        def __init__(self):
+            os.write(1, b"Running HiGHS 1.16.0 (git hash: f3f113d): Copyright (c) 2026 under MIT licence terms\n")
+            super().__init__()
+
+    monkeypatch.setattr(highspy, "Highs", Announcing)
+    data = make({0: [leaf("x")], 1: [node(10, 0), node(1, 2)], 2: [node(12, 0), node(1, 1)]}, roots=[1, 2])
+    problem = Problem(data, AttrCost())
+    print("before", flush=True)
+    result = solve_ilp(problem, greedy_tree(problem)[0])
+    print("after", flush=True)
+    assert result.cost == 11
+    assert capfd.readouterr().out == "before\nafter\n"

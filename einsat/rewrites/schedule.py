@@ -29,6 +29,7 @@ from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
 from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
+from einsat.rewrites.derive.fusion import fusion_generator
 from einsat.rewrites.derive.generator import after_derivations, default_derive_generator, derive_generator
 from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_generator
 from einsat.rewrites.mutate.correction_fusion import correction_fusion_generator
@@ -67,5 +68,5 @@ def einnet_schedule(rank=None) -> Schedule:
 
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
     phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
-              + tuple(default_rulesets()) + (fold_generator(), merge_derived, fuse_eops))
+              + tuple(default_rulesets()) + (fold_generator(), merge_derived, fuse_eops, fusion_generator()))
     return Schedule(tuple(p for p in phases if p is not None))

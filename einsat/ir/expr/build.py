@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from einsat.ir.expr.index import Index, as_index, var
-from einsat.ir.expr.nodes import Body, Call, Expr, Iter, Read
+from einsat.ir.expr.nodes import Body, Call, Const, Expr, Iter, Read
 
 
 def iters(prefix: str, sizes: Sequence[int], lows: Sequence[int] | None = None) -> tuple[Iter, ...]:
@@ -74,3 +74,66 @@ def window(out: Iter, tap: Iter, stride: int, dilation: int, pad_begin: int) -> 
 def epilogue(core: Expr, loops: Sequence[Iter], extra: Body, fn: str = "add") -> Expr:
     """L_loops fn({core}[loops], extra): a bias or a residual added to a scope."""
     return Expr(tuple(loops), (), Call(fn, (scope_read(core, loops), extra)))
+
+
+def _split(loops: Sequence[Iter], axes: Sequence[int]) -> tuple[tuple[Iter, ...], tuple[Iter, ...]]:
+    """(kept, reduced): the loops off `axes` and those on them."""
+    kept = tuple(it for k, it in enumerate(loops) if k not in axes)
+    return kept, tuple(loops[a] for a in axes)
+
+
+def row_scope(src, shape: Sequence[int], axes: Sequence[int], body_of, reduce: str = "sum") -> Expr:
+    """L_kept R_axes body_of(read): a reduction of input `src` of `shape` over `axes` (its loops
+    the kept dims in order); `body_of(read, kept_names)` builds the summand from the read of the
+    input at the reduced point."""
+    kept = iters("k", [d for k, d in enumerate(shape) if k not in axes])
+    sums = iters("r", [shape[a] for a in axes])
+    names, it_k, it_s = [], iter(kept), iter(sums)
+    for k in range(len(shape)):
+        names.append(next(it_s).name if k in axes else next(it_k).name)
+    x = Read(src, tuple(var(n) for n in names))
+    return Expr(kept, sums, body_of(x, kept), reduce)
+
+
+def softmax(shape: Sequence[int], axis: int) -> Expr:
+    """softmax along `axis`: exp(x - max) / Σ exp(x - max), the max and the sum as scopes over
+    the other dims (the registry's order of rounding)."""
+    def centred(x: Read, kept) -> Body:
+        return Call("exp", (Call("sub", (x, Read(peak, tuple(var(it.name) for it in kept)))),))
+
+    peak = row_scope(0, shape, (axis,), lambda x, kept: x, reduce="max")
+    total = row_scope(0, shape, (axis,), centred)
+    loops = iters("o", shape)
+    kept, _ = _split(loops, (axis,))
+    x = Read(0, tuple(var(it.name) for it in loops))
+    at = tuple(var(it.name) for it in kept)
+    num = Call("exp", (Call("sub", (x, Read(peak, at))),))
+    return Expr(loops, (), Call("div", (num, Read(total, at))))
+
+
+def layernorm(shape: Sequence[int], axis: int, epsilon: float, scale: Sequence[int],
+              bias: Sequence[int] | None) -> Expr:
+    """(x - mean) / sqrt(var + eps) * scale (+ bias) over the dims from `axis` on: the mean and
+    the (biased) variance as scopes over the leading dims (the registry's order of rounding)."""
+    axes = tuple(range(axis, len(shape)))
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    inv = Const(1.0 / max(count, 1))
+    mean = row_scope(0, shape, axes, lambda x, kept: Call("mul", (x, inv)))
+
+    def square(x: Read, kept) -> Body:
+        d = Call("sub", (x, Read(mean, tuple(var(it.name) for it in kept))))
+        return Call("mul", (Call("mul", (d, d)), inv))
+
+    var_ = row_scope(0, shape, axes, square)
+    loops = iters("o", shape)
+    lead, trail = loops[:axis], loops[axis:]
+    at = tuple(var(it.name) for it in lead)
+    x = Read(0, tuple(var(it.name) for it in loops))
+    d = Call("sub", (x, Read(mean, at)))
+    y = Call("mul", (Call("div", (d, Call("sqrt", (Call("add", (Read(var_, at), Const(float(epsilon)))),)))),
+                     broadcast_read(1, scale, trail)))
+    if bias is not None:
+        y = Call("add", (y, broadcast_read(2, bias, trail)))
+    return Expr(loops, (), y)

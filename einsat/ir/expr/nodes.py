@@ -25,7 +25,7 @@ from typing import Callable, Iterator, Mapping, Union
 from einsat.ir.expr.index import Index
 
 COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum"})
-BINARY = frozenset({"add", "sub", "mul", "div", "maximum", "minimum"})
+BINARY = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "pow"})
 UNARY = frozenset({"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "neg", "abs", "erf", "floor", "gelu"})
 LINEAR = frozenset({"add", "sub", "neg"})  # linear in their arguments jointly (mul: in each one)
 

@@ -14,6 +14,7 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.expr import build
 from einsat.ir.ops.onnx_args import first_output_only
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, register, same_dtype
 from einsat.ir.types import TensorType
@@ -112,6 +113,12 @@ class LayerNorm(OpDef):
         """8 per element: mean (1), centre (1), square and sum (2), divide (2), scale and shift (2)."""
         return 8 * outs[0].size
 
+    def expression(self, inputs, attrs):
+        """The mean and variance as scopes over the leading dims, then the normalized value
+        (`expr.build.layernorm`): how a fused eOperator reads it."""
+        bias = inputs[2].shape if len(inputs) > 2 and inputs[2] is not None else None
+        return build.layernorm(inputs[0].shape, attrs["axis"], attrs["epsilon"], inputs[1].shape, bias)
+
     def from_onnx(self, ctx, onode):
         a = ctx.attrs(onode)
         first_output_only(ctx, onode)
@@ -146,6 +153,10 @@ class Softmax(OpDef):
     def flops(self, ins, outs, attrs):
         """5 per element: max, subtract, exp, sum, divide."""
         return 5 * outs[0].size
+
+    def expression(self, inputs, attrs):
+        """The row max and the row sum as scopes, then exp(x - max) / sum (`expr.build.softmax`)."""
+        return build.softmax(inputs[0].shape, attrs["axis"])
 
     def from_onnx(self, ctx, onode):
         return [onode.input[0]], {"axis": ctx.attrs(onode).get("axis", -1)}

@@ -1,0 +1,165 @@
+"""Fusion as a derivation: a producer-consumer chain of element-wise, broadcast and reduction ops
+as one eOperator (EinNet §4.2 traversal merging, §5.2 eOperators), unioned beside the chain.
+
+For each value of the source program computed by a fusable op (an element-wise op with an
+expression, softmax, layernorm, reduce_sum / reduce_mean, a memory-bound eop), the generator
+grows the chain that ends there: a child e-class joins when it is computed by a fusable op, is
+no program output, holds no weights alone, and every e-node that reads it lies inside the chain
+(its value is needed nowhere else, so fusing it removes its round trip to memory). Each join
+composes the producer's expression into the consumer's (`ir.expr.compose`): element-wise
+producers are inlined, reductions (a row's max, sum, mean, variance) stay scopes. A child that
+is a one-element weight (a scale, an epsilon, GELU's 0.5) becomes a constant of the expression.
+The chain's eop, over its external inputs, is unioned into the value's e-class when it merged at
+least two ops; extraction decides by cost whether it runs (under a roofline an unmeasured eop is
+charged its external inputs and output once, and one launch).
+
+Bounds: `MAX_OPS` ops per chain, `MAX_TERMS` terms per expression, `MAX_CHAINS` chains per
+round; chains in e-class order, a class's e-nodes in their order: deterministic. A fused eop
+keeps its expression, so NumPy, verification and ONNX export work on it as on any eop.
+
+Targets: the fused eOperator pays where einsat's generated kernels run it (the GPU models); on
+a target that runs the program through onnxruntime (whose cost model folds weights at load) an
+eop runs as its ONNX expansion, slower than onnxruntime's own fused kernels, so the generator
+adds nothing there.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from einsat.egraph.data import ABSENT, EGraphData, ENode
+from einsat.egraph.rules import Generator
+from einsat.egraph.terms import Term
+from einsat.ir.expr.compose import compact, compose, constant_input, size
+from einsat.ir.expr.measure import is_memory_bound
+from einsat.ir.expr.nodes import Expr
+from einsat.ir.expr.printer import fingerprint
+from einsat.ir.registry import Op, opdef
+from einsat.rewrites.post.fold import weight_only
+
+FUSABLE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.RELU, Op.SIGMOID,
+                     Op.TANH, Op.EXP, Op.LOG, Op.SQRT, Op.NEG, Op.ABS, Op.ERF, Op.GELU, Op.SOFTMAX,
+                     Op.LAYERNORM, Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.EOP})
+MAX_OPS = 16
+MAX_TERMS = 400
+MAX_CHAINS = 512
+
+
+def _expression(node: ENode, data: EGraphData) -> Expr | None:
+    """The node's expression when it is fusable: a float op of a known expression, memory-bound."""
+    if node.op not in FUSABLE or ABSENT in node.children:
+        return None
+    types = [data.classes[c].type for c in node.children]
+    if any(t is None or t.dtype.kind != "f" for t in types):
+        return None
+    try:
+        e = opdef(node.op).expression(types, node.attrs)
+    except (NotImplementedError, ValueError):
+        return None
+    if e is None or not is_memory_bound(e, [t.shape for t in types]):
+        return None
+    return e
+
+
+def _fusable(cid: int, data: EGraphData) -> tuple[ENode, Expr] | None:
+    for node in data.classes[cid].nodes:
+        e = _expression(node, data)
+        if e is not None:
+            return node, e
+    return None
+
+
+def _scalar(cid: int, data: EGraphData) -> float | None:
+    """The value of a one-element weight e-class, else None."""
+    for node in data.classes[cid].nodes:
+        if node.leaf is not None and node.leaf[0] == "weight":
+            w = np.asarray(data.weights[node.leaf[1]])
+            if w.size == 1 and w.dtype.kind == "f":
+                return float(w.reshape(()))
+    return None
+
+
+def _consumers(data: EGraphData) -> dict[int, set[int]]:
+    out: dict[int, set[int]] = defaultdict(set)
+    for cid, cls in data.classes.items():
+        for n in cls.nodes:
+            for c in n.children:
+                if c != ABSENT:
+                    out[c].add(cid)
+    return out
+
+
+def chain(cid: int, data: EGraphData, consumers, fixed: set[int]) -> tuple[Expr, list[int], int] | None:
+    """(expression, external input e-classes, ops merged) of the chain ending at e-class `cid`
+    (see the module doc), or None when `cid` is not computed by a fusable op."""
+    start = _fusable(cid, data)
+    if start is None:
+        return None
+    node, e = start
+    children: list[int] = list(node.children)
+    members, ops = {cid}, 1
+    grown = True
+    while grown and ops < MAX_OPS:
+        grown = False
+        for k, c in enumerate(children):
+            value = _scalar(c, data)
+            if value is not None:
+                e, children = compact(constant_input(e, k, value), children)
+                grown = True
+                break
+            if c in fixed or c in members or not consumers[c] <= members:
+                continue
+            inner = _fusable(c, data)
+            if inner is None:
+                continue
+            inner_node, inner_e = inner
+            base = len(children)
+            new = compose(e, k, inner_e, list(range(base, base + len(inner_node.children))))
+            if size(new) > MAX_TERMS:
+                continue
+            e, children = compact(new, children + list(inner_node.children))
+            members.add(c)
+            ops += 1
+            grown = True
+            break
+    return e, children, ops
+
+
+def fuse_chains(session, data: EGraphData) -> int:
+    """One round: each fusable value's chain, when it merges two ops or more, unioned in as an
+    eop (see the module doc)."""
+    if getattr(session.cost, "folds_weights_at_load", False):
+        return 0
+    consumers = _consumers(data)
+    const = set(weight_only(data))
+    fixed = set(data.roots) | const
+    unions = chains = 0
+    for cid in sorted(data.classes):
+        if chains >= MAX_CHAINS:
+            break
+        cls = data.classes[cid]
+        if cls.name is None or cid in const:
+            continue
+        found = chain(cid, data, consumers, fixed)
+        if found is None or found[2] < 2:
+            continue
+        e, children, _ = found
+        out_t = cls.type
+        if any(data.classes[c].type.dtype != out_t.dtype for c in children) or not children:
+            continue
+        chains += 1
+        text = fingerprint(e)
+        if any(n.op is Op.EOP and n.attrs.get("expr") == text and list(n.children) == children for n in cls.nodes):
+            continue
+        session.union(cid, Term(Op.EOP, tuple(children), {"expr": text}))
+        unions += 1
+    return unions
+
+
+def fusion_generator(every: int = 1, first_steps: int | None = 1) -> Generator:
+    """Fusion of element-wise, broadcast and reduction chains into eOperators (see the module doc)."""
+    return Generator("eop-chain-fusion",
+                     "f(g(h(x))) = eop(x): a chain of element-wise and reduction ops as one eOperator "
+                     "(EinNet §4.2 traversal merging)", fuse_chains, every=every, first_steps=first_steps)

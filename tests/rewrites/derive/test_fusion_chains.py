@@ -1,0 +1,151 @@
+"""Fusion as a derivation: each fused form (softmax, scaled and masked softmax, layernorm, RMSNorm,
+GELU in its erf and tanh forms, SiLU / SwiGLU, bias + activation + residual) becomes one eop in
+its chain's e-class, and the eop computes what the chain computes on random inputs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from einsat.egraph import Limits, Schedule, Session
+from einsat.egraph.data import EGraphData
+from einsat.extract.models import cost_model
+from einsat.ir import GraphBuilder, Op
+from einsat.ir.expr import evaluate
+from einsat.ir.expr.compose import compose, inline, size
+from einsat.ir.expr.nodes import scopes
+from einsat.ir.ops.eop import expression_of
+from einsat.ir.registry import opdef
+from einsat.ir.types import TensorType
+from einsat.rewrites.derive.fusion import MAX_OPS, fuse_chains, fusion_generator
+from einsat.testing.egraphs import assert_consistent
+
+F = np.float64
+shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
+
+
+def _gelu_erf(b, x):
+    return b.mul(b.mul(x, b.const(0.5, F)), b.add(b.erf(b.div(x, b.const(np.sqrt(2.0), F))), b.const(1.0, F)))
+
+
+def _gelu_tanh(b, x):
+    inner = b.mul(b.add(x, b.mul(b.pow(x, b.const(3.0, F)), b.const(0.044715, F))), b.const(np.sqrt(2 / np.pi), F))
+    return b.mul(b.mul(x, b.const(0.5, F)), b.add(b.tanh(inner), b.const(1.0, F)))
+
+
+def _rmsnorm(b, x, shape):
+    ms = b.reduce_mean(b.mul(x, x), axes=(len(shape) - 1,), keepdims=1)
+    return b.mul(b.div(x, b.sqrt(b.add(ms, b.const(1e-6, F)))), b.weight("g", (shape[-1],), F))
+
+
+FORMS = {
+    "softmax": lambda b, x, s: b.softmax(x, axis=len(s) - 1),
+    "softmax_first_axis": lambda b, x, s: b.softmax(x, axis=0),
+    "scaled_masked_softmax": lambda b, x, s: b.softmax(
+        b.add(b.mul(x, b.const(0.125, F)), b.input("mask", (1,) * (len(s) - 1) + (s[-1],), F)), axis=len(s) - 1),
+    "layernorm_residual": lambda b, x, s: b.layernorm(
+        b.add(x, b.input("res", s, F)), b.weight("g", (s[-1],), F), b.weight("beta", (s[-1],), F), axis=len(s) - 1),
+    "rmsnorm": lambda b, x, s: _rmsnorm(b, x, s),
+    "gelu_erf": lambda b, x, s: _gelu_erf(b, b.add(x, b.weight("bias", (s[-1],), F))),
+    "gelu_tanh": lambda b, x, s: _gelu_tanh(b, x),
+    "swiglu": lambda b, x, s: b.mul(b.mul(x, b.sigmoid(x)), b.input("up", s, F)),
+    "bias_act_residual": lambda b, x, s: b.add(b.relu(b.add(x, b.weight("bias", (s[-1],), F))), b.input("r", s, F)),
+}
+WHOLE = {"softmax", "softmax_first_axis"}  # one op: nothing to merge, no eop expected
+
+
+def _session(form: str, shape) -> tuple[Session, EGraphData, int]:
+    b = GraphBuilder(form)
+    x = b.input("x", shape, F)
+    g = b.build(FORMS[form](b, x, shape))
+    s = Session(Limits(iterations=1), cost=cost_model("h100-roofline"))
+    s.add_graph(g)
+    s.run(Schedule((fusion_generator(),)))
+    data = s.export()
+    return s, data, data.roots[0]
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@settings(max_examples=8, deadline=None)
+@given(shape=shapes)
+def test_a_fused_chain_is_one_eop_that_computes_the_chain(form, shape):
+    _, data, root = _session(form, shape)
+    eops = [n for n in data.classes[root].nodes if n.op is Op.EOP]
+    if form in WHOLE:
+        assert not eops
+        return
+    assert eops, f"{form}: no fused eop in the output's e-class"
+    # the whole chain merged: the eop reads graph inputs and weights only, never an interior value
+    for n in eops:
+        for c in n.children:
+            assert any(m.leaf is not None for m in data.classes[c].nodes), (form, data.classes[c].nodes)
+    assert assert_consistent(data, rtol=1e-9, atol=1e-9) >= 2  # fused vs unfused, random inputs
+
+
+@settings(max_examples=20, deadline=None)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4).map(tuple), data=st.data())
+def test_softmax_and_layernorm_expressions_are_their_ops(shape, data):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    d = opdef(Op.SOFTMAX)
+    np.testing.assert_allclose(evaluate(d.expression([TensorType.of(x)], {"axis": axis}), [x]),
+                               d.numpy([x], {"axis": axis})[0], rtol=1e-12, atol=1e-12)
+    norm = shape[axis:]
+    scale, bias = rng.standard_normal(norm), rng.standard_normal(norm[-1:])
+    attrs = {"axis": axis, "epsilon": 1e-3}
+    e = opdef(Op.LAYERNORM).expression([TensorType.of(a) for a in (x, scale, bias)], attrs)
+    np.testing.assert_allclose(evaluate(e, [x, scale, bias]), opdef(Op.LAYERNORM).numpy([x, scale, bias], attrs)[0],
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_composing_inlines_maps_and_keeps_reductions_as_scopes():
+    t = TensorType((3, 4), F)
+    soft = opdef(Op.SOFTMAX).expression([t], {"axis": 1})
+    scaled = opdef(Op.MUL).expression([t, TensorType((), F)], {})
+    e = compose(soft, 0, scaled, [0, 1])
+    assert len(scopes(e)) == 2 and all(s.sums for s in scopes(e))  # the row max and the row sum
+    assert inline(e) == e and size(e) > size(soft)
+    rng = np.random.default_rng(1)
+    x, c = rng.standard_normal((3, 4)), np.asarray(0.3)
+    np.testing.assert_allclose(evaluate(e, [x, c]), evaluate(soft, [x * c]), rtol=1e-12, atol=1e-12)
+
+
+def test_an_interior_value_read_elsewhere_is_not_fused_away():
+    b = GraphBuilder("shared")
+    x = b.input("x", (2, 8), F)
+    h = b.add(x, b.weight("bias", (8,), F))
+    g = b.build(b.softmax(h, axis=1), b.relu(h))  # h has two readers: it stays an input of the chains
+    s = Session(Limits(iterations=1), cost=cost_model("h100-roofline"))
+    s.add_graph(g)
+    s.run(Schedule((fusion_generator(),)))
+    data = s.export()
+    assert not any(n.op is Op.EOP for c in data.classes.values() for n in c.nodes)
+
+
+def test_no_fusion_for_onnxruntime_targets():
+    class Ort:
+        folds_weights_at_load = True
+    s, data, _ = _session("gelu_erf", (2, 3))
+    s.cost = Ort()
+    assert fuse_chains(s, data) == 0
+
+
+def test_a_long_chain_is_cut_at_max_ops():
+    b = GraphBuilder("long")
+    t = x = b.input("x", (4,), F)
+    for _ in range(MAX_OPS + 4):
+        t = b.relu(b.add(t, x))
+    _, data, root = _session_of(b.build(t))
+    (eop,) = [n for n in data.classes[root].nodes if n.op is Op.EOP]
+    e = expression_of(eop.attrs["expr"])
+    assert sum(1 for _ in str(e).split("Call(fn='relu'")) - 1 == MAX_OPS // 2
+    assert assert_consistent(data) > 0
+
+
+def _session_of(g):
+    s = Session(Limits(iterations=1), cost=cost_model("h100-roofline"))
+    s.add_graph(g)
+    s.run(Schedule((fusion_generator(),)))
+    data = s.export()
+    return s, data, data.roots[0]

@@ -12,7 +12,7 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test test-distributed test-gpu-static notebooks bench bench-gpu torch-venv lint clean
+.PHONY: demo test test-distributed test-gpu-static notebooks lab bench bench-gpu torch-venv lint clean
 demo: $(STAMP)
 	@mkdir -p build
 	$(PY) -m einsat.cli demo --report build/demo-report.html
@@ -20,6 +20,16 @@ demo: $(STAMP)
 # The notebooks executed in a Jupyter kernel, outputs and pictures included: build/notebooks/*.ipynb
 notebooks: $(STAMP)
 	$(PY) scripts/run_notebooks.py build/notebooks
+
+# The notebooks open in JupyterLab, from .venv: jupytext's contents manager reads the .py notebooks as
+# notebooks (and writes them back as .py), and scripts/lab/overrides.json makes a double click open a
+# .py file as a notebook (--allow-root where root runs it, as in a container). It prints the URL to
+# open; Ctrl-C stops it. tests/notebooks/test_lab.py
+# starts this command on loopback and opens a notebook through the server's REST API.
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR)/notebooks \
+	  --ServerApp.contents_manager_class=jupytext.TextFileContentsManager \
+	  --LabApp.app_settings_dir=$(CURDIR)/scripts/lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: $(STAMP) torch-venv
 	$(PY) -m pytest -n 2 -q tests

@@ -18,10 +18,23 @@ from typing import Sequence
 import numpy as np
 
 from einsat.errors import ExecutionError
-from einsat.gpu.kernels.codegen import CType, Kernel, Param, ctype, decompose, extent, grid_stride, make_kernel, memoize
+from einsat.gpu.kernels.codegen import (
+    CType,
+    Kernel,
+    Param,
+    block_rows,
+    ctype,
+    decompose,
+    extent,
+    grid_stride,
+    make_kernel,
+    memoize,
+)
 from einsat.gpu.kernels.elementwise import EXPRESSIONS, Operand, Step
+from einsat.gpu.kernels.reduce import SERIAL_MAX, _block_size
 from einsat.ir.expr import Index, parse
-from einsat.ir.expr.nodes import Body, Call, Const, Expr, Guard, Read, scopes
+from einsat.ir.expr.compose import row_form
+from einsat.ir.expr.nodes import Body, Call, Const, Expr, Guard, Read, all_scopes, scopes
 
 
 def floordiv(a: str, q: int) -> str:
@@ -126,11 +139,16 @@ class _Writer:
 @memoize
 def eop_kernel(expr: str, inputs: Sequence[Operand], out_dtype) -> Kernel:
     """The kernel of an eop whose `expr` attribute is `expr`, over `inputs` (any views);
-    parameters in0..in{n-1}, then `out` (contiguous)."""
+    parameters in0..in{n-1}, then `out` (contiguous). A fused row expression (`row_form`:
+    softmax, layernorm, RMSNorm and what feeds them) gets the row kernel (`row_kernel`), any
+    other one a thread per output element."""
     e = parse(expr)
     ct = ctype(out_dtype)
     if ct.compute == "bool":
         raise ExecutionError("eop kernels compute numbers, not booleans")
+    rows = row_form(e)
+    if rows is not None:
+        return row_kernel(e, rows, inputs, out_dtype)
     w = _Writer(inputs, ct)
     inner = w.reduction(e, "x", indent="        ")
     lines = [decompose("i", e.shape, prefix="p")] if e.shape else []
@@ -142,3 +160,70 @@ def eop_kernel(expr: str, inputs: Sequence[Operand], out_dtype) -> Kernel:
     params = [Param(f"in{k}", "in", op.dtype) for k, op in enumerate(inputs)] + [Param("out", "out", out_dtype)]
     span = max([work] + [extent(op.shape, op.strides) for op in inputs])
     return make_kernel("eop", params, grid_stride("\n".join(lines), work), work, span=span)
+
+
+class _RowWriter(_Writer):
+    """A writer whose scope reads are the row's statistics, computed before (C variables)."""
+
+    def __init__(self, inputs: Sequence[Operand], ct: CType, values: dict[Expr, str]):
+        super().__init__(inputs, ct)
+        self.values = values
+
+    def read(self, r: Read, names, ranges) -> str:
+        if isinstance(r.src, Expr):
+            return f"(({self.ct.compute}){self.values[r.src]})"
+        return super().read(r, names, ranges)
+
+
+def row_kernel(e: Expr, rows: int, inputs: Sequence[Operand], out_dtype) -> Kernel:
+    """A fused row expression (`ir.expr.compose.row_form`): its leading `rows` dims are rows,
+    each scope a reduction over the rest that is computed once per row, in dependency order
+    (a layernorm's mean before its variance), then the row's outputs. Statistics accumulate in
+    the accumulator type (float for fp32 and fp16, double for fp64). Rows longer than
+    `SERIAL_MAX` (the longest scope or output row) get a block each: its threads stride over
+    the row (consecutive threads, consecutive elements: coalesced loads) and combine with the
+    warp-shuffle block reductions of the prelude; shorter rows a thread each."""
+    ct = ctype(out_dtype)
+    t = ct.acc
+    order = [s for s in all_scopes(e) if s is not e]  # children before parents
+    values = {s: f"st{k}" for k, s in enumerate(order)}
+    w = _RowWriter(inputs, ct, values)
+    row_shape, col_shape = e.shape[:rows], e.shape[rows:]
+    n_rows, n_cols = int(np.prod(row_shape)), int(np.prod(col_shape))
+    parallel = max([n_cols] + [s.sum_points() for s in order]) > SERIAL_MAX
+    lo, step, row = ("threadIdx.x", "blockDim.x", "row") if parallel else ("0", "1", "i")
+    lines = [decompose(row, row_shape, prefix="p")] if row_shape else []
+    row_vars = [f"x_{it.name}" for it in e.loops[:rows]]
+    lines += [f"        const idx_t {v} = p{k} + {it.lo}LL;" for k, (v, it) in enumerate(zip(row_vars, e.loops))]
+    for k, s in enumerate(order):
+        names = {it.name: (row_vars[j] if j < rows else f"{it.lo}LL") for j, it in enumerate(s.loops)}
+        names.update({it.name: f"s{k}_{j}" for j, it in enumerate(s.sums)})
+        if s.reduce == "max":
+            init, update, combine = ct.lowest(), f"st{k} = (v > st{k} || v != v) ? v : st{k};", "einsat_block_max"
+        else:
+            init, update, combine = ct.literal(0), f"st{k} += v;", "einsat_block_sum"
+        lines.append(f"        {t} st{k} = {init};")
+        lines.append(f"        for (idx_t c = {lo}; c < {s.sum_points()}LL; c += {step}) {{")
+        lines.append(decompose("c", [it.size for it in s.sums], prefix=f"q{k}_", indent="            "))
+        lines += [f"            const idx_t s{k}_{j} = q{k}_{j} + {it.lo}LL;" for j, it in enumerate(s.sums)]
+        lines.append(f"            const {t} v = ({t})({w.body(s.body, names, s.ranges())});")
+        lines.append(f"            {update}")
+        lines.append("        }")
+        if parallel:
+            lines.append(f"        st{k} = {combine}(st{k}, smem);")
+    names = {it.name: f"x_{it.name}" for it in e.loops}
+    lines.append(f"        for (idx_t c = {lo}; c < {n_cols}LL; c += {step}) {{")
+    if col_shape:
+        lines.append(decompose("c", col_shape, prefix="pc", indent="            "))
+    lines += [f"            const idx_t x_{it.name} = pc{k} + {it.lo}LL;" for k, it in enumerate(e.loops[rows:])]
+    value = w.body(e.body, names, e.ranges())
+    lines.append(f"            out[{row} * {n_cols}LL + c] = {ct.save(f'({t})({value})')};")
+    lines.append("        }")
+    body = "\n".join(lines)
+    params = [Param(f"in{k}", "in", op.dtype) for k, op in enumerate(inputs)] + [Param("out", "out", out_dtype)]
+    span = max([n_rows * n_cols] + [extent(op.shape, op.strides) for op in inputs])
+    if not parallel:
+        return make_kernel("eop_rows", params, grid_stride(body, n_rows), n_rows, span=span)
+    block = _block_size(max([n_cols] + [s.sum_points() for s in order]))
+    body = f"    __shared__ {t} smem[32];\n" + block_rows(body, n_rows)
+    return make_kernel("eop_rows", params, body, n_rows, block=block, per_block=1, span=span)

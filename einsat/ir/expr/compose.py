@@ -11,7 +11,21 @@ memory-bound map: recomputing costs arithmetic, materializing it costs a tensor'
 
 from __future__ import annotations
 
-from einsat.ir.expr.nodes import Body, Const, Expr, Read, inputs_used, map_reads, relabel_inputs, subst, walk
+from einsat.ir.expr.index import var
+from einsat.ir.expr.nodes import (
+    Body,
+    Const,
+    Expr,
+    Read,
+    all_scopes,
+    inputs_used,
+    map_reads,
+    reads,
+    relabel_inputs,
+    scopes,
+    subst,
+    walk,
+)
 
 
 def inline(e: Expr) -> Expr:
@@ -109,3 +123,42 @@ def size(e: Expr) -> int:
                 n += count(t.src)
         return n
     return count(e)
+
+
+def row_form(e: Expr) -> int | None:
+    """r when `e` is a map over its leading r dims ("rows") whose scopes are all reductions
+    over the rest of their input (a row's max, sum, mean, variance), each read at its row:
+    subscripts the row iterators in order, then constants at size-1 dims; a scope's own scopes
+    likewise at its loops. A kernel then computes each scope once per row (a block per row,
+    `gpu.kernels.eop`). None otherwise (no scopes, an own summation, a scope read elsewhere)."""
+    if e.sums or not scopes(e):
+        return None
+    rows: set[int] = set()
+    for parent in all_scopes(e):
+        if parent is not e and not parent.sums:
+            return None
+        for r in reads(parent.body):
+            if not isinstance(r.src, Expr):
+                continue
+            n = _row_prefix(r, parent)
+            if n is None:
+                return None
+            rows.add(n)
+    if len(rows) != 1:
+        return None
+    (n,) = rows
+    return n if n < len(e.loops) or all(it.size == 1 for it in e.loops[n:]) else None
+
+
+def _row_prefix(r: Read, parent: Expr) -> int | None:
+    """How many leading subscripts of the scope read `r` in `parent` are `parent`'s own loop
+    iterators in order (the rest constants at the scope's size-1 dims), or None."""
+    s = r.src
+    n = 0
+    while n < len(r.idx) and n < len(parent.loops) and r.idx[n] == var(parent.loops[n].name) \
+            and s.loops[n].lo == parent.loops[n].lo and s.loops[n].hi == parent.loops[n].hi:
+        n += 1
+    for i, it in zip(r.idx[n:], s.loops[n:]):
+        if i.terms or it.size != 1 or i.const != it.lo:
+            return None
+    return n

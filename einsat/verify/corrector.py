@@ -43,7 +43,7 @@ from einsat.errors import ShapeError, VerificationError
 from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
 from einsat.verify import boxes, boxviews
-from einsat.verify.field import P, Source, embed, mix_key
+from einsat.verify.field import NotMultilinearError, P, Source, embed, mix_key
 from einsat.verify.fieldeval import FieldEnv, degrees, evaluate, evaluate_at
 from einsat.verify.regions import Region, cover_mask, mask_of, merge_cells
 from einsat.verify.splits import cells, count_cells, none, uniform_splits
@@ -210,9 +210,28 @@ def check_pair(original: Graph, mutant: Graph) -> list[tuple[str, str]]:
     return list(zip(original.outputs, mutant.outputs))
 
 
+# what a NotMultilinearError out of find_differences adds to the node it names
+MULTILINEAR_ONLY = ("find_differences and correct take multi-linear programs only (PET corrects a model's "
+                    "multi-linear parts: convolutions, matmuls, sums, layout changes); "
+                    "einsat.verify.equivalent(original, mutant) checks any two programs on random inputs")
+
+
 def find_differences(original: Graph, mutant: Graph, *, tests: int = 2, seed: int = 0,
                      max_boxes: int = MAX_BOXES) -> Differences:
-    """The output regions where `mutant` differs from `original` (both multi-linear programs)."""
+    """The output regions where `mutant` differs from `original` (both multi-linear programs).
+
+    A program with an op that has no exact meaning over the field (relu, tanh, exp, a division by a
+    computed value) raises `NotMultilinearError` naming the graphs and the node."""
+    try:
+        return _find_differences(original, mutant, tests, seed, max_boxes)
+    except NotMultilinearError as e:
+        if MULTILINEAR_ONLY in str(e):  # said by a find_differences further in
+            raise
+        raise NotMultilinearError(f"find_differences({original.name!r}, {mutant.name!r}): {e}. "
+                                  f"{MULTILINEAR_ONLY}") from None
+
+
+def _find_differences(original: Graph, mutant: Graph, tests: int, seed: int, max_boxes: int) -> Differences:
     pairs = check_pair(original, mutant)
     env1, env2, src_splits, notes = assign_sources(original, mutant, seed)
     env1.tests = env2.tests = tests

@@ -15,7 +15,7 @@ from einsat.testing.strategies import multilinear_programs, mutant_pairs
 from einsat.verify import Region, correct, find_differences
 from einsat.verify import corrector as corrector_module
 from einsat.verify.corrector import assign_sources
-from einsat.verify.field import P
+from einsat.verify.field import NotMultilinearError, P
 from einsat.verify.fieldeval import evaluate
 from einsat.verify.numeric import equivalent
 
@@ -263,6 +263,20 @@ def test_programs_that_do_not_fit_are_refused():
     k = conv((1, 3, 5, 4), weights(2, 3, 3, 3))
     with pytest.raises(ShapeError, match="different inputs"):
         find_differences(g, k)
+
+
+def test_a_program_with_a_relu_is_refused_naming_the_graphs_the_node_and_what_to_use_instead():
+    b = GraphBuilder("with_relu")
+    y = b.relu(b.conv(b.input("x", (1, 3, 4, 4)), b.weight("w", weights(2, 3, 3, 3)), padding=1))
+    g = b.build(y)
+    relu = next(n.name for n in g.nodes if n.op.value == "relu")
+    with pytest.raises(NotMultilinearError) as info:
+        find_differences(g, g)
+    message = str(info.value)
+    assert "find_differences('with_relu', 'with_relu')" in message and f"'{relu}' (relu)" in message
+    assert "multi-linear programs only" in message and "einsat.verify.equivalent" in message
+    assert message.count("multi-linear programs only") == 1
+    assert equivalent(g, g).equivalent  # what the message points to does check this pair
 
 
 def test_too_many_boxes_and_too_many_positions_is_a_clear_error(monkeypatch):

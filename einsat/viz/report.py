@@ -11,10 +11,12 @@ ops). `standalone=False` gives the fragment a notebook shows (`Report._repr_html
 
 from __future__ import annotations
 
+import secrets
 from html import escape
 
 from einsat.viz import charts
 from einsat.viz.graph import changed_nodes, graph_svg
+from einsat.viz.svg import unique_ids
 
 MAX_DRAWN = 250
 PAGE_STYLE = "body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 24px; color: #222; }"
@@ -37,8 +39,14 @@ def _table(rows, head: bool = True) -> str:
     return "<table>" + "".join(out) + "</table>"
 
 
-def _figure(svg: str, caption: str) -> str:
-    return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+def _figures(prefix: str):
+    """A figure maker for one page: each picture's ids get their own prefix (`svg.unique_ids`)."""
+    count = iter(range(1, 1 << 30))
+
+    def figure(svg: str, caption: str) -> str:
+        svg = unique_ids(svg, f"{prefix}f{next(count)}-")
+        return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+    return figure
 
 
 def _partition(p) -> list[str]:
@@ -57,12 +65,22 @@ def _partition(p) -> list[str]:
 
 def report_html(report, before=None, after=None, standalone: bool = True) -> str:
     r = report
+    # a page's ids are its own; fragments in a notebook share the notebook's page (and outlive a
+    # kernel's restart), so each gets a random prefix
+    _figure = _figures("einsat-" if standalone else f"einsat-{secrets.token_hex(4)}-")
     parts = [f"<h2>einsat optimize: {escape(r.name)}</h2>"]
     if r.interrupted:
         parts.append("<p><b>Interrupted</b>: the best program found so far, verified.</p>")
     parts.append(f"<p>modeled speedup <b>{r.speedup:.3f}x</b> ({r.reduction:+.1%} of the modeled cost removed, "
                  f"{escape(r.model)} cost model, {escape(r.unit)})</p>")
+    if r.measured is not None or r.kept_input:
+        speedup = r.measured_speedup
+        parts.append(f"<p>measured speedup <b>{speedup:.3f}x</b>"
+                     + (" (the input program was returned)" if r.kept_input else "") + "</p>")
     parts.append(_table(r.table()))
+    measured = [line.strip() for line in r.measured_lines()]
+    if measured:
+        parts.append("".join(f"<p>{escape(line)}</p>" for line in measured))
     programs = []
     if before is not None and len(before.nodes) <= MAX_DRAWN:
         programs.append(_figure(graph_svg(before, title="input"), f"input: {len(before.nodes)} nodes"))

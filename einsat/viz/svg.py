@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from html import escape
 
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
@@ -37,6 +38,26 @@ def document(width: float, height: float, body: list[str]) -> str:
             "orient='auto-start-reverse'><path d='M0,0 L10,5 L0,10 z' fill='#777'/></marker></defs>")
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{height:.0f}' "
             f"viewBox='0 0 {width:.0f} {height:.0f}'>{head}" + "".join(body) + "</svg>")
+
+
+_ID = re.compile(r"""(\sid=)(['"])([^'"]+)\2""")
+_URL = re.compile(r"url\(#([^)]+)\)")
+_HREF = re.compile(r"""(href=)(['"])#([^'"]+)\2""")
+
+
+def unique_ids(svg: str, prefix: str) -> str:
+    """`svg` with every id it defines prefixed by `prefix`, and every reference to one of them
+    (`url(#id)`, `href="#id"`, `xlink:href="#id"`) with it: pictures inlined in one page (the
+    report's, a notebook's) each get their own prefix, so ids stay unique on the page and each
+    picture's markers and clip paths are its own (`document`'s `head` marker, matplotlib's
+    `figure_1`, `axes_1`, clip paths and tick markers repeat from one picture to the next)."""
+    ids = {m.group(3) for m in _ID.finditer(svg)}
+    if not ids:
+        return svg
+    svg = _ID.sub(lambda m: f"{m.group(1)}{m.group(2)}{prefix}{m.group(3)}{m.group(2)}", svg)
+    svg = _URL.sub(lambda m: f"url(#{prefix}{m.group(1)})" if m.group(1) in ids else m.group(0), svg)
+    return _HREF.sub(lambda m: f"{m.group(1)}{m.group(2)}#{prefix}{m.group(3)}{m.group(2)}"
+                     if m.group(3) in ids else m.group(0), svg)
 
 
 def layers(nodes: list, parents: dict) -> list[list]:

@@ -15,7 +15,6 @@ import shlex
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -46,8 +45,8 @@ def free_port() -> int:
 
 
 class Lab:
-    def __init__(self, port: int, token: str, runtime: Path):
-        self.base, self.token, self.runtime = f"http://127.0.0.1:{port}", token, runtime
+    def __init__(self, port: int, token: str, runtime: Path, venv: Path):
+        self.base, self.token, self.runtime, self.venv = f"http://127.0.0.1:{port}", token, runtime, venv
 
     def call(self, method: str, path: str, body: dict | None = None):
         data = None if body is None else json.dumps(body).encode()
@@ -75,7 +74,7 @@ def lab(tmp_path_factory):
                              f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                              f"--IdentityProvider.token={token}"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    server = Lab(port, token, home / "runtime")
+    server = Lab(port, token, home / "runtime", exe.parent.parent.resolve())
     try:
         deadline = time.monotonic() + START_S
         while True:
@@ -132,7 +131,7 @@ def test_a_python3_kernel_starts_on_this_venv_and_imports_einsat(lab):
         reply = client.execute_interactive("import sys, einsat; print(sys.prefix)", timeout=START_S,
                                            output_hook=lambda m: out.append(m["content"].get("text", "")))
         assert reply["content"]["status"] == "ok", reply["content"]
-        assert "".join(out).strip() == sys.prefix  # the venv that runs this test, where einsat is installed
+        assert Path("".join(out).strip()).resolve() == lab.venv  # make lab's venv, where einsat is installed
     finally:
         client.stop_channels()
         lab.call("DELETE", f"/api/kernels/{kernel['id']}")

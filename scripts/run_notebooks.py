@@ -3,7 +3,9 @@
     python scripts/run_notebooks.py [build/notebooks] [notebooks/01_rule_playground.py ...]
 
 `make notebooks` runs it. Each notebook runs in a fresh `python3` kernel (ipykernel, from the
-`notebooks` extra) with `notebooks/` as its working directory; a failing cell stops that
+`notebooks` extra) with `notebooks/` as its working directory, reached over IPC (Unix sockets in a
+private temporary directory: over TCP the kernel warns that its traffic is not encrypted, and any
+local user could connect to it); a failing cell stops that
 notebook with its traceback, and the script exits 1. The executed `.ipynb` files (pictures
 included) are written to the output folder, git-ignored under `build/`.
 """
@@ -11,6 +13,7 @@ included) are written to the output folder, git-ignored under `build/`.
 from __future__ import annotations
 
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,13 +28,16 @@ def execute(path: Path, out_dir: Path = OUT):
     import jupytext
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     nb = jupytext.read(path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
     try:
-        client.execute()
+        with tempfile.TemporaryDirectory(prefix="einsat-kernel-") as sockets:  # mode 0700: this user's
+            ipc = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "kernel")}})
+            client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3", config=ipc,
+                                    resources={"metadata": {"path": str(path.parent)}})
+            client.execute()
     finally:
         out_dir.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, out_dir / (path.stem + ".ipynb"))

@@ -60,3 +60,13 @@ def test_notebook_explains_and_checks(path):
     asserts = sum(src.count("assert") for _, src in code_cells(path))
     assert asserts >= 5, f"{path.name} has {asserts} asserts"
     assert path.name in (ROOT / "notebooks" / "README.md").read_text()
+
+
+def test_the_kernel_runs_without_warnings(tmp_path, capfd):
+    """Over TCP the kernel warns, once per notebook, that its traffic is not encrypted: the runner
+    talks to it over IPC (a Unix socket in a private directory) instead."""
+    (tmp_path / "00_tiny.py").write_text("# %%\nprint(6 * 7)\n")
+    nb = _runner().execute(tmp_path / "00_tiny.py", tmp_path / "out")
+    assert nb.cells[0].outputs[0]["text"] == "42\n"
+    err = capfd.readouterr().err
+    assert "WARNING" not in err and "encryption" not in err, err

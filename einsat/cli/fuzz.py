@@ -8,11 +8,16 @@ import einsat
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("fuzz", help="fuzz optimize, the ONNX round trip and the verifier with random programs")
+    p = sub.add_parser("fuzz", help="fuzz optimize, fusion of element-wise/reduction chains, the ONNX round trip "
+                       "and the verifier with random programs",
+                       description="Generate random programs (hypothesis) and check that einsat's "
+                                   "transformations keep them equivalent: optimize, the ONNX export and "
+                                   "import, and the verifier itself. A failure is shrunk to a minimal "
+                                   "program and printed as builder code; the exit status is then 1.")
     p.add_argument("--budget", type=int, default=200, help="random cases in all (default 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--target", action="append", default=None,
-                   help="a target to fuzz (repeatable; default: all available, e.g. optimize, onnx, verify; "
+                   help="a target to fuzz (repeatable; default: all available, e.g. optimize, fusion, onnx, verify; "
                         "also mutate: PET's mutation generator)")
     p.set_defaults(handler=cmd_fuzz)
 

@@ -8,6 +8,9 @@ Targets:
   optimize   random programs -> `einsat.optimize` -> numeric equivalence (and over the field
              when both programs are multi-linear); when the caller passes `optimize` (this package
              sits below the top level, which passes `einsat.optimize`: `einsat fuzz` does)
+  fusion     element-wise / broadcast / reduction chains (`programs.chains`) -> `einsat.optimize`
+             under the H100 model (chains become fused eOperators) -> `to_onnx` -> `load_onnx`
+             -> numeric equivalence; with `optimize`, like the optimize target
   onnx       random programs -> `to_onnx` -> `load_onnx` -> numeric equivalence
   verify     the verifier itself: mutant pairs with known regions -> `find_differences` must
              report exactly those regions, and the corrected mutant must be equivalent
@@ -29,7 +32,7 @@ from einsat.ir.graph import Graph
 from einsat.ir.onnx_io import load_onnx, to_onnx
 from einsat.testing.codegen import builder_code
 from einsat.testing.mutants import mutant_pairs
-from einsat.testing.programs import programs
+from einsat.testing.programs import chains, programs
 from einsat.verify.correction import correct
 from einsat.verify.corrector import content_key, find_differences
 from einsat.verify.field import NotMultilinearError
@@ -76,6 +79,10 @@ class FuzzReport:
 
 def _programs():
     return programs(max_nodes=5, max_side=4, max_size=512)
+
+
+def _chains():
+    return chains(max_nodes=6, max_side=5)
 
 
 def _is_multilinear(g: Graph) -> bool:
@@ -138,6 +145,12 @@ def optimize_transform(optimize: Callable) -> Callable[[Graph], Graph]:
     return lambda graph: optimize(graph, verify=False, extractor="greedy").graph
 
 
+def fusion_transform(optimize: Callable) -> Callable[[Graph], Graph]:
+    """`einsat.optimize` under the H100 model (where chains fuse into eOperators), then the ONNX
+    round trip of its result (a fused eop exports as its expression)."""
+    return lambda graph: onnx_round_trip(optimize(graph, verify=False, extractor="greedy", cost="h100").graph)
+
+
 TARGETS: dict[str, Target] = {}
 
 
@@ -154,7 +167,9 @@ def available_targets(optimize: Callable | None = None) -> list[str]:
     """The default targets: `optimize` first when `optimize` is given (and registers it), then the rest."""
     if optimize is not None:
         register_transform("optimize", optimize_transform(optimize))
-    return (["optimize"] if "optimize" in TARGETS else []) + [n for n in TARGETS if n != "optimize"]
+        register_transform("fusion", fusion_transform(optimize), strategy=_chains)
+    first = [n for n in ("optimize", "fusion") if n in TARGETS]
+    return first + [n for n in TARGETS if n not in first]
 
 
 def _code(target: str, case, graph: Graph) -> str:

@@ -16,6 +16,8 @@ the outputs do not depend on are dropped.
   attrs_for(op, types)                   valid attributes of an op for its input types
   programs(ops, max_nodes, ...)          random well-typed programs over the registry
   multilinear_programs(...)              programs of PET's multi-linear ops (MLTPs) only
+  chains(...)                            element-wise, broadcast and reduction chains (what fusion
+                                         merges into one eOperator: softmax, norms, GELU, ...)
   mutant_pairs(families)                 (original, mutant, regions where they differ): mutants.py
   program_inputs(graph)                  input arrays for a program
 
@@ -36,8 +38,8 @@ from einsat.ir.registry import Op
 from einsat.runtime import random_inputs
 from einsat.testing.attrs import attrs_for
 
-__all__ = ["ALL_OPS", "ELEMENTWISE", "MULTILINEAR", "input_arrays", "multilinear_programs", "program_inputs",
-           "programs"]
+__all__ = ["ALL_OPS", "CHAIN_OPS", "ELEMENTWISE", "MULTILINEAR", "chains", "input_arrays", "multilinear_programs",
+           "program_inputs", "programs"]
 
 ELEMENTWISE = [Op.ADD, Op.RELU, Op.MUL, Op.SUB, Op.SIGMOID, Op.TANH, Op.DIV, Op.GELU, Op.LEAKY_RELU]
 MULTILINEAR = [Op.ADD, Op.TRANSPOSE, Op.MUL, Op.SUB, Op.RESHAPE, Op.MATMUL, Op.CONV, Op.CONCAT, Op.SPLIT,
@@ -181,6 +183,58 @@ def programs(draw, ops=None, max_nodes: int = 5, max_inputs: int = 2, min_rank: 
     if len(made) > 1 and draw(st.booleans()):
         results.insert(0, draw(st.sampled_from(made[:-1])))
     return live(b.build(*results))
+
+
+CHAIN_OPS = [Op.ADD, Op.MUL, Op.SUB, Op.DIV, Op.RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.ERF, Op.POW, Op.SOFTMAX,
+             Op.LAYERNORM, Op.REDUCE_MEAN, Op.REDUCE_SUM, Op.MAXIMUM]
+
+
+def _chain_step(draw, b, op: Op, x, pool):
+    """One op of a chain applied to `x`: a reduction is combined with `x` at once (centring,
+    scaling by a row statistic: how norms and softmax are written out)."""
+    r = x.type.rank
+    if op is Op.ERF:
+        return b.erf(x)
+    if op is Op.POW:
+        return b.pow(x, b.const(draw(st.sampled_from([2.0, 3.0]))))
+    if op is Op.SOFTMAX:
+        return b.softmax(x, axis=draw(st.integers(0, r - 1)))
+    if op is Op.MAXIMUM:
+        return b.maximum(x, _other(draw, b, x, pool, op))
+    if op in (Op.REDUCE_MEAN, Op.REDUCE_SUM):
+        stat = b.op(op, x, axes=(r - 1,), keepdims=1)
+        if draw(st.booleans()):  # a root-mean-square: x / sqrt(mean(x * x) + eps)
+            stat = b.sqrt(b.add(b.op(op, b.mul(x, x), axes=(r - 1,), keepdims=1), b.const(0.5)))
+            return b.div(x, stat)
+        return b.op(draw(st.sampled_from([Op.SUB, Op.MUL])), x, stat)
+    outs = _make(draw, b, op, x, pool, ("constant",))
+    return outs[0] if outs else None
+
+
+@st.composite
+def chains(draw, ops=None, max_nodes: int = 6, max_rank: int = 3, max_side: int = 5):
+    """A random chain of element-wise, broadcast and reduction ops (default `CHAIN_OPS`) over one
+    or two float32 inputs: each step applies to the latest value or the one before (so values
+    fan out and join, as a GELU's input does), binary ops take a broadcast weight, a value of the
+    same shape or the value itself. The programs fusion merges into one eOperator."""
+    ops = list(ops or CHAIN_OPS)
+    b = GraphBuilder("chain", seed=draw(st.integers(0, 2**16)))
+    shape = draw(_shapes(1, max_rank, 1, max_side))
+    pool = [b.input(f"x{k}", shape) for k in range(draw(st.integers(1, 2)))]
+    made = []
+    for _ in range(draw(st.integers(1, max_nodes))):
+        op = draw(st.sampled_from(ops))
+        x = pool[-1 - draw(st.integers(0, min(1, len(pool) - 1)))]
+        try:
+            out = _chain_step(draw, b, op, x, pool)
+        except (ShapeError, AttributeValueError):
+            out = None
+        if out is not None and out.type.size > 0:
+            pool.append(out)
+            made.append(out)
+    if not made:
+        made.append(b.relu(pool[-1]))
+    return live(b.build(made[-1]))
 
 
 def live(g: Graph) -> Graph:

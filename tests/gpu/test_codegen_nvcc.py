@@ -54,6 +54,18 @@ def fp16_kernels():
     ]
 
 
+def fused_kernels():
+    """The fused eOperators of the benchmark workloads (`tests.gpu.fused_cases`), in their dtype
+    and in fp16."""
+    from einsat.gpu.kernels.eop import eop_kernel
+    from tests.gpu.fused_cases import workload_eops
+    out = []
+    for _, expr, types in workload_eops():
+        for dtype in (types[0].dtype, np.dtype(np.float16)):
+            out.append(eop_kernel(expr, tuple(Operand.contiguous(t.shape, dtype) for t in types), dtype))
+    return out
+
+
 def recorded_kernels():
     library = KernelLibrary()
     dry = HostDevice(library, dry=True)
@@ -69,17 +81,17 @@ def generated_kernels(monkeypatch) -> dict:
     arithmetic, by name."""
     from einsat.gpu.kernels import codegen
     from tests.gpu.test_lower_host import clear_kernel_caches
-    narrow = recorded_kernels() + fp16_kernels()
+    narrow = recorded_kernels() + fp16_kernels() + fused_kernels()
     with monkeypatch.context() as m:
         m.setattr(codegen, "NARROW_LIMIT", 0)  # and every kernel again with 64-bit indices
         clear_kernel_caches()
-        wide = recorded_kernels() + fp16_kernels()
+        wide = recorded_kernels() + fp16_kernels() + fused_kernels()
     clear_kernel_caches()
     kernels = {k.name: k for k in narrow + wide}
     assert len(kernels) > len({k.name for k in narrow})
     families = {k.family for k in kernels.values()}
     assert {"ew", "pad", "concat", "gather", "correct", "reduce_sum", "reduce_mean", "reduce_max", "softmax",
-            "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul", "eop"} <= families
+            "layernorm", "maxpool", "avgpool", "argmax", "g2bmm", "gbmm", "matmul", "eop", "eop_rows"} <= families
     return kernels
 
 

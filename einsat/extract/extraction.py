@@ -104,7 +104,11 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
     offset = problem.model.graph_cost(graph) - found
     if result["bound"] is not None:
         result["bound"] += offset
-    costs = {k: v + offset for k, v in costs.items()}
+    if type(problem.model).graph_cost is CostModel.graph_cost:  # a program costs the sum of its nodes
+        costs = {k: v + offset for k, v in costs.items()}
+    else:  # a program's cost is more than its e-nodes' (fusion groups, a call's overhead): each start's
+        # program is rebuilt and costed as a program, as the input and the result are (issue 31)
+        costs = {k: problem.model.graph_cost(rebuild(problem, s, name=name)) for k, s in starts.items()}
     found += offset
     return Extraction(graph=graph, selection=selection, weight_classes=origins, cost=found,
                       seconds=time.perf_counter() - t0, starts=costs, candidates=problem.num_candidates(),

@@ -25,7 +25,7 @@ from einsat.ir.types import TensorType
 
 EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
 MIN_OPSET = 18      # the axes of ReduceMean and Pad are inputs from 18 on
-IR_VERSION = 10     # onnxruntime 1.31 reads IR versions <= 13
+IR_VERSION = 10     # the least IR version einsat writes (onnxruntime >= 1.18 reads it; 1.31 reads <= 13)
 # The revision of how einsat's ops become ONNX nodes: raise it when an op exports differently, so
 # CPU profiles measured on the old nodes (their machine key holds it) are not reused.
 # 2: eOperators that are offset sums export as Pad, Slice and Add instead of Gathers.
@@ -121,7 +121,7 @@ class ExportContext:
 
 
 def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
-    """The ONNX model of `graph` (opset `opset` >= 18, IR version 10). Raises `OnnxError` naming
+    """The ONNX model of `graph` (opset `opset` >= 18, IR version `ir_version`). Raises `OnnxError` naming
     the node that cannot be exported."""
     if opset < MIN_OPSET:
         raise OnnxError(f"einsat exports ONNX opset {MIN_OPSET} or newer, not {opset}")
@@ -148,8 +148,15 @@ def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
         value_info=intermediates,
     )
     opsets = [helper.make_opsetid(d, v) for d, v in sorted(ctx.domains.items())]
-    return helper.make_model(g, opset_imports=opsets, ir_version=IR_VERSION,
-                             producer_name="einsat")
+    return helper.make_model(g, opset_imports=opsets, ir_version=ir_version(opsets), producer_name="einsat")
+
+
+def ir_version(opsets) -> int:
+    """The IR version a model importing `opsets` (OperatorSetIdProtos) declares: the lowest its
+    opsets need, and IR_VERSION at least. Not onnx's own default (`onnx.IR_VERSION`, 14 for onnx
+    1.23), which onnxruntime may not read yet (1.31 reads up to 13)."""
+    needed = helper.find_min_ir_version_for(list(opsets), ignore_unknown=True)  # custom domains need nothing
+    return max(IR_VERSION, needed)
 
 
 def save_onnx(graph: Graph, path: str | os.PathLike, opset: int = EXPORT_OPSET) -> None:

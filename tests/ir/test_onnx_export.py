@@ -138,3 +138,21 @@ def test_saved_model_gets_the_usual_file_mode(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "m.onnx").st_mode) == 0o644
+
+
+@pytest.mark.parametrize("opset", [18, 21, 22, 25])
+def test_saved_models_declare_the_ir_version_their_opset_needs_and_onnxruntime_opens_them(tmp_path, opset):
+    """The pinned onnx writes IR 14 by default, which the pinned onnxruntime cannot open (it reads
+    up to 13): einsat writes the lowest IR version the opset needs, 10 at least."""
+    import onnxruntime as ort
+    b = GraphBuilder("small")
+    x = b.input("x", (2, 3))
+    g = b.build(b.relu(b.add(x, b.weight("w", (2, 3)))), names=["y"])
+    save_onnx(g, tmp_path / "m.onnx", opset=opset)
+    m = onnx.load(tmp_path / "m.onnx")
+    needed = helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
+    assert m.ir_version == max(IR_VERSION, needed) < onnx.IR_VERSION
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    xv = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    (y,) = session.run(["y"], {"x": xv})
+    np.testing.assert_allclose(y, einsat.run(g, {"x": xv})["y"], rtol=1e-6)

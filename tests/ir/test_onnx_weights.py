@@ -74,3 +74,18 @@ def test_filled_model_keeps_activations_of_order_one():
     assert 0.05 < np.abs(logits).max() < 20
     assert np.abs(runs[0]["logits"] - runs[1]["logits"]).max() > 0.1 * np.abs(logits).max()
     assert 0.1 < runs[0]["hidden"].std() < 10
+
+
+def test_a_filled_model_opens_in_onnxruntime_whatever_ir_version_onnx_gave_it():
+    """`helper.make_model` of the pinned onnx writes IR 14, past what the pinned onnxruntime reads:
+    the filled model ("any ONNX runtime can run") declares the IR version its opsets need."""
+    import onnxruntime as ort
+
+    from einsat.ir.onnx_weights import fill_random_weights
+    m = model()
+    m.ir_version = onnx.IR_VERSION  # as helper.make_model writes it by default
+    filled = fill_random_weights(m, seed=0)
+    assert filled.ir_version == 10  # opset 17 needs IR 8; einsat writes 10 at least, as its exports
+    onnx.checker.check_model(filled)
+    session = ort.InferenceSession(filled.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].name == "x"

@@ -26,6 +26,14 @@ def load_onnx(path_or_model, **kwargs) -> Graph:
     return _load(path_or_model, **kwargs)
 
 
+def register_onnx_op(op_class) -> None:
+    """Give einsat an implementation of an ONNX op that neither onnxruntime nor onnx.reference
+    has (a custom domain's): an `onnx.reference.op_run.OpRun` subclass named as the op type, with
+    `op_domain` its domain (`einsat.ir.ops.opaque.register_onnx_op`)."""
+    from einsat.ir.ops.opaque import register_onnx_op as _register
+    _register(op_class)
+
+
 def save_onnx(graph: Graph, path, **kwargs) -> None:
     """Write `graph` as an ONNX model; nothing is left at `path` if it fails."""
     from einsat.ir.onnx_io import save_onnx as _save
@@ -33,4 +41,4 @@ def save_onnx(graph: Graph, path, **kwargs) -> None:
 
 
 __all__ = ["EinsatError", "Graph", "GraphBuilder", "Node", "Op", "Result", "TensorType", "functionalize",
-           "load_onnx", "optimize", "run", "save_onnx"]
+           "load_onnx", "optimize", "register_onnx_op", "run", "save_onnx"]

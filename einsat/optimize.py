@@ -68,7 +68,8 @@ class Result:
 def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
              time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
              profile_budget: float | None = None, check_reps: int | None = None, recheck: bool = False,
-             recipe: bool = False, partition=None) -> Result:
+             recipe: bool = False, partition=None, input_shapes=None, fill_weights: str | None = None,
+             seed: int = 0) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -112,6 +113,9 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         values) as a program over the input's weights (`einsat.egraph.weights.weight_recipe`):
         running it on other weights of the same shapes gives the result's weights for those.
         A partitioned program's recipe joins its pieces' (`partition.driver.joined_recipe`).
+    input_shapes, fill_weights, seed: for an ONNX model, how it is imported (`einsat.load_onnx`):
+        `input_shapes={name: shape}` fixes its symbolic dims, `fill_weights="random"` gives its
+        stripped or placeholder weights seeded (`seed`) random values.
     partition: how a large program is split into pieces optimized apart (`einsat.partition`):
         None (the default) partitions programs above `Partitioning().above` nodes, a
         `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
@@ -122,13 +126,16 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")
     model = cost_model(cost)
     run = budgets.of(budget)
+    importing = dict(input_shapes=input_shapes, fill_weights=fill_weights, seed=seed)
     if partition is not False:
         from einsat.partition import Partitioning, optimize_partitioned
 
         settings = partition if partition is not None else Partitioning()
         if not isinstance(settings, Partitioning):
             raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(partition).__name__}")
-        graph = _load(program, example_inputs)
+        graph = _load(program, example_inputs, importing)
+        if verify:
+            _check_runnable(graph, program)
         if len(graph.nodes) > settings.above:
             with _watch(_limits(limits), run) as watch:  # this process's memory: pieces in workers are their own
                 result = optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model,
@@ -138,7 +145,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                                               recipe=recipe)
             result.report.memory = watch.summary()
             return result
-        program = graph
+        program, importing = graph, None  # imported once
 
     def notify(event: ProgressEvent) -> None:
         log.info("%s", event)
@@ -160,7 +167,9 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         try:
             with run.interruptible():
                 notify(ProgressEvent("load", "reading the program"))
-                graph = _load(program, example_inputs)
+                graph = _load(program, example_inputs, importing)
+                if verify and partition is False:  # else checked above
+                    _check_runnable(graph, program)
                 examples = _examples(graph, example_inputs)
                 t = phase("load", t)
                 if verify and run.seconds is not None:  # the verification's time, known before the search
@@ -306,12 +315,18 @@ def _never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool =
                                f"({comparison}): the input is returned")
 
 
-def _load(program, example_inputs) -> Graph:
+def _load(program, example_inputs, importing=None) -> Graph:
+    """The program as a Graph; `importing`: `load_onnx`'s options, for an ONNX model only."""
+    importing = importing or {}
+    onnx_model = isinstance(program, (str, os.PathLike, bytes)) or hasattr(program, "graph")
+    if not onnx_model and (importing.get("input_shapes") is not None or importing.get("fill_weights") is not None):
+        raise EinsatError(f"input_shapes= and fill_weights= apply to an ONNX model, not to "
+                          f"{'an einsat Graph' if isinstance(program, Graph) else type(program).__name__}")
     if isinstance(program, Graph):
         return program
-    if isinstance(program, (str, os.PathLike, bytes)) or hasattr(program, "graph"):
+    if onnx_model:
         from einsat.ir.onnx_io import load_onnx
-        return load_onnx(program)
+        return load_onnx(program, **importing)
     if callable(program):
         if example_inputs is None or isinstance(example_inputs, dict):
             raise EinsatError(f"optimize({getattr(program, '__name__', 'fn')}) needs its example arguments "
@@ -320,6 +335,15 @@ def _load(program, example_inputs) -> Graph:
         return functionalize(program, tuple(example_inputs))
     raise EinsatError("optimize takes an einsat Graph, an ONNX model or a NumPy-style function, "
                       f"not {type(program).__name__}")
+
+
+def _check_runnable(graph: Graph, program) -> None:
+    """Before the search: an `ExecutionError` where the verification could not run the program
+    (an ONNX node nothing implements), naming the file when `program` is one."""
+    from einsat.runtime.onnx_nodes import check_runnable
+
+    label = os.fspath(program) if isinstance(program, (str, os.PathLike)) else None
+    check_runnable(graph, label)
 
 
 def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
@@ -456,13 +480,37 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
             f"extraction.\n{failed}", report=failed)
     report = next((r for r in reports if r.status == "proved"), reports[-1])
     worst = max(report.outputs, key=lambda o: o.error)  # error: the fraction of the allowed error
+    notes = report.inconclusive()
+    hint = weights_hint(reference) if report.status != "proved" else None
+    if hint:
+        notes.append(hint)
     verification = Verification(trials=report.draws, max_error=worst.error * report.tolerance,
                                 tolerance=report.tolerance, output=worst.name, status=report.status,
-                                notes=report.inconclusive(),
+                                notes=notes,
                                 varying={o.name: o.varying for o in report.outputs},
                                 feeding={o.name: [f.name for f in o.feeding] for o in report.outputs if o.feeding})
     if require_proof and verification.status != "proved":
-        raise VerificationError(f"the verification of {reference.name!r} is inconclusive (require_proof): "
-                                f"the outputs agree, but the comparison could not have failed.\n{report}",
-                                report=report, status="inconclusive")
+        raise VerificationError(f"the verification of {reference.name!r} is inconclusive (a proof was required): "
+                                f"the outputs agree, but the comparison could not have failed"
+                                f"{f'. {hint}' if hint else ''}.\n{report}", report=report, status="inconclusive")
     return verification
+
+
+def weights_hint(graph: Graph) -> str | None:
+    """Why a verification may have had nothing to compare, in the program's weights, and what to
+    do about it: stripped weights (drawn as random inputs, they turn a network's outputs to NaN or
+    a constant) or placeholder weights (every element one value, as in the ONNX model zoo's light
+    models). None when its weights look real."""
+    if graph.stripped_weights:
+        return (f"its {len(graph.stripped_weights)} stripped weights are random inputs here (the ONNX file does "
+                "not hold them): import it with fill_weights='random' (--fill-weights random on the command "
+                "line) to give them seeded random values")
+    flat = sorted(n for n, a in graph.weights.items()
+                  if a.size > 1 and np.issubdtype(a.dtype, np.floating) and np.all(a == a.reshape(-1)[0]))
+    if flat:
+        shown = ", ".join(map(repr, flat[:3])) + (", ..." if len(flat) > 3 else "")
+        return (f"{len(flat)} of its weights {'holds' if len(flat) == 1 else 'hold'} one value in every element "
+                f"({shown}): placeholders? "
+                "fill_weights='random' (--fill-weights random on the command line) gives such weights "
+                "seeded random values")
+    return None

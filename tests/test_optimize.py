@@ -248,3 +248,76 @@ def test_a_result_identical_to_the_input_is_not_run_again(monkeypatch):
     assert "identical" in str(result.report)
     result = einsat.optimize(g, cost="h100-roofline", verify="prove")  # nothing inconclusive about it
     assert result.report.verification.status == "identical"
+
+
+def symbolic_model(path):
+    """The small model with a symbolic batch dim, as exporters write it."""
+    import onnx
+
+    from tests.cli.test_optimize import small_model
+    small_model(path)
+    m = onnx.load(path)
+    del m.graph.value_info[:]
+    for v in (m.graph.input[0], m.graph.output[0]):
+        v.type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(m, path)
+
+
+def test_an_onnx_path_takes_the_import_options_its_errors_name(tmp_path):
+    from einsat.errors import EinsatError, OnnxError
+    from tests.cli.test_optimize import stripped_model
+    symbolic_model(tmp_path / "sym.onnx")
+    with pytest.raises(OnnxError, match=r"input_shapes=\{'x': \(\.\.\.\)\} in Python"):
+        einsat.optimize(str(tmp_path / "sym.onnx"))
+    small = Limits(nodes=500)
+    result = einsat.optimize(str(tmp_path / "sym.onnx"), input_shapes={"x": (2, 8, 10, 10)}, limits=small)
+    assert result.input.types["x"].shape == result.graph.types["x"].shape == (2, 8, 10, 10)
+    assert result.report.verification.proved
+    stripped_model(tmp_path / "s.onnx")
+    result = einsat.optimize(tmp_path / "s.onnx", fill_weights="random", seed=3, limits=small)
+    expected = einsat.load_onnx(tmp_path / "s.onnx", fill_weights="random", seed=3)
+    assert result.input.inputs == ("x",) and result.input.weights.keys() == expected.weights.keys()
+    assert all(np.array_equal(result.input.weights[k], expected.weights[k]) for k in expected.weights)
+    assert result.report.verification.proved
+    with pytest.raises(EinsatError, match="input_shapes= and fill_weights= apply to an ONNX model"):
+        einsat.optimize(expected, input_shapes={"x": (1, 8, 10, 10)})
+
+
+def test_an_inconclusive_verification_says_the_weights_are_missing(tmp_path):
+    from tests.cli.test_optimize import stripped_model
+    stripped_model(tmp_path / "s.onnx")
+    with pytest.raises(VerificationError) as e:
+        einsat.optimize(tmp_path / "s.onnx", limits=Limits(nodes=500), verify="prove")
+    assert e.value.status == "inconclusive"
+    assert "10 stripped weights" in str(e.value) and "fill_weights='random'" in str(e.value)
+
+
+def test_an_op_nothing_implements_is_refused_before_the_search(tmp_path):
+    from einsat.errors import ExecutionError
+    from tests.cli.test_optimize import custom_op_model
+    custom_op_model(tmp_path / "c.onnx")
+    stages = []
+    with pytest.raises(ExecutionError) as e:
+        einsat.optimize(tmp_path / "c.onnx", progress=lambda event: stages.append(event.phase))
+    text = str(e.value)
+    assert text.startswith(f"{tmp_path / 'c.onnx'}: ") and "'fancy'" in text and "MyFancyOp" in text
+    assert "'com.example'" in text and "einsat.register_onnx_op" in text and "verify=False" in text
+    assert "saturate" not in stages and "verify" not in stages
+    result = einsat.optimize(tmp_path / "c.onnx", verify=False)  # the way out it names
+    assert result.report.verification is None
+
+
+def test_optimize_prints_nothing_on_stdout():
+    """Not even the banner HiGHS prints when a process makes its first solver (highspy >= 1.16):
+    a fresh process, so that the ILP's solver is its first."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import einsat\n"
+            "from tests.test_optimize import chain\n"
+            "r = einsat.optimize(chain('left'), extractor='ilp', cost='h100-roofline')\n"
+            "assert r.report.extraction.method == 'ilp', r.report.extraction\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""

@@ -32,7 +32,7 @@ def add_parser(sub) -> None:
                                    "summary, run it on a random image and time the run, optimize it "
                                    f"for the {DEFAULT_COST} cost model and run the result.")
     p.add_argument("--report", type=Path, default=None, metavar="FILE.html",
-                   help="also write the optimizer's report as one self-contained HTML page")
+                   help="also write the optimizer's report as one self-contained HTML page (default: none)")
     p.set_defaults(handler=cmd_demo)
 
 

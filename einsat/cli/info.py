@@ -1,7 +1,8 @@
 """`einsat info model.onnx`: look at a model.
 
-The model is imported and its summary printed: inputs and outputs with shapes, weights, a table
-of op counts with FLOPs and bytes, and the ONNX ops kept opaque.
+The model is imported and its summary printed: inputs and outputs with shapes, weights (and the
+inputs standing for stripped ones), a table of op counts with FLOPs and bytes, the ONNX ops kept
+opaque, and those nothing can run (a custom domain's op without an implementation).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ def add_parser(sub) -> None:
 def add_model_options(p) -> None:
     """The options of commands that read an ONNX model: --input-shape, --fill-weights."""
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
-                   help="fix an input's symbolic dims, e.g. input=1,3,224,224 (repeatable)")
+                   help="fix an input's symbolic dims, e.g. input=1,3,224,224 (repeatable; default: the "
+                        "shapes the model declares)")
     p.add_argument("--fill-weights", choices=("random",), default=None,
-                   help="give placeholder or stripped weights seeded random values")
+                   help="give placeholder or stripped weights seeded random values (default: the file's weights)")
 
 
 def load_model(args):
@@ -54,7 +56,8 @@ def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 def cmd_info(args: argparse.Namespace) -> int:
     from einsat.ir.summary import summarize
+    from einsat.runtime.onnx_nodes import unrunnable
 
     g = load_model(args)
-    print(summarize(g, title=f"{args.model} (graph {g.name!r})"))
+    print(summarize(g, title=f"{args.model} (graph {g.name!r})", cannot_run=unrunnable(g)))
     return 0

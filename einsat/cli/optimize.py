@@ -9,8 +9,11 @@ Ctrl-C stops the search, and the best program found so far is verified and writt
 aborts). The output file is written only after verification passed, and atomically
 (`einsat.save_onnx`): a failure never leaves a half-written file. `--report out.json|out.html`
 keeps the report (the HTML is one self-contained page with its pictures inline). `--memory-gb` bounds
-the memory the run adds (the search stops early past it); `--require-proof` refuses a verification
-that is inconclusive (an output that does not vary with the inputs) and writes nothing.
+the memory the run adds (the search stops early past it). A verification that is inconclusive (an
+output that does not vary with the inputs, as when the weights are stripped or placeholders) is an
+error and nothing is written; the message says why, and `--allow-inconclusive` writes the result
+anyway (`--require-proof`, the old spelling of the default, is still accepted). An ONNX node that
+nothing can run (a custom domain's op) is an error before the search.
 
 Big models (`einsat.partition`): above `--partition-above` nodes (default 256; 0: always,
 `--no-partition`: never) the model is cut into pieces of at most `--piece-nodes` nodes, each
@@ -28,7 +31,7 @@ import time
 from pathlib import Path
 
 from einsat.cli.info import add_model_options, load_model
-from einsat.errors import EinsatError
+from einsat.errors import EinsatError, VerificationError
 from einsat.extract.models import COST_MODELS, DEFAULT_COST
 
 
@@ -65,13 +68,16 @@ def add_parser(sub) -> None:
                    help="with a measured cost model: time the input and the result side by side again "
                         "even when an earlier run kept the verdict on these two programs")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="seconds for the whole run (search, extraction and verification share it)")
+                   help="seconds for the whole run (search, extraction and verification share it; "
+                        "default: no limit)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="the e-graph's node limit (default 30000)")
     p.add_argument("--memory-gb", type=float, default=None, metavar="GB",
                    help="resident memory the run may add before the search stops early (default 4)")
-    p.add_argument("--require-proof", action="store_true",
-                   help="fail (write nothing) when the verification is inconclusive: an output that does not vary")
+    p.add_argument("--allow-inconclusive", action="store_true",
+                   help="write the result even when the verification is inconclusive (an output that does not "
+                        "vary with the inputs: it could not have failed); by default that is an error")
+    p.add_argument("--require-proof", action="store_true", help=argparse.SUPPRESS)  # the default now
     p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="extraction method (default ilp)")
     big = p.add_argument_group("big models (einsat.partition)")
     big.add_argument("--partition-above", type=int, default=None, metavar="N",
@@ -83,10 +89,12 @@ def add_parser(sub) -> None:
                      help="optimize pieces in N worker processes (default: the CPUs; 1: in this process)")
     big.add_argument("--executor", choices=("process", "serial", "ray"), default=None,
                      help="where pieces run (default process; ray needs the 'distributed' extra)")
-    big.add_argument("--ray-address", default=None, metavar="ADDR", help="a Ray cluster's address (--executor ray)")
+    big.add_argument("--ray-address", default=None, metavar="ADDR",
+                     help="a Ray cluster's address (--executor ray; default: Ray's, a local cluster)")
     big.add_argument("--no-reuse", action="store_true", help="optimize every piece, even repeated ones")
     p.add_argument("--report", type=Path, default=None, metavar="FILE",
-                   help="also write the report: FILE.json (data) or FILE.html (tables and pictures)")
+                   help="also write the report: FILE.json (data) or FILE.html (tables and pictures); "
+                        "default: none")
     p.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress display, errors only")
     p.set_defaults(handler=cmd_optimize)
@@ -123,17 +131,27 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     partition = _partitioning(args)
     if args.memory_gb is not None and args.memory_gb <= 0:
         raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
+    if args.allow_inconclusive and args.require_proof:
+        raise EinsatError("--allow-inconclusive and --require-proof contradict each other")
     from einsat.budget import Budget
     budget = Budget(args.time_limit)  # the whole run's, loading included
     t0 = time.perf_counter()
     graph = load_model(args)
+    from einsat.runtime.onnx_nodes import check_runnable
+    check_runnable(graph, str(args.model))  # before the search, not at the verification
     writing = budget.reserve(time.perf_counter() - t0)  # writing the result takes about what reading took
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     try:
         result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
                                  limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
-                                 verify="prove" if args.require_proof else True,
+                                 verify=True if args.allow_inconclusive else "prove",
                                  profile_budget=args.profile_budget, recheck=args.recheck, partition=partition)
+    except VerificationError as e:
+        if e.status != "inconclusive":
+            raise
+        first, _, details = str(e).partition("\n")
+        raise EinsatError(f"{args.model}: {first} Nothing was written: --allow-inconclusive writes the result "
+                          f"anyway.\n{details}") from None
     finally:
         budget.release(writing)
         if display is not None:

@@ -75,12 +75,18 @@ class Graph:
     """An immutable, validated tensor program.
 
     >>> g = Graph(nodes, inputs={"x": TensorType((1, 3))}, outputs=["y"], weights={"w": w})
+
+    `stripped_weights`: the inputs that stand for weights the model's file does not hold (an
+    ONNX model committed without them, `ir.onnx_weights.STRIPPED_KEY`), so that errors about
+    them can say so.
     """
 
-    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "_producer", "__weakref__")
+    __slots__ = ("name", "inputs", "outputs", "nodes", "weights", "types", "stripped_weights", "_producer",
+                 "__weakref__")
 
     def __init__(self, nodes: Iterable[Node], inputs: Mapping[str, TensorType] | Sequence[tuple[str, TensorType]],
-                 outputs: Sequence[str], weights: Mapping[str, np.ndarray] | None = None, name: str = "graph"):
+                 outputs: Sequence[str], weights: Mapping[str, np.ndarray] | None = None, name: str = "graph",
+                 stripped_weights: Iterable[str] = ()):
         inputs = dict(inputs)
         weights = {k: _frozen(v) for k, v in (weights or {}).items()}
         types: dict[str, TensorType] = {}
@@ -124,11 +130,16 @@ class Graph:
         self.nodes = tuple(final)
         self.weights = MappingProxyType(weights)
         self.types = MappingProxyType(types)
+        self.stripped_weights = frozenset(stripped_weights)
+        if not self.stripped_weights <= set(inputs):
+            raise GraphError(f"graph {name!r}: stripped weights {sorted(self.stripped_weights - set(inputs))} "
+                             "are not inputs")
         self._producer = {o: n for n in final for o in n.outputs}
 
     def __reduce__(self):
         """Pickles as its parts (to a worker process): unpickling validates it again."""
-        return (Graph, (self.nodes, self.input_types(), self.outputs, dict(self.weights), self.name))
+        return (Graph, (self.nodes, self.input_types(), self.outputs, dict(self.weights), self.name,
+                        self.stripped_weights))
 
     # -- queries --------------------------------------------------------------------------
     def producer(self, value: str) -> Node | None:
@@ -172,6 +183,8 @@ class Graph:
         fields = dict(nodes=self.nodes, inputs=self.input_types(), outputs=self.outputs,
                       weights=self.weights, name=self.name)
         fields.update(changes)
+        if "stripped_weights" not in fields:  # those still inputs
+            fields["stripped_weights"] = self.stripped_weights & set(dict(fields["inputs"]))
         return Graph(**fields)
 
     def __len__(self) -> int:

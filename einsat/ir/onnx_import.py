@@ -47,7 +47,7 @@ from einsat.ir.onnx_read import (
     value_type,
 )
 from einsat.ir.onnx_sequences import HANDLERS as SEQUENCE_OPS
-from einsat.ir.onnx_weights import detach_weights, random_weights
+from einsat.ir.onnx_weights import detach_weights, random_weights, stripped_weights
 from einsat.ir.registry import REGISTRY, Op, normalize_attrs, opdef
 from einsat.ir.types import TensorType
 
@@ -74,9 +74,10 @@ def load_onnx(src, *, fill_weights: str | None = None, seed: int = 0, input_shap
         model, weights = random_weights(model, seed)
     elif fill_weights is not None:
         raise OnnxError(f"{label}: fill_weights={fill_weights!r}; use None (keep) or 'random'")
+    stripped = stripped_weights(model)  # none left once filled
     model, big = detach_weights(model)
     weights.update(big)
-    return ImportContext(prepare(model, label, input_shapes, weights), label, weights).run()
+    return ImportContext(prepare(model, label, input_shapes, weights), label, weights, stripped).run()
 
 
 def onnx_ops() -> dict[str, Any]:
@@ -91,9 +92,10 @@ def onnx_ops() -> dict[str, Any]:
 class ImportContext:
     """The state of one import, and the interface `OpDef.from_onnx` uses."""
 
-    def __init__(self, model: onnx.ModelProto, label: str, weights=None):
+    def __init__(self, model: onnx.ModelProto, label: str, weights=None, stripped=()):
         g = model.graph
         self.model, self.label = model, label
+        self.stripped = set(stripped)
         self.opset = default_opset(model)
         self._opsets = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
         self.constants: dict[str, np.ndarray] = {i.name: _frozen(numpy_helper.to_array(i)) for i in g.initializer}
@@ -177,7 +179,8 @@ class ImportContext:
                 weights[one] = self.constants[one] = _frozen(weights.pop(name).reshape(-1)[:1].reshape(()))
                 self._add(Op.EXPAND, [one], [name], {"shape": self.constants[name].shape}, name=self._node_name(name))
         try:
-            return Graph(self.nodes, self.inputs, outputs, weights, name=g.name or "graph")
+            return Graph(self.nodes, self.inputs, outputs, weights, name=g.name or "graph",
+                         stripped_weights=self.stripped & set(self.inputs))
         except EinsatError as e:
             raise type(e)(f"{self.label}: {e}") from None
 

@@ -34,15 +34,23 @@ def op_table(graph: Graph) -> list[tuple[str, int, int, int]]:
     return sorted(((k, *v) for k, v in rows.items()), key=lambda r: (-r[1], r[0]))
 
 
-def summarize(graph: Graph, title: str | None = None) -> str:
+def summarize(graph: Graph, title: str | None = None, cannot_run=()) -> str:
+    """The summary as text; `cannot_run`: the opaque nodes nothing can run
+    (`runtime.onnx_nodes.unrunnable`), listed apart from those that do run."""
     lines = [title or f"graph {graph.name!r}"]
-    width = max([len(n) for n in (*graph.inputs, *graph.outputs)] + [8])
-    for label, names in (("inputs", graph.inputs), ("outputs", graph.outputs)):
+    inputs = [n for n in graph.inputs if n not in graph.stripped_weights]
+    width = max([len(n) for n in (*inputs, *graph.outputs)] + [8])
+    for label, names in (("inputs", inputs), ("outputs", graph.outputs)):
         lines.append(f"  {label}:")
         lines += [f"    {n:<{width}}  {graph.types[n]}" for n in names]
     n_values = sum(a.size for a in graph.weights.values())
     n_bytes = sum(a.nbytes for a in graph.weights.values())
     lines.append(f"  weights: {len(graph.weights)} tensors, {si(n_values)} values, {si(n_bytes, 'B')}")
+    if graph.stripped_weights:
+        types = [graph.types[n] for n in graph.stripped_weights]
+        lines.append(f"  stripped weights: {len(types)} tensors, {si(sum(t.size for t in types))} values: inputs "
+                     "standing for weights the file does not hold (its einsat.stripped_weights metadata); "
+                     "--fill-weights random gives them seeded random values")
     rows = op_table(graph)
     op_width = max([len(r[0]) for r in rows] + [5])
     lines.append(f"  {'op':<{op_width}}  {'count':>6}  {'FLOPs':>10}  {'bytes':>10}")
@@ -50,7 +58,13 @@ def summarize(graph: Graph, title: str | None = None) -> str:
         lines.append(f"  {name:<{op_width}}  {count:>6}  {si(flops):>10}  {si(nbytes, 'B'):>10}")
     total_flops, total_bytes = sum(r[2] for r in rows), sum(r[3] for r in rows)
     lines.append(f"  {'total':<{op_width}}  {len(graph.nodes):>6}  {si(total_flops):>10}  {si(total_bytes, 'B'):>10}")
-    opaque = sorted({n.attrs["op_type"] for n in graph.nodes if n.op is Op.OPAQUE})
+    stuck = {n.name for n in cannot_run}
+    opaque = sorted({n.attrs["op_type"] for n in graph.nodes if n.op is Op.OPAQUE and n.name not in stuck})
     if opaque:
         lines.append(f"  opaque (no einsat op; run by onnx.reference, FLOPs estimated): {', '.join(opaque)}")
+    for n in cannot_run:
+        domain = n.attrs["domain"] or "ai.onnx"
+        lines.append(f"  cannot run: node {n.name!r} ({n.attrs['op_type']}, domain {domain!r}): "
+                     "neither onnxruntime nor onnx.reference implements it (einsat.register_onnx_op gives "
+                     "it one); einsat optimize refuses the model until then")
     return "\n".join(lines)

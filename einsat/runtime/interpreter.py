@@ -105,6 +105,14 @@ def check_inputs(graph: Graph, inputs: Mapping[str, object]) -> None:
     extra = [n for n in inputs if n not in graph.inputs]
     if missing or extra:
         msg = []
+        stripped = [n for n in missing if n in graph.stripped_weights]
+        if stripped:
+            shown = ", ".join(f"{n!r} {graph.types[n]}" for n in stripped[:3]) + (", ..." if len(stripped) > 3 else "")
+            msg.append(f"is missing the model's {len(stripped)} stripped weights ({shown}): the ONNX file does not "
+                       "hold them (its einsat.stripped_weights metadata names them); import it with "
+                       "einsat.load_onnx(..., fill_weights='random') (--fill-weights random on the command "
+                       "line) to give them seeded random values")
+            missing = [n for n in missing if n not in graph.stripped_weights]
         if missing:
             msg.append("is missing input(s) " + ", ".join(f"{n!r} {graph.types[n]}" for n in missing))
         if extra:

@@ -10,6 +10,10 @@ fails (onnxruntime refuses some inputs the spec allows: per-channel ConvInteger 
 max over an empty set of bools), and where onnxruntime is known to compute something else than
 the spec (`SPEC_ONLY`). Either way its results must have the types ONNX shape inference promised
 at import.
+
+A node neither runtime implements (a custom domain's op) is an `ExecutionError` naming it, its op
+and domain, and the way out (`einsat.register_onnx_op`); `unrunnable` finds such nodes ahead, so
+that `optimize` refuses the program before its search (`check_runnable`), not at its verification.
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from einsat.ir.ops.opaque import check_results, positional_node
+from einsat.errors import ExecutionError
+from einsat.ir.graph import Graph
+from einsat.ir.ops.opaque import check_results, positional_node, reference_runs
+from einsat.ir.registry import Op
 from einsat.runtime.backend_onnxruntime import new_session
 
 
@@ -48,6 +55,8 @@ def run_opaque(node, args) -> list[np.ndarray]:
     """The outputs of opaque `node` on NumPy `args` (None for an absent input)."""
     found = None if _spec_only(node) else _session(signature(node, args))
     if found is None:
+        if not _reference_runs(node, args):
+            raise ExecutionError(f"{describe(node)} {CANNOT_RUN}")
         return node.definition.numpy(args, node.attrs)
     session, names, outs = found
     feed = {name: np.asarray(x, order="C") for name, x in zip(names, (x for x in args if x is not None))}
@@ -56,6 +65,51 @@ def run_opaque(node, args) -> list[np.ndarray]:
     except Exception:  # onnxruntime refuses inputs the spec allows: the reference runs them
         return node.definition.numpy(args, node.attrs)
     return check_results(results, node.attrs, "onnxruntime")
+
+
+CANNOT_RUN = ("cannot run: neither onnxruntime nor onnx.reference implements it. Give it a Python "
+              "implementation first: einsat.register_onnx_op(cls), cls an onnx.reference.op_run.OpRun "
+              "subclass named as the op type, with op_domain its domain")
+
+
+def describe(node) -> str:
+    """`ONNX node 'fancy' (MyFancyOp, domain 'com.example', opset 1)`."""
+    a = node.attrs
+    return f"ONNX node {node.name!r} ({a['op_type']}, domain {a['domain'] or 'ai.onnx'!r}, opset {a['opset']})"
+
+
+def _reference_runs(node, args) -> bool:
+    a = node.attrs
+    return reference_runs(a["node"], a["domain"], a["opset"],
+                          tuple(np.dtype(x.dtype).str if x is not None else None for x in args))
+
+
+def runnable(node, types) -> bool:
+    """Whether opaque `node` can run on inputs of `types` (TensorTypes, None for an absent input):
+    onnx.reference or onnxruntime implements it."""
+    return _reference_runs(node, types) or _session(signature(node, types)) is not None
+
+
+def unrunnable(graph: Graph) -> list:
+    """The opaque nodes of `graph` and of its bodies (loop, if) that nothing can run, in order."""
+    found = []
+    for node in graph.nodes:
+        if node.op is Op.OPAQUE and not runnable(node, graph.node_types(node)[0]):
+            found.append(node)
+        found += [n for v in node.attrs.values() if isinstance(v, Graph) for n in unrunnable(v)]
+    return found
+
+
+def check_runnable(graph: Graph, label: str | None = None) -> None:
+    """An `ExecutionError` naming `label` (default: the graph) and every node nothing can run, with
+    the ways out: an implementation, or (`optimize`) no verification."""
+    nodes = unrunnable(graph)
+    if not nodes:
+        return
+    shown = "; ".join(describe(n) for n in nodes[:5]) + ("; ..." if len(nodes) > 5 else "")
+    raise ExecutionError(f"{label or f'graph {graph.name!r}'}: {shown} {CANNOT_RUN}. Without one, einsat can "
+                         "neither run the program nor check an optimized one against it; "
+                         "einsat.optimize(..., verify=False) optimizes it unchecked.")
 
 
 def _spec_only(node) -> bool:

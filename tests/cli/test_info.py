@@ -78,3 +78,26 @@ def test_readme_links_resolve_inside_the_repository():
         if "://" not in link:
             assert (root / link).exists(), link
     assert "../shared" not in readme
+
+
+def test_info_says_which_inputs_are_stripped_weights(tmp_path, capsys):
+    from tests.cli.test_optimize import stripped_model
+    names = stripped_model(tmp_path / "s.onnx")
+    assert main(["info", str(tmp_path / "s.onnx")]) == 0
+    out = capsys.readouterr().out
+    inputs = out.split("  inputs:\n", 1)[1].split("  outputs:", 1)[0]
+    assert inputs.split() == ["x", "[1,", "8,", "10,", "10]", "f32"]  # the real input, not the weights
+    assert not any(re.search(rf"^\s+{n}\s", out, re.MULTILINE) for n in names)
+    assert f"stripped weights: {len(names)} tensors" in out and "--fill-weights random" in out
+    assert main(["info", str(tmp_path / "s.onnx"), "--fill-weights", "random"]) == 0
+    assert "stripped" not in capsys.readouterr().out  # filled: they are weights now
+
+
+def test_info_does_not_promise_to_run_an_op_nothing_implements(tmp_path, capsys):
+    from tests.cli.test_optimize import custom_op_model
+    custom_op_model(tmp_path / "c.onnx")
+    assert main(["info", str(tmp_path / "c.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "MyFancyOp" in out and "run by onnx.reference" not in out
+    (line,) = [line for line in out.splitlines() if "MyFancyOp" in line and "opaque MyFancyOp" not in line]
+    assert "cannot run" in line and "com.example" in line and "'fancy'" in line

@@ -48,3 +48,23 @@ def test_every_command_has_its_module_and_handler(capsys):
     with pytest.raises(SystemExit):
         main([])
     assert "COMMAND" in capsys.readouterr().err
+
+
+def test_every_command_describes_itself_and_says_each_options_default():
+    """`einsat COMMAND --help` says what the command does and, for each option taking a value,
+    what it is when not given (argparse shows neither by itself)."""
+    import argparse
+
+    from einsat.cli import parser
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert list(sub.choices) == ["info", "demo", "optimize", "fuzz", "profile"]
+    silent = []
+    for name, command in sub.choices.items():
+        assert command.description and len(command.description) > 40, f"einsat {name} has no description"
+        for action in command._actions:
+            if not action.option_strings or action.help == argparse.SUPPRESS or action.required \
+                    or action.nargs == 0:  # flags (store_true, count, help) have no value to default
+                continue
+            if "default" not in action.help:
+                silent.append(f"einsat {name} {action.option_strings[-1]}: {action.help}")
+    assert not silent, "\n".join(silent)

@@ -133,3 +133,23 @@ def test_running_on_numpy_loads_neither_onnx_nor_onnxruntime():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_missing_stripped_weights_are_named_as_such_with_the_way_to_fill_them(tmp_path):
+    import einsat
+    from einsat.errors import InputError
+    from tests.cli.test_optimize import stripped_model
+    names = stripped_model(tmp_path / "s.onnx")
+    g = einsat.load_onnx(tmp_path / "s.onnx")
+    with pytest.raises(InputError) as e:
+        einsat.run(g, {"x": np.zeros((1, 8, 10, 10), F)})
+    text = str(e.value)
+    assert f"the model's {len(names)} stripped weights" in text and "einsat.stripped_weights" in text
+    assert "fill_weights='random'" in text and "--fill-weights random" in text
+    assert len(text) < 600  # a count and a few names, not every weight
+    filled = einsat.load_onnx(tmp_path / "s.onnx", fill_weights="random")
+    assert set(filled.weights) == set(names) and filled.inputs == ("x",)
+    assert einsat.run(filled, {"x": np.zeros((1, 8, 10, 10), F)})  # the way out works
+    with pytest.raises(InputError) as e:  # a real input missing is said as before
+        einsat.run(filled, {})
+    assert "is missing input(s) 'x'" in str(e.value) and "stripped" not in str(e.value)

@@ -109,3 +109,42 @@ def test_onnx_reference_runs_what_onnxruntime_lacks():
     v_want = 0.9 * args[4] + 0.5 * args[3]  # the spec's standard momentum
     np.testing.assert_allclose(v2, v_want, rtol=1e-6)
     np.testing.assert_allclose(x2, args[2] - 0.1 * v_want, rtol=1e-6)
+
+
+def test_an_op_nothing_implements_is_a_clear_error_naming_the_node_op_and_domain(tmp_path):
+    from einsat.errors import ExecutionError
+    from tests.cli.test_optimize import custom_op_model
+    custom_op_model(tmp_path / "c.onnx")
+    g = einsat.load_onnx(tmp_path / "c.onnx")
+    assert [n.name for n in onnx_nodes.unrunnable(g)] == ["fancy"]
+    with pytest.raises(ExecutionError) as e:
+        einsat.run(g, {"x": np.ones((4, 8), np.float32)})
+    text = str(e.value)
+    assert "'fancy'" in text and "MyFancyOp" in text and "'com.example'" in text
+    assert "NotImplementedError" not in text and "einsat.register_onnx_op" in text
+
+
+def test_a_registered_implementation_runs_an_op_nothing_else_implements(tmp_path):
+    from onnx.reference.op_run import OpRun
+
+    from tests.cli.test_optimize import custom_op_model
+
+    class MyFancyOp(OpRun):
+        op_domain = "com.example"
+
+        def _run(self, x, scale=None):
+            return (np.tanh(x) * np.float32(scale),)
+
+    custom_op_model(tmp_path / "c.onnx", scale=3.0)
+    g = einsat.load_onnx(tmp_path / "c.onnx")
+    einsat.register_onnx_op(MyFancyOp)
+    try:
+        assert onnx_nodes.unrunnable(g) == []
+        x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+        w = g.weights["w"]
+        want = np.maximum(np.tanh(x @ w + x @ w) * 3, 0)  # relu(fancy(x @ w + x @ w)), fancy = 3 tanh
+        np.testing.assert_allclose(einsat.run(g, {"x": x})["y"], want, rtol=1e-5, atol=1e-6)
+    finally:
+        from einsat.ir.ops.opaque import unregister_onnx_op
+        unregister_onnx_op(MyFancyOp)
+    assert [n.name for n in onnx_nodes.unrunnable(g)] == ["fancy"]

@@ -7,6 +7,12 @@ which import-time folding uses; the runtime's NumPy backend runs it in onnxrunti
 (`einsat.runtime.onnx_nodes`) and falls back to these where onnxruntime lacks the op. It
 exports as the same node. The optimizer treats it as a black box: no flags, never rewritten.
 
+An op of a custom domain that neither runtime implements (`com.example`'s `MyFancyOp`) is
+imported, summarized and exported, but cannot run until it has an implementation:
+`register_onnx_op(cls)` gives onnx.reference one, an `onnx.reference.op_run.OpRun` subclass named
+as the op type, with `op_domain` its domain and `_run(self, *inputs, **attributes)` returning a
+tuple of arrays (in this process: worker processes of a partitioned run import their own).
+
 The node's inputs are positional: einsat input k is the ONNX node's input k ('' when absent);
 its outputs are the ONNX node's non-empty outputs, in order.
 """
@@ -120,7 +126,40 @@ def _evaluator(node: bytes, domain: str, opset: int, in_dtypes: tuple):
     # functions): the default domain is declared too, at the newest opset onnx knows
     opsets = {domain: opset} if domain in ("", "ai.onnx") else {domain: opset, "": onnx.defs.onnx_opset_version()}
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
-    return ReferenceEvaluator(model, new_ops=_REFERENCE_FIXES()), [n for n in ins if n], outs
+    return ReferenceEvaluator(model, new_ops=[*_REFERENCE_FIXES(), *_REGISTERED.values()]), \
+        [n for n in ins if n], outs
+
+
+# op implementations given by the user (`register_onnx_op`): (domain, op type) -> OpRun subclass
+_REGISTERED: dict[tuple[str, str], type] = {}
+
+
+def register_onnx_op(op_class: type) -> None:
+    """Run the ONNX nodes of `op_class`'s op type (its class name) and domain (its `op_domain`)
+    with it where onnxruntime cannot: an `onnx.reference.op_run.OpRun` subclass whose
+    `_run(self, *inputs, **attributes)` returns a tuple of arrays (see the module docstring)."""
+    from onnx.reference.op_run import OpRun
+
+    if not (isinstance(op_class, type) and issubclass(op_class, OpRun)):
+        raise TypeError(f"register_onnx_op takes an onnx.reference.op_run.OpRun subclass, not {op_class!r}")
+    _REGISTERED[(getattr(op_class, "op_domain", ""), op_class.__name__)] = op_class
+    _evaluator.cache_clear()
+
+
+def unregister_onnx_op(op_class: type) -> None:
+    """Forget an implementation given by `register_onnx_op`."""
+    _REGISTERED.pop((getattr(op_class, "op_domain", ""), op_class.__name__), None)
+    _evaluator.cache_clear()
+
+
+def reference_runs(node: bytes, domain: str, opset: int, in_dtypes: tuple) -> bool:
+    """Whether onnx.reference (with the registered ops) implements this serialized node for
+    inputs of these dtypes (`str` of each dtype, None for an absent input)."""
+    try:
+        _evaluator(node, domain, opset, in_dtypes)
+    except Exception:  # NotImplementedError for an unknown op; anything else: it cannot run either
+        return False
+    return True
 
 
 @lru_cache(maxsize=1)

@@ -242,7 +242,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
         measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
                     "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
-    report = Report(name=graph.name, model=model.name, unit=model.unit, cost_before=before,
+    report = Report(name=graph.name, model=model.name, model_label=model.label, unit=model.unit, cost_before=before,
                     cost_after=after, ops_before=graph.op_counts(),
                     ops_after=result.op_counts(), saturation=saturation,
                     extraction=extraction.summary(), verification=verification, times=times,

@@ -24,6 +24,9 @@ if TYPE_CHECKING:  # the extractor (and HiGHS behind it) loads only when optimiz
     from einsat.extract.extraction import ExtractionSummary
 
 
+TIME_UNITS = {"µs": 1e3, "us": 1e3, "ms": 1.0, "s": 1e-3}  # a cost unit that is a time: per millisecond
+
+
 @dataclass
 class Verification:
     """The numeric check of the optimized program against the input (see `verify_equivalent`).
@@ -140,6 +143,7 @@ class Report:
     measured: dict[str, Any] | None = None
     kept_input: str | None = None
     partition: Any = None      # a partitioned run's `einsat.partition.PartitionSummary`: pieces, cuts, reuse
+    model_label: str = ""      # the cost model in a few words (`CostModel.label`): what the cost labels name
 
     @property
     def speedup(self) -> float:
@@ -181,8 +185,9 @@ class Report:
 
     def table(self) -> list[tuple[str, str, str]]:
         nodes = (str(sum(self.ops_before.values())), str(sum(self.ops_after.values())))
-        return [("", "input", "optimized"),
-                (f"modeled cost ({self.model}, {self.unit})", f"{self.cost_before:,.2f}",
+        # the second column is the program returned: the input itself when it was kept (`kept_input`)
+        return [("", "input", "returned (the input)" if self.kept_input else "optimized"),
+                (f"modeled cost ({self.model_label or self.model}, {self.unit})", f"{self.cost_before:,.2f}",
                  f"{self.cost_after:,.2f}"),
                 ("nodes", *nodes)] + \
                [(f"  {op}", str(self.ops_before.get(op, 0)), str(self.ops_after.get(op, 0)))
@@ -244,13 +249,20 @@ class Report:
             text += f", {p['left']} left to the calibrated roofline" if p["left"] else ""
             lines.append(text + f" ({p['path']})")
         if self.measured is not None:
+            # one unit in one report: the measured times in the costs' unit (when it is a time), and
+            # the modeled costs beside them are the table's (the input's) and the extracted program's
             m = self.measured
+            scale = TIME_UNITS.get(self.unit)
+            unit, digits = (self.unit, 1) if scale else ("ms", 3)
+            ms = (lambda v: f"{v * scale:,.{digits}f}") if scale else (lambda v: f"{v:,.{digits}f}")  # noqa: E731
             (b0, b1), (c0, c1) = m["baseline_spread_ms"], m["candidate_spread_ms"]
-            p0, p1 = m.get("predicted_ms") or (self.cost_before / 1e3, self.cost_after / 1e3)
-            lines.append(f"  measured on {m['backend']}: input {m['baseline_ms']:.3f} ms [p10 {b0:.3f}, p90 {b1:.3f}], "
-                         f"optimized {m['candidate_ms']:.3f} ms [p10 {c0:.3f}, p90 {c1:.3f}]: "
+            p0, p1 = [v * 1e3 for v in m["predicted_ms"]] if m.get("predicted_ms") else (self.cost_before,
+                                                                                         self.cost_after)
+            lines.append(f"  measured on {m['backend']}: input {ms(m['baseline_ms'])} {unit} [p10 {ms(b0)}, "
+                         f"p90 {ms(b1)}], optimized {ms(m['candidate_ms'])} {unit} [p10 {ms(c0)}, p90 {ms(c1)}]: "
                          f"{m['speedup']:.3f}x measured (faster in {m['wins']}/{m['rounds']} interleaved rounds); "
-                         f"predicted {p0:.3f} -> {p1:.3f} ms ({p0 / p1 if p1 else float('inf'):.3f}x modeled)"
+                         f"modeled: input {p0:,.2f} -> extracted {p1:,.2f} {self.unit} "
+                         f"({p0 / p1 if p1 else float('inf'):.3f}x)"
                          + (f"; verdict kept from {m['measured_at']} (optimize(recheck=True) measures again)"
                             if m.get("measured_at") else ""))
         if self.kept_input:

@@ -57,6 +57,11 @@ class CostModel(ABC):
                                                                             *graph.node_types(node))
         return out
 
+    @property
+    def label(self) -> str:
+        """The model in a few words, for the labels of a report's costs (what `name` stands for)."""
+        return self.name
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 
@@ -93,6 +98,10 @@ class RooflineCost(CostModel):
         self.device = device
         self.tf32 = tf32
         self.name = device.name + ("-tf32" if tf32 else "")
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}: the datasheet roofline"
 
     def node_cost(self, op, attrs, ins, outs) -> float:
         d = opdef(op)

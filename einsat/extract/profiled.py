@@ -335,6 +335,12 @@ class MeasuredCost(CostModel):
         kind = db.device.get("kind", "gpu") if isinstance(db, ProfileDB) else fallback.name
         self.name = name or f"measured-{kind}"
 
+    @property
+    def label(self) -> str:
+        """Whose times: a profile measured on a device (a committed one: not this machine)."""
+        device = self.db.device.get("name") or self.db.device.get("kind") if isinstance(self.db, ProfileDB) else None
+        return f"{self.name}: profile of {device}" if device else self.name
+
     def node_cost(self, op, attrs, ins, outs) -> float:
         if opdef(op).source:
             return 0.0

@@ -86,6 +86,10 @@ class TargetCost(MeasuredCost):
         self._optimistic = False
         self._bound: CostModel | None = None  # the optimistic bound, fitted when first asked
 
+    @property
+    def label(self) -> str:
+        return f"{self.name}: timed on this machine's {self.target}"
+
     # -- node costs -----------------------------------------------------------------------------
     def node_cost(self, op, attrs, ins, outs) -> float:
         """The measured time of the op's signature (the calibrated fallback's for a signature the

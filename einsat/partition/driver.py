@@ -229,7 +229,8 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     reports = [results[k].report for k in own if results[k] is not None]
     interrupted = run.cancelled or any(r.interrupted for r in reports) or any(results[k] is None for k in own)
     before, after = cost.graph_cost(graph), cost.graph_cost(stitched)
-    report = Report(name=graph.name, model=cost.name, unit=cost.unit, cost_before=before, cost_after=after,
+    report = Report(name=graph.name, model=cost.name, model_label=cost.label, unit=cost.unit,
+                    cost_before=before, cost_after=after,
                     ops_before=graph.op_counts(), ops_after=stitched.op_counts(),
                     saturation=_saturation(reports), extraction=_extraction(reports, after),
                     verification=verification, times=times, cost_by_op_before=cost.cost_by_op(graph),

@@ -77,25 +77,59 @@ def graph_svg(graph: Graph, changed: set[str] | None = None, title: str | None =
     return document(width, top + len(rows) * ROW_H + PAD + (20 if len(graph.nodes) > MAX_NODES else 0), body)
 
 
+def _leaves(graph: Graph) -> dict[str, str]:
+    """Inputs by name, weights by content (an optimized program renames the weights it keeps)."""
+    value = {name: f"input:{name}" for name in graph.inputs}
+    for name, array in graph.weights.items():
+        digest = hashlib.blake2b(array.tobytes(), digest_size=8).hexdigest()
+        value[name] = f"weight:{array.dtype}:{array.shape}:{digest}"
+    return value
+
+
+def _node_key(node, value: dict[str, str]) -> str:
+    text_key = repr((node.op_name, sorted((k, repr(v)) for k, v in node.attrs.items()),
+                     [value.get(i, "") for i in node.inputs]))
+    return hashlib.blake2b(text_key.encode(), digest_size=8).hexdigest()
+
+
 def structural_keys(graph: Graph) -> dict[str, str]:
     """Node name -> a digest of what it computes (op, attributes, and its inputs' digests)."""
-    value: dict[str, str] = {}
-    for name in graph.inputs:
-        value[name] = f"input:{name}"
-    for name, array in graph.weights.items():
-        value[name] = f"weight:{name}:{array.shape}"  # weights are named by content where it matters
+    value = _leaves(graph)
     keys = {}
     for node in graph.nodes:
-        text_key = repr((node.op_name, sorted((k, repr(v)) for k, v in node.attrs.items()),
-                         [value.get(i, "") for i in node.inputs]))
-        digest = hashlib.blake2b(text_key.encode(), digest_size=8).hexdigest()
-        keys[node.name] = digest
+        keys[node.name] = digest = _node_key(node, value)
         for k, o in enumerate(node.outputs):
             value[o] = f"{digest}:{k}"
     return keys
 
 
-def changed_nodes(before: Graph, after: Graph) -> set[str]:
-    """The nodes of `after` computing something no node of `before` computes."""
-    seen = set(structural_keys(before).values())
-    return {name for name, key in structural_keys(after).items() if key not in seen}
+def changed_nodes(before: Graph, after: Graph, same_names: bool = False) -> set[str]:
+    """The nodes of `after` that no node of `before` is: none with the same op and attributes
+    reading the same values (inputs by name, weights by content, node outputs recursively).
+
+    `same_names`: a value of `after` named as a value of `before`, of the same type, is that
+    value, whatever computes it. True for `optimize`'s results (the extraction names each value
+    after the input's value in its e-class): a node reading a rewritten producer's output is then
+    not new (the maxpool after a conv with its batchnorm folded in). False for programs whose
+    names mean nothing (two built apart): a node is the same only if everything under it is."""
+    value = _leaves(before)
+    seen: dict[str, list[str]] = {}  # a node of `before`'s key -> its outputs' values
+    for node in before.nodes:
+        key = _node_key(node, value)
+        for k, o in enumerate(node.outputs):
+            value[o] = f"value:{o}" if same_names else f"{key}:{k}"
+        seen.setdefault(key, [value[o] for o in node.outputs])
+    named = {o: before.types[o] for n in before.nodes for o in n.outputs} if same_names else {}
+    value, changed = _leaves(after), set()
+    for node in after.nodes:
+        known = seen.get(_node_key(node, value))
+        if known is None:
+            changed.add(node.name)
+        for k, o in enumerate(node.outputs):
+            if o in named and named[o] == after.types.get(o):
+                value[o] = f"value:{o}"
+            elif known is not None and k < len(known):
+                value[o] = known[k]
+            else:
+                value[o] = f"new:{node.name}:{k}"
+    return changed

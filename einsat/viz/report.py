@@ -72,7 +72,7 @@ def report_html(report, before=None, after=None, standalone: bool = True) -> str
     if r.interrupted:
         parts.append("<p><b>Interrupted</b>: the best program found so far, verified.</p>")
     parts.append(f"<p>modeled speedup <b>{r.speedup:.3f}x</b> ({r.reduction:+.1%} of the modeled cost removed, "
-                 f"{escape(r.model)} cost model, {escape(r.unit)})</p>")
+                 f"{escape(r.model_label or r.model)} cost model, {escape(r.unit)})</p>")
     if r.measured is not None or r.kept_input:
         speedup = r.measured_speedup
         parts.append(f"<p>measured speedup <b>{speedup:.3f}x</b>"
@@ -85,7 +85,8 @@ def report_html(report, before=None, after=None, standalone: bool = True) -> str
     if before is not None and len(before.nodes) <= MAX_DRAWN:
         programs.append(_figure(graph_svg(before, title="input"), f"input: {len(before.nodes)} nodes"))
     if after is not None and len(after.nodes) <= MAX_DRAWN:
-        changed = changed_nodes(before, after) if before is not None else set()
+        # after is optimize's result: its values are named after the input's they are equal to
+        changed = changed_nodes(before, after, same_names=True) if before is not None else set()
         programs.append(_figure(graph_svg(after, changed=changed, title="optimized"),
                                 f"optimized: {len(after.nodes)} nodes, {len(changed)} new (orange)"))
     if programs:

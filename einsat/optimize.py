@@ -135,7 +135,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(partition).__name__}")
         graph = _load(program, example_inputs, importing)
         if verify:
-            _check_runnable(graph, program)
+            _before_search(graph, program, verify, _examples(graph, example_inputs))
         if len(graph.nodes) > settings.above:
             with _watch(_limits(limits), run) as watch:  # this process's memory: pieces in workers are their own
                 result = optimize_partitioned(graph, settings, example_inputs=example_inputs, cost=model,
@@ -168,9 +168,9 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             with run.interruptible():
                 notify(ProgressEvent("load", "reading the program"))
                 graph = _load(program, example_inputs, importing)
-                if verify and partition is False:  # else checked above
-                    _check_runnable(graph, program)
                 examples = _examples(graph, example_inputs)
+                if verify and partition is False:  # else checked above
+                    _before_search(graph, program, verify, examples)
                 t = phase("load", t)
                 if verify and run.seconds is not None:  # the verification's time, known before the search
                     notify(ProgressEvent("load", "running the input program on the verification's inputs"))
@@ -337,13 +337,25 @@ def _load(program, example_inputs, importing=None) -> Graph:
                       f"not {type(program).__name__}")
 
 
-def _check_runnable(graph: Graph, program) -> None:
-    """Before the search: an `ExecutionError` where the verification could not run the program
-    (an ONNX node nothing implements), naming the file when `program` is one."""
+def _before_search(graph: Graph, program, verify, examples) -> None:
+    """What would make the verification fail whatever the search found, found before the search:
+    an ONNX node nothing implements (`ExecutionError`, naming the file when `program` is one),
+    and, with verify="prove", stripped or placeholder weights that leave the input's outputs
+    constant (`VerificationError`, "inconclusive")."""
     from einsat.runtime.onnx_nodes import check_runnable
 
-    label = os.fspath(program) if isinstance(program, (str, os.PathLike)) else None
-    check_runnable(graph, label)
+    check_runnable(graph, os.fspath(program) if isinstance(program, (str, os.PathLike)) else None)
+    hint = weights_hint(graph) if verify == "prove" else None
+    if hint is None:
+        return
+    from einsat.verify.numeric import equivalent
+
+    with np.errstate(all="ignore"):  # the input against itself: what any comparison with it can show
+        reports = [equivalent(graph, graph, inputs, trials=n) for inputs, n in verification_plan(graph, None, examples)]
+    if not any(r.status == "proved" for r in reports):
+        raise VerificationError(f"the verification of {graph.name!r} would be inconclusive (a proof was required): "
+                                f"the input program's outputs do not vary with its inputs, so no comparison with "
+                                f"it could fail. {hint}.\n{reports[-1]}", report=reports[-1], status="inconclusive")
 
 
 def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:
@@ -502,7 +514,7 @@ def weights_hint(graph: Graph) -> str | None:
     a constant) or placeholder weights (every element one value, as in the ONNX model zoo's light
     models). None when its weights look real."""
     if graph.stripped_weights:
-        return (f"its {len(graph.stripped_weights)} stripped weights are random inputs here (the ONNX file does "
+        return (f"Its {len(graph.stripped_weights)} stripped weights are random inputs here (the ONNX file does "
                 "not hold them): import it with fill_weights='random' (--fill-weights random on the command "
                 "line) to give them seeded random values")
     flat = sorted(n for n, a in graph.weights.items()

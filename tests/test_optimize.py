@@ -286,10 +286,15 @@ def test_an_onnx_path_takes_the_import_options_its_errors_name(tmp_path):
 def test_an_inconclusive_verification_says_the_weights_are_missing(tmp_path):
     from tests.cli.test_optimize import stripped_model
     stripped_model(tmp_path / "s.onnx")
-    with pytest.raises(VerificationError) as e:
-        einsat.optimize(tmp_path / "s.onnx", limits=Limits(nodes=500), verify="prove")
-    assert e.value.status == "inconclusive"
+    stages = []
+    with pytest.raises(VerificationError) as e:  # verify="prove": refused before the search
+        einsat.optimize(tmp_path / "s.onnx", limits=Limits(nodes=500), verify="prove",
+                        progress=lambda event: stages.append(event.phase))
+    assert e.value.status == "inconclusive" and "saturate" not in stages
     assert "10 stripped weights" in str(e.value) and "fill_weights='random'" in str(e.value)
+    result = einsat.optimize(tmp_path / "s.onnx", limits=Limits(nodes=500))  # verify=True: reported
+    assert result.report.verification.status == "inconclusive"
+    assert any("10 stripped weights" in note for note in result.report.verification.notes)
 
 
 def test_an_op_nothing_implements_is_refused_before_the_search(tmp_path):

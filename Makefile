@@ -12,7 +12,7 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test test-distributed test-gpu-static notebooks lab bench bench-gpu torch-venv lint clean
+.PHONY: demo test test-distributed test-gpu-static notebooks lab bench bench-gpu torch-venv chromium lint clean
 demo: $(STAMP)
 	@mkdir -p build
 	$(PY) -m einsat.cli demo --report build/demo-report.html
@@ -31,8 +31,17 @@ lab: $(STAMP)
 	  --ServerApp.contents_manager_class=jupytext.TextFileContentsManager \
 	  --LabApp.app_settings_dir=$(CURDIR)/scripts/lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
-test: $(STAMP) torch-venv
+test: $(STAMP) torch-venv chromium
 	$(PY) -m pytest -n 2 -q tests
+
+# Headless Chromium, for tests/viz/test_report_browser.py (the HTML report rendered as a page: no
+# console error, every picture drawn): Debian's package, installed once; nothing to do when present.
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "Installing Debian's chromium (for tests/viz/test_report_browser.py)"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	fi
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.harness

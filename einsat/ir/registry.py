@@ -58,6 +58,8 @@ class Op(enum.Enum):
     # fused kernels (conv/matmul + bias + residual + activation)
     FUSED_CONV = "fused_conv"
     FUSED_MATMUL = "fused_matmul"
+    # scaled dot-product attention (softmax(q kᵀ · scale + mask) v), made by rewrites
+    ATTENTION = "attention"
     # normalization
     BATCHNORM = "batchnorm"
     LAYERNORM = "layernorm"

@@ -224,6 +224,26 @@ def fused_matmul(draw):
 
 
 @st.composite
+def attention(draw):
+    x = _B("attention", draw(rs.seeds), draw(floats))
+    heads, kv_heads = draw(st.sampled_from([(1, 1), (2, 2), (4, 1)]))  # (4, 1): one K/V head for all
+    sq, sk, d, dv = (draw(st.integers(1, 9)) for _ in range(4))
+    batch = (draw(st.integers(1, 2)), heads)
+    kv = (batch[0], kv_heads)
+    q = x.tensor("q", x.normal(batch + (sq, d)), draw(st.booleans()))
+    k = x.tensor("k", x.normal(kv + (sk, d)), draw(st.booleans()))
+    v = x.tensor("v", x.normal(kv + (sk, dv)))
+    mask = None
+    if draw(st.booleans()):  # a padding mask: 0 or a large negative, the last key always visible
+        keep = x.rng.random((batch[0], 1, 1, sk)) < 0.7
+        keep[..., -1] = True
+        mask = x.tensor("mask", np.where(keep, 0.0, -1e4).astype(x.dtype))
+    causal = int(draw(st.integers(0, 3)) == 0)
+    scale = draw(st.sampled_from([None, 0.125, 1.0]))
+    return x.case("attention", x.b.attention(q, k, v, mask, scale=scale, causal=causal), "norm")
+
+
+@st.composite
 def pool(draw, op: str):
     x = _B(op, draw(rs.seeds), draw(floats))
     c = draw(rs.pool_cases("max" if op == "maxpool" else "avg"))
@@ -514,7 +534,7 @@ def strategy(op: str):
     simple = {"eop": eop, "logical_not": logical_not, "where": where, "cast": cast, "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
               "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
-              "einsum": einsum, "lrn": lrn}
+              "einsum": einsum, "lrn": lrn, "attention": attention}
     if op in simple:
         return simple[op]()
     if op in ("matmul", "batchmatmul"):

@@ -100,8 +100,11 @@ def reduce_kernel(src: Operand, axes: Sequence[int], kind: str = "sum", serial_m
 
 
 @memoize
-def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX) -> Kernel:
-    """out = exp(x - max) / sum(exp(x - max)) along `axis` (output contiguous, src's shape)."""
+def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX, causal_rows: int = 0) -> Kernel:
+    """out = exp(x - max) / sum(exp(x - max)) along `axis` (output contiguous, src's shape).
+
+    `causal_rows` = Sq > 0 (attention's scores [..., Sq, Sk], `axis` the last): element j of
+    row o reads as -inf when j > o mod Sq, the causal triangle, with no mask in memory."""
     r = len(src.shape)
     n = src.shape[axis]
     ct = ctype(src.dtype)
@@ -115,6 +118,8 @@ def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX) -> Ker
     kc = [f"k{j}" for j in range(len(ks))]
     t = ct.compute
     x = ct.load(f"in0[bi + j * {sa}LL]")
+    if causal_rows:
+        x = f"(j > o % {causal_rows}LL ? {ct.literal(-np.inf)} : {x})"
     head = (f"{decompose('o', ks, 'k')}\n        const idx_t bi = {dot(kc, kin)}, bo = {dot(kc, kout)};")
     exp = ct.fn("exp")
     params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.gpu.lower import banded, conv, elementwise, eop, fused, layout, linear, reduce, views  # noqa: F401  (fill IMPLS)
+from einsat.gpu.lower import attention, banded, conv, elementwise, eop, fused, layout, linear, reduce, views  # noqa: F401  (fill IMPLS)
 from einsat.gpu.lower.common import HOST_OPS, IMPLS
 from einsat.runtime.backend_numpy import BACKEND as NUMPY
 

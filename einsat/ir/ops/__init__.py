@@ -4,6 +4,7 @@ Registration order matters only where two ops share an ONNX op type: the first r
 imports it (e.g. `matmul` before the export-only `batchmatmul`)."""
 
 from einsat.ir.ops import (  # noqa: F401
+    attention,  # scaled dot-product attention, made by rewrites
     banded,
     control,  # functionalization: loop and if
     conv,

@@ -1,0 +1,134 @@
+"""Scaled dot-product attention as one op: softmax(Q·Kᵀ·scale + mask) · V, causal or not.
+
+    attention(q, k, v, mask?; scale, causal)
+
+q is [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]; their batch dims (everything before the last
+two) broadcast together, as matmul's do, so grouped-query attention is K/V heads of size 1
+broadcast over the query heads. The optional additive `mask` broadcasts to the scores
+[..., Sq, Sk] (a padding mask of 0 and -inf, say). `scale` multiplies the scores (1/sqrt(D) when
+not given); `causal` = 1 lets query i see keys j <= i only (the top-left aligned triangle, as
+PyTorch's `is_causal` and ONNX's Attention define it). The result is [..., Sq, Dv].
+
+This is what cuDNN's fused attention (flash attention) runs as one kernel: the [Sq, Sk] scores
+are never written to memory, so the op's bytes are its inputs and output only. Rewrites
+(`einsat.rewrites.algebra.attention`) make it from the matmul-scale-mask-softmax-matmul chain of
+an imported model, and the extraction chooses it where the cost model says it pays. The NumPy
+reference computes the chain in the order ONNX export writes it (MatMul, Mul, Add, Softmax,
+MatMul), with a softmax that subtracts the row max; a row whose every score is -inf (fully
+masked) is NaN, as the chain's Softmax makes it. ONNX has an Attention op only from opset 23,
+so export writes the chain (opset 18): einsat imports no ONNX op as attention.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, one_of, register, same_dtype
+from einsat.ir.types import TensorType
+
+_BIT = one_of(0, 1)
+
+
+def attention_shapes(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...],
+                     mask: tuple[int, ...] | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(scores shape, output shape), or ShapeError naming what does not fit."""
+    if len(q) < 2 or len(k) < 2 or len(v) < 2:
+        raise ShapeError(f"attention needs q, k, v of rank >= 2, got {list(q)}, {list(k)}, {list(v)}")
+    if q[-1] != k[-1]:
+        raise ShapeError(f"q {list(q)} and k {list(k)} differ in the head dim ({q[-1]} vs {k[-1]})")
+    if k[-2] != v[-2]:
+        raise ShapeError(f"k {list(k)} and v {list(v)} differ in the key count ({k[-2]} vs {v[-2]})")
+    batch = broadcast_shapes(q[:-2], k[:-2], v[:-2])
+    scores = batch + (q[-2], k[-2])
+    if mask is not None:
+        try:
+            fits = broadcast_shapes(scores, mask) == scores
+        except ShapeError:
+            fits = False
+        if not fits:
+            raise ShapeError(f"the mask {list(mask)} does not broadcast to the scores {list(scores)}")
+    return scores, batch + (q[-2], v[-1])
+
+
+def causal_mask(sq: int, sk: int, dtype) -> np.ndarray:
+    """[sq, sk]: 0 where key j <= query i, -inf above the diagonal."""
+    return np.where(np.arange(sk)[None, :] > np.arange(sq)[:, None], -np.inf, 0.0).astype(dtype)
+
+
+def attention_numpy(q, k, v, mask, scale: float, causal: bool) -> np.ndarray:
+    dt = q.dtype
+    s = np.matmul(q, np.swapaxes(k, -1, -2)).astype(dt, copy=False)
+    s = (s * np.asarray(scale, dt)).astype(dt, copy=False)
+    if mask is not None:
+        s = (s + mask).astype(dt, copy=False)
+    if causal:
+        s = s + causal_mask(s.shape[-2], s.shape[-1], dt)
+    with np.errstate(invalid="ignore"):
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        p = (e / e.sum(axis=-1, keepdims=True)).astype(dt, copy=False)
+    return np.matmul(p, v).astype(dt, copy=False)
+
+
+@register
+class Attention(OpDef):
+    """softmax(q @ kᵀ · scale + mask) @ v (+ a causal triangle): fused scaled dot-product attention."""
+
+    op = Op.ATTENTION
+    tensor_core = "gemm"
+    arity = (3, 4)
+    attrs = {"scale": Attr("float", None, doc="the scores' factor; 1/sqrt(D) when not given"),
+             "causal": Attr("int", 0, _BIT, doc="1: query i sees keys j <= i only")}
+
+    def normalize(self, attrs, types):
+        if attrs["scale"] is None and types and types[0] is not None and types[0].rank >= 1:
+            attrs = {**attrs, "scale": float(np.float32(1.0 / np.sqrt(max(types[0].shape[-1], 1))))}
+        return attrs
+
+    def infer(self, types, attrs):
+        q, k, v = types[0], types[1], types[2]
+        mask = types[3] if len(types) > 3 else None
+        _, out = attention_shapes(q.shape, k.shape, v.shape, mask.shape if mask is not None else None)
+        dt = same_dtype(types)
+        if not np.issubdtype(dt, np.floating):
+            raise ShapeError(f"attention needs float inputs, got {dt.name}")
+        return [TensorType(out, dt)]
+
+    def numpy(self, args, attrs):
+        mask = args[3] if len(args) > 3 else None
+        return [attention_numpy(args[0], args[1], args[2], mask, attrs["scale"], bool(attrs["causal"]))]
+
+    def flops(self, ins, outs, attrs):
+        """Both GEMMs (2·Sq·Sk·D and 2·Sq·Sk·Dv a batch), then per score: the scale, the mask when
+        given, and the softmax's 5 (max, subtract, exp, sum, divide)."""
+        q, k, v = ins[0], ins[1], ins[2]
+        mask = ins[3] if len(ins) > 3 else None
+        scores, _ = attention_shapes(q.shape, k.shape, v.shape)
+        n = int(np.prod(scores))
+        return 2 * n * q.shape[-1] + 2 * n * v.shape[-1] + n * (6 + (mask is not None) + bool(attrs["causal"]))
+
+    def to_onnx(self, ctx, node):
+        """MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax, MatMul."""
+        q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+        mask = node.inputs[3] if len(node.inputs) > 3 else ""
+        tq, tk = ctx.type(q), ctx.type(k)
+        dt = tq.dtype
+        perm = list(range(tk.rank - 2)) + [tk.rank - 1, tk.rank - 2]
+        kt = ctx.fresh("attention_kt")
+        ctx.node("Transpose", [k], [kt], perm=perm)
+        s = ctx.fresh("attention_scores")
+        ctx.node("MatMul", [q, kt], [s])
+        scaled = ctx.fresh("attention_scaled")
+        ctx.node("Mul", [s, ctx.constant(np.asarray(node.attrs["scale"], dt), "attention_scale")], [scaled])
+        cur = scaled
+        if mask:
+            masked = ctx.fresh("attention_masked")
+            ctx.node("Add", [cur, mask], [masked])
+            cur = masked
+        if node.attrs["causal"]:
+            tri = ctx.constant(causal_mask(tq.shape[-2], tk.shape[-2], dt), "attention_causal")
+            masked = ctx.fresh("attention_causal_masked")
+            ctx.node("Add", [cur, tri], [masked])
+            cur = masked
+        p = ctx.fresh("attention_probs")
+        ctx.node("Softmax", [cur], [p], axis=-1)
+        ctx.node("MatMul", [p, v], node.outputs)

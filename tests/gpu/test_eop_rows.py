@@ -74,6 +74,9 @@ def test_row_forms_get_the_row_kernel():
         assert row_form(parse(expr)) is not None, form
         k = eop_kernel(expr, tuple(Operand.contiguous(t.shape, np.float32) for t in types), np.float32)
         assert k.family == "eop_rows" and k.per_block == 1 and "einsat_block_" in k.source
+        (expr, types), = _form_eops(form, (16, 64), np.float32)  # short rows: a warp each, coalesced
+        k = eop_kernel(expr, tuple(Operand.contiguous(t.shape, np.float32) for t in types), np.float32)
+        assert k.per_block == 0 and k.work == 16 * 32 and "einsat_warp_" in k.source and "lane" in k.source
     (expr, types), = _form_eops("gelu_erf", (4, 300), np.float32)
     assert row_form(parse(expr)) is None
 

@@ -68,6 +68,7 @@ static einsat_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0}, blockDim = {1, 1
 #define __syncthreads() ((void)0)
 #define EINSAT_WARP 1
 template <typename T> static inline T einsat_warp_sum(T v) { return v; }
+template <typename T> static inline T einsat_warp_max(T v) { return v; }
 template <typename T> static inline T einsat_block_sum(T v, T* smem) { (void)smem; return v; }
 template <typename T> static inline T einsat_block_max(T v, T* smem) { (void)smem; return v; }
 #endif

@@ -32,11 +32,13 @@ import numpy as np
 from einsat.egraph.data import ABSENT, EGraphData, ENode
 from einsat.egraph.rules import Generator
 from einsat.egraph.terms import Term
+from einsat.errors import EinsatError
 from einsat.ir.expr.compose import compact, compose, constant_input, size
 from einsat.ir.expr.measure import is_memory_bound
 from einsat.ir.expr.nodes import Expr
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.registry import Op, opdef
+from einsat.ir.types import TensorType
 from einsat.rewrites.post.fold import weight_only
 
 FUSABLE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.RELU, Op.SIGMOID,
@@ -47,25 +49,26 @@ MAX_TERMS = 400
 MAX_CHAINS = 512
 
 
-def _expression(node: ENode, data: EGraphData) -> Expr | None:
-    """The node's expression when it is fusable: a float op of a known expression, memory-bound."""
-    if node.op not in FUSABLE or ABSENT in node.children:
+def _expression(node: ENode, data: EGraphData, out: TensorType | None) -> Expr | None:
+    """The node's expression when it is fusable: a float op of a known expression, memory-bound,
+    whose result has its e-class's type `out` (an e-node that disagrees is left alone)."""
+    if node.op not in FUSABLE or ABSENT in node.children or out is None:
         return None
     types = [data.classes[c].type for c in node.children]
     if any(t is None or t.dtype.kind != "f" for t in types):
         return None
     try:
         e = opdef(node.op).expression(types, node.attrs)
-    except (NotImplementedError, ValueError):
+    except (NotImplementedError, ValueError, EinsatError):
         return None
-    if e is None or not is_memory_bound(e, [t.shape for t in types]):
+    if e is None or e.shape != out.shape or not is_memory_bound(e, [t.shape for t in types]):
         return None
     return e
 
 
 def _fusable(cid: int, data: EGraphData) -> tuple[ENode, Expr] | None:
     for node in data.classes[cid].nodes:
-        e = _expression(node, data)
+        e = _expression(node, data, data.classes[cid].type)
         if e is not None:
             return node, e
     return None

@@ -59,7 +59,9 @@ def fold_weights(session, data: EGraphData) -> int:
         if cls.type.nbytes > budget or cost > work:
             continue
         budget, work = budget - cls.type.nbytes, work - cost
-        v = np.ascontiguousarray(value(cid), dtype=cls.type.dtype)
+        # the e-class's shape: np.ascontiguousarray makes a 0-d value [1], which a scalar's readers
+        # (an eop's expression reads it with no subscripts) do not take
+        v = np.ascontiguousarray(value(cid), dtype=cls.type.dtype).reshape(cls.type.shape)
         session.union(cid, session.add_weight(v, hint=FOLD_HINT))
         unions += 1
     return unions

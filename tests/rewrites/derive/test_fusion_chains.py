@@ -149,3 +149,64 @@ def _session_of(g):
     s.run(Schedule((fusion_generator(),)))
     data = s.export()
     return s, data, data.roots[0]
+
+
+def _kept_eops(graph) -> list[str]:
+    return [n.attrs["expr"] for n in graph.nodes if n.op is Op.EOP]
+
+
+def test_bert_tensat_extracts_a_fused_softmax_per_layer_under_h100():
+    import einsat
+    from benchmarks.workloads.transformer import bert_tensat
+    g = bert_tensat(layers=2)
+    result = einsat.optimize(g, cost="h100")
+    exprs = _kept_eops(result.graph)
+    assert len([e for e in exprs if "(M " in e and "(exp " in e]) == 2  # scale + softmax, one eop a layer
+    assert not any(n.op is Op.SOFTMAX for n in result.graph.nodes)
+    model = cost_model("h100")
+    assert model.graph_cost(result.graph) < model.graph_cost(g)
+
+
+def test_a_gelu_chain_after_a_linear_layer_is_one_eop_under_h100():
+    import einsat
+    b = GraphBuilder("mlp")
+    x = b.input("x", (1, 16, 64))
+    h = b.add(b.matmul(x, b.weight("w", (64, 256))), b.weight("bias", (256,)))
+    half, root2, one = (b.const(v) for v in (0.5, np.sqrt(2.0), 1.0))
+    g = b.build(b.mul(b.mul(h, half), b.add(b.erf(b.div(h, root2)), one)))
+    result = einsat.optimize(g, cost="h100")
+    assert any("(erf " in e for e in _kept_eops(result.graph))
+    assert not any(n.op in (Op.ERF, Op.DIV) for n in result.graph.nodes)
+
+
+def test_an_unmeasured_fused_eop_is_charged_its_external_inputs_and_output():
+    from einsat.extract.cost import RooflineCost
+    from einsat.extract.devices import H100
+    from einsat.ir.expr.measure import flops
+    _, data, root = _session("layernorm_residual", (64, 768))
+    (eop,) = [n for n in data.classes[root].nodes if n.op is Op.EOP]
+    ins = [data.classes[c].type for c in eop.children]
+    out = data.classes[root].type
+    moved = sum(t.size * 8 for t in ins) + out.size * 8  # float64: x, the residual, scale, bias; the output
+    want = H100.launch_us + max(flops(expression_of(eop.attrs["expr"])) / H100.peak_flops(np.float64, False, False),
+                                moved / H100.bandwidth) * 1e6
+    model = RooflineCost("h100")
+    got = model.node_cost(Op.EOP, eop.attrs, ins, [out])
+    assert got == pytest.approx(want, rel=1e-9)
+    chain = sum(model.node_cost(n.op, n.attrs, [data.classes[c].type for c in n.children], [cls.type])
+                for cls in data.classes.values() for n in cls.nodes if n.op in (Op.ADD, Op.LAYERNORM))
+    assert got < chain  # two launches and the sum's round trip fewer
+
+
+def test_a_folded_scalar_keeps_its_rank():
+    from einsat.rewrites.post.fold import fold_generator
+    b = GraphBuilder("scalars")
+    x = b.input("x", (3,), F)
+    g = b.build(b.add(x, b.mul(b.const(0.5, F), b.const(2.0, F))))
+    s = Session(Limits(iterations=1))
+    s.add_graph(g)
+    s.run(Schedule((fold_generator(every=1),)))
+    data = s.export()
+    folded = [np.asarray(data.weights[n.leaf[1]]) for c in data.classes.values() for n in c.nodes
+              if n.leaf is not None and n.leaf[1].startswith("fold")]
+    assert folded and all(w.shape == () and w == 1.0 for w in folded)

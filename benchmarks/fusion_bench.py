@@ -1,0 +1,139 @@
+"""Fusion as a derivation (`rewrites.derive.fusion`): modeled costs with and without fused eops.
+
+    python -m benchmarks.fusion_bench [--cost h100] [--seq 128] [WORKLOAD ...]
+
+For bert_tensat (its default shapes), BERT-base and GPT-2 (the transformers exports with seeded
+random weights, sequence `--seq`, optimized whole with partitioning, as `einsat optimize` does),
+the run records the modeled cost of the input, of the optimized program without the fusion
+generator and with it (the default schedule), the fused eops the extraction kept by chain
+(softmax, layer/RMS norm, GELU, other element-wise), how many the e-graph offered, and the
+optimization times. Every figure is modeled (the cost model's µs): nothing runs on a GPU here.
+Writes `benchmarks/results/fusion.json` and `.md`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).parent / "results"
+MODELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
+
+
+def chain_kind(expr: str) -> str:
+    """What a fused eop computes, from its expression: a row max (softmax), a square root over a
+    row statistic (layer or RMS norm), erf or tanh (GELU), else element-wise."""
+    if "(M " in expr:
+        return "softmax"
+    if "(sqrt " in expr:
+        return "norm"
+    if "(erf " in expr or "(tanh " in expr:
+        return "gelu"
+    return "elementwise"
+
+
+def load(name: str, seq: int):
+    import einsat
+    if name == "bert_tensat":
+        from benchmarks.workloads.transformer import bert_tensat
+        return bert_tensat()
+    text = {"bert_base": ("input_ids", "attention_mask", "token_type_ids"),
+            "gpt2": ("input_ids", "attention_mask")}[name]
+    return einsat.load_onnx(MODELS / f"hf_{name}.onnx", fill_weights="random",
+                            input_shapes={k: (1, seq) for k in text})
+
+
+def without_fusion():
+    from einsat.egraph import Schedule
+    from einsat.rewrites.schedule import default_schedule
+    return Schedule(tuple(p for p in default_schedule().phases if getattr(p, "name", "") != "eop-chain-fusion"))
+
+
+def run(name: str, seq: int, cost: str) -> dict:
+    import einsat
+    from einsat.extract.models import cost_model
+    model = cost_model(cost)
+    g = load(name, seq)
+    row = {"workload": name, "nodes": len(g.nodes), "input_us": model.graph_cost(g)}
+    t = time.perf_counter()
+    plain = einsat.optimize(g, cost=cost, rules=without_fusion())
+    row["unfused_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    fused = einsat.optimize(g, cost=cost)
+    row["fused_s"] = time.perf_counter() - t
+    row["unfused_us"] = model.graph_cost(plain.graph)
+    row["fused_us"] = model.graph_cost(fused.graph)
+    kinds = Counter(chain_kind(n.attrs["expr"]) for n in fused.graph.nodes if n.op_name == "eop")
+    row["fused_eops"] = dict(sorted(kinds.items()))
+    ops = Counter(n.op_name for n in fused.graph.nodes)
+    row["kernels_unfused"] = sum(1 for n in plain.graph.nodes if not n.definition.view and not n.definition.source)
+    row["kernels_fused"] = sum(1 for n in fused.graph.nodes if not n.definition.view and not n.definition.source)
+    row["left_alone"] = {k: ops.get(k, 0) for k in ("softmax", "layernorm", "erf", "tanh")}
+    return row
+
+
+def write(rows: list[dict], cost: str, seq: int) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=RESULTS).stdout.strip()
+    except OSError:
+        commit = "?"
+    meta = {"cost": cost, "seq": seq, "commit": commit, "machine": platform.node(),
+            "python": platform.python_version(), "modeled": True}
+    (RESULTS / "fusion.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    lines = [f"# Fusion as a derivation: modeled costs under `{cost}` (modeled only, no GPU run)", "",
+             f"Commit {commit}, `python -m benchmarks.fusion_bench`. BERT-base and GPT-2: the transformers "
+             f"exports at sequence {seq} with random weights, optimized whole (partitioned). Costs are the "
+             f"`{cost}` model's µs (a committed H100 profile, the calibrated roofline for what it did not time): "
+             "**modeled, not measured**; no GPU was at hand.", "",
+             "## Modeled cost per workload (µs)", "",
+             "| workload | input | optimized, no fusion | optimized, fusion | fusion gain (modeled) | kernels "
+             "(no fusion → fusion) | fused eops kept | left alone (softmax, layernorm, erf, tanh) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        gain = r["unfused_us"] / r["fused_us"] if r["fused_us"] else float("nan")
+        kept = ", ".join(f"{k} {v}" for k, v in r["fused_eops"].items()) or "none"
+        alone = ", ".join(str(v) for v in r["left_alone"].values())
+        lines.append(f"| {r['workload']} | {r['input_us']:.1f} | {r['unfused_us']:.1f} | {r['fused_us']:.1f} | "
+                     f"{gain:.3f}x | {r['kernels_unfused']} → {r['kernels_fused']} | {kept} | {alone} |")
+    lines += ["", "## Optimization time (s, this machine)", "", "| workload | no fusion | fusion |", "|---|---|---|"]
+    lines += [f"| {r['workload']} | {r['unfused_s']:.1f} | {r['fused_s']:.1f} |" for r in rows]
+    lines += ["", "## What the modeled figures say", "",
+              "- A fused eop is charged one launch and its external inputs and output once (its roofline); "
+              "an unfused chain a launch and a round trip per op.",
+              "- Where a GEMM precedes a layernorm or a masked softmax, the residual, bias and mask adds go into "
+              "`fused_matmul`'s epilogue, which the model charges next to nothing (no measured signature; "
+              "`gpu/lower/fused.py` runs that epilogue as a kernel of its own), and the norm or softmax stays "
+              "alone: the fused eop is in the e-graph but loses by about half a µs per layer.",
+              "- bert_tensat's gain is mostly one measured figure: the profile's standalone softmax of "
+              "[16, 64, 64] took 41 µs on the H100 (`reduce.softmax_kernel` runs a thread per 64-long row, its "
+              "loads a row apart), against the fused eop's roofline of about 2 µs (its row kernel runs a warp "
+              "per row, coalesced). Until a GPU times the fused eops (`scripts/gpu_report.py` profiles any op by "
+              "signature), that figure is a model's.", ""]
+    (RESULTS / "fusion.md").write_text("\n".join(lines))
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("workloads", nargs="*", default=["bert_tensat", "bert_base", "gpt2"])
+    p.add_argument("--cost", default="h100")
+    p.add_argument("--seq", type=int, default=128)
+    args = p.parse_args(argv)
+    np.random.seed(0)
+    rows = []
+    for name in args.workloads:
+        rows.append(run(name, args.seq, args.cost))
+        print(json.dumps(rows[-1]), flush=True)
+    write(rows, args.cost, args.seq)
+
+
+if __name__ == "__main__":
+    main()

@@ -71,13 +71,13 @@ CASES = {
 ROUTE = {"strided_taps_innermost": "slices", "taps_between_the_channels": "slices",
          "relu_of_an_offset_sum": "slices", "offset_reduce": "slices",
          "max_window": "slices", "shifted_sum_5x5": "slices", "guarded_stride": "gathers",
-         "reshape_divmod": "gathers", "scope_with_offsets": "gathers", "broadcast_unused_iterator": "gathers",
+         "reshape_divmod": "gathers", "scope_with_offsets": "gathers", "broadcast_unused_iterator": "aligned",
          "transposed_offsets": "gathers"}
 
 
 def route(g) -> str:
     ops = {n.op_type for n in to_onnx(g).graph.node}
-    return "gathers" if "Gather" in ops else "slices"
+    return "gathers" if "Gather" in ops else "slices" if "Slice" in ops else "aligned"
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -220,13 +220,8 @@ class _Exporter:
         self.loops, self.sums = e.loops, e.sums
         its = e.loops + e.sums
         rank = len(its)
+        self.axes = {it.name: (axis, it) for axis, it in enumerate(its)}
         self.grid = {}
-        for axis, it in enumerate(its):
-            shape = [1] * rank
-            shape[axis] = it.size
-            rng = self.node("Range", [self.const(it.lo, I64), self.const(it.hi, I64), self.const(1, I64)], "range")
-            self.grid[it.name] = self.node("Reshape", [rng, self.const(shape, I64, "shape")], f"it_{it.name}",
-                                           allowzero=1)
         self.ranges = e.ranges()
         value = self.body(e.body)
         full = self.const(list(e.shape) + [it.size for it in e.sums], I64, "grid")
@@ -238,11 +233,21 @@ class _Exporter:
         else:
             self.ctx.node("Identity", [value], [output])
 
+    def iterator(self, name: str) -> str:
+        """The values of grid iterator `name` on its own axis (a Range, made when first read)."""
+        if name not in self.grid:
+            axis, it = self.axes[name]
+            shape = [1] * len(self.axes)
+            shape[axis] = it.size
+            rng = self.node("Range", [self.const(it.lo, I64), self.const(it.hi, I64), self.const(1, I64)], "range")
+            self.grid[name] = self.node("Reshape", [rng, self.const(shape, I64, "shape")], f"it_{name}", allowzero=1)
+        return self.grid[name]
+
     def index(self, i: Index) -> str:
         out = None
         for a, c in i.terms:
             if isinstance(a, str):
-                t = self.grid[a]
+                t = self.iterator(a)
             else:
                 arg = self.index(a.arg)
                 q = self.const(a.q, I64, "q")
@@ -278,6 +283,12 @@ class _Exporter:
                 return name
             full = list(shape) + [1] * len(self.sums)
             return self.node("Reshape", [name, self.const(full, I64, "shape")], "whole")
+        aligned = self._aligned(r, shape, lows)
+        if aligned is not None:  # the value broadcast onto the grid: a Transpose and a Reshape
+            perm, full = aligned
+            if perm != sorted(perm):
+                name = self.node("Transpose", [name], "aligned", perm=perm)
+            return self.node("Reshape", [name, self.const(full, I64, "shape")], "broadcast")
         flat, mask = None, None
         stride = 1
         for i, d, lo in reversed(list(zip(r.idx, shape, lows))):
@@ -299,6 +310,33 @@ class _Exporter:
             data = self.node("Concat", [data, self.const([0], self.dtype, "zero")], "padded", axis=0)
             flat = self.node("Where", [mask, flat, self.const(size, I64, "outside")], "gather_index")
         return self.node("Gather", [data, flat], "read", axis=0)
+
+    def _aligned(self, r: Read, shape, lows) -> tuple[list[int], list[int]] | None:
+        """(perm, grid shape) when `r` reads its whole source broadcast onto the grid: each
+        subscript a grid iterator over the dim's own range (each iterator once) or, at a dim of
+        size 1, that dim's one position. The source's dims then go in grid order (`perm`, the
+        size-1 ones last) and reshape to the grid's rank. None otherwise (the Gather route):
+        how a fused chain (softmax, a norm, GELU) exports as the element-wise ops and the
+        reductions it was made of."""
+        placed, ones = [], []
+        for k, (i, d, lo) in enumerate(zip(r.idx, shape, lows)):
+            names = [a for a, _ in i.terms]
+            if len(names) == 1 and isinstance(names[0], str) and i == var(names[0]) and names[0] in self.axes:
+                axis, it = self.axes[names[0]]
+                if it.lo != lo or it.size != d:
+                    return None
+                placed.append((axis, k))
+            elif not i.terms and d == 1 and i.const == lo:
+                ones.append(k)
+            else:
+                return None
+        if len({a for a, _ in placed}) != len(placed):
+            return None
+        placed.sort()
+        full = [1] * len(self.axes)
+        for axis, k in placed:
+            full[axis] = shape[k]
+        return [k for _, k in placed] + ones, full
 
     def _whole(self, r: Read, shape, lows) -> bool:
         """Whether `r` reads its whole source at the output's position: subscripts the output's

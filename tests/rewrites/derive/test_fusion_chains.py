@@ -210,3 +210,16 @@ def test_a_folded_scalar_keeps_its_rank():
     folded = [np.asarray(data.weights[n.leaf[1]]) for c in data.classes.values() for n in c.nodes
               if n.leaf is not None and n.leaf[1].startswith("fold")]
     assert folded and all(w.shape == () and w == 1.0 for w in folded)
+
+
+@pytest.mark.parametrize("form", sorted(set(FORMS) - WHOLE))
+def test_a_fused_eop_exports_to_onnx_as_its_ops_and_runs_on_onnxruntime(form):
+    from einsat.ir.onnx_export import to_onnx
+    from tests.ir.onnx_check import check_op
+    _, data, root = _session(form, (3, 7))
+    eop = max((n for n in data.classes[root].nodes if n.op is Op.EOP), key=lambda n: len(n.attrs["expr"]))
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal(data.classes[c].type.shape).astype(np.float32) for c in eop.children]
+    g = check_op(Op.EOP, arrays, {"expr": eop.attrs["expr"]}, rtol=1e-5, atol=1e-5)  # NumPy vs onnxruntime
+    ops = {n.op_type for n in to_onnx(g).graph.node}
+    assert not ops & {"Gather", "Range"}, ops  # element-wise ops and reductions, no index grid

@@ -18,6 +18,7 @@ from benchmarks.workloads import (
     convnets,
     generative,
     inception,
+    llm,
     nasnet,
     operators,
     resnet,
@@ -92,6 +93,12 @@ WORKLOADS: dict[str, Workload] = {
                              "G2BMM [8,10000,64], width 1000, dilation 4", "EinNet Table 3"),
 }
 
+# The workloads people bring in 2026 (`workloads.llm`): a Llama-3-8B decoder layer (prefill, decode
+# against a KV cache), a 32-layer Llama stack, Mirage's operator benchmarks, an MoE layer. Kept apart
+# from WORKLOADS (whose every entry the CPU harness and the PyTorch baseline run): the 8B layer's
+# weights are ~870 MB; `benchmarks.llm_bench` runs them, `llm.TEST_SIZES` are the tests' sizes.
+LLM: dict[str, Workload] = llm.workloads(Workload)
+
 # Overrides for NumPy runs on a small CPU machine (the papers' sizes need a GPU's memory and speed).
 CPU_SIZES: dict[str, dict[str, Any]] = {
     "longformer": {"seq": 2000, "width": 200},
@@ -108,10 +115,10 @@ def zoo() -> dict[str, Workload]:
 def build(name: str, **overrides) -> Graph:
     """The workload `name` with its default arguments, updated by `overrides`."""
     try:
-        w = WORKLOADS[name]
+        w = WORKLOADS[name] if name in WORKLOADS else LLM[name]
     except KeyError:
-        raise KeyError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}") from None
+        raise KeyError(f"unknown workload {name!r}; choose from {', '.join([*WORKLOADS, *LLM])}") from None
     return w.builder(**{**w.defaults, **overrides})
 
 
-__all__ = ["CPU_SIZES", "WORKLOADS", "Workload", "build", "zoo"]
+__all__ = ["CPU_SIZES", "LLM", "WORKLOADS", "Workload", "build", "zoo"]

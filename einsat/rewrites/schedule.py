@@ -5,8 +5,9 @@ the n-ary sibling merge (first step only), PET's mutation generator (first four 
 session's cost model), the fusion of the corrections' convolutions (`mutate.correction_fusion`: one
 chain step a step), associativity and commutativity (back-off), the other algebra theories, the
 multi-pattern merges (first two steps only), the post rules (`post.correct`: a correction fused into
-the layout chain after it), every fourth step the weight folding generator, then EinNet's inter-
-expression generators.
+the layout chain after it), the attention expansion, the attention generator (`algebra.attention`:
+the matmul-scale-mask-softmax-matmul chain as one op), every fourth step the weight folding
+generator, then EinNet's inter-expression generators.
 `Session.run` repeats steps until saturation or a limit.
 
 EinNet's derivations (`rewrites.derive`) run in the default schedule too: the search in the
@@ -23,6 +24,7 @@ convolution instead took about as long as the rest of saturation on GCN and 20-4
 from __future__ import annotations
 
 from einsat.egraph.rules import Rule, Ruleset, Schedule
+from einsat.rewrites.algebra.attention import attention_generator, attention_rules
 from einsat.rewrites.algebra.concat import concat_rules
 from einsat.rewrites.algebra.conv import conv_rules
 from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
@@ -42,7 +44,7 @@ from einsat.rewrites.post.layout import layout_post_rules
 
 def default_rulesets() -> list[Ruleset]:
     return [ac_rules(), elementwise_rules(), matmul_rules(), layout_rules(), concat_rules(), conv_rules(),
-            merge_rules(), layout_post_rules(), fusion_rules(), correct_fusion_rules()]
+            merge_rules(), layout_post_rules(), fusion_rules(), correct_fusion_rules(), attention_rules()]
 
 
 def default_rules() -> list[Rule]:
@@ -68,5 +70,6 @@ def einnet_schedule(rank=None) -> Schedule:
 
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
     phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
-              + tuple(default_rulesets()) + (fold_generator(), merge_derived, fuse_eops, fusion_generator()))
+              + tuple(default_rulesets()) + (attention_generator(), fold_generator(), merge_derived, fuse_eops,
+                                             fusion_generator()))
     return Schedule(tuple(p for p in phases if p is not None))

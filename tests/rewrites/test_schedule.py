@@ -12,7 +12,7 @@ from einsat.egraph import Generator, Session
 from einsat.rewrites.schedule import default_rules, default_rulesets, default_schedule
 from tests.egraph.checks import canonical
 
-THEORIES = ["elementwise", "matmul", "layout", "concat", "conv", "merge", "fusion", "correct"]
+THEORIES = ["elementwise", "matmul", "layout", "concat", "conv", "merge", "fusion", "correct", "attention"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,9 +42,9 @@ def test_every_rule_has_a_soundness_and_a_goal_case():
 def test_every_generator_is_tested():
     generators = {p.name for p in default_schedule().phases if isinstance(p, Generator)}
     # test_merge.py, test_fold.py, mutate/ (test_generate.py, test_correction_fusion.py), derive/
-    # (test_generator.py, test_default.py, test_fusion_chains.py)
+    # (test_generator.py, test_default.py, test_fusion_chains.py), test_attention.py
     assert generators == {"merge-siblings", "fold-weights", "pet-mutate", "correction-fusion", "einnet-derive",
-                          "merge-derived-matmuls", "eop-fusion", "eop-chain-fusion"}
+                          "merge-derived-matmuls", "eop-fusion", "eop-chain-fusion", "attention"}
 
 
 def test_the_default_schedule_compiles():

@@ -1,0 +1,226 @@
+"""Scaled dot-product attention: the matmul-scale-mask-softmax-matmul chain as one `attention` op,
+and back.
+
+    softmax(q @ kᵀ · s + mask) @ v  =  attention(q, k, v, mask; scale=s)
+
+The forward direction is a generator (`attention_generator`), because the forms models export
+need facts egglog rules cannot read: the scale is a scalar *weight* (BERT's 1/sqrt(d), a value,
+not an attribute), written as a product (`scores * s`, `s * scores`), a quotient
+(`scores / sqrt(d)`), or split over both operands (PyTorch's SDPA decomposition exports
+`(q · s1) @ (kᵀ · s2)`, s1 · s2 = 1/sqrt(d)). For each e-class holding `p @ v` with p a softmax
+over the last axis, it reads, in the e-graph:
+
+- the softmax's input: the scores, or `scores + mask` (either order) with a mask that
+  broadcasts to the scores;
+- the scale: `scores = x · c`, `c · x` or `x / c` for a scalar weight c, or none (1);
+- `x = a @ kt` (a and kt possibly scaled by scalar weights, as above), with `kt = transpose(k)`
+  over the last two axes, or any other kt (then k = transpose(kt), a new term);
+- PyTorch's guard `where(isnan(p), 0, p)` around the softmax, when the mask is finite by
+  construction (absent, a finite constant, or `where(cond, a, b)` of finite scalar constants: HF
+  BERT's and GPT-2's padding and causal masks): the scores are then finite for finite q and k,
+  no softmax row is NaN, and the guard is the identity;
+
+and unions the class with `attention(q, k, v, mask; scale)`. Scales are float32 attributes: in a
+float64 program the rewrite fires only where the scale is exactly a float32 (0.125, 1/sqrt(64)),
+so both sides stay equal to the last bit of the scale; in float32/16 the scale's float32 rounding
+is the program's own.
+
+The backward direction is an egglog rule (`attention-expand`): a non-causal attention equals its
+chain, with the scale as a `Fill` scalar. Causal attention keeps its op (its triangle is no
+e-graph term).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from einsat.egraph.data import EGraphData
+from einsat.egraph.patterns import NO_INPUT, pat
+from einsat.egraph.rules import Generator, Rule, Ruleset, rule
+from einsat.egraph.terms import Term
+from einsat.ir.registry import Op
+from einsat.rewrites.guards import dtype, rank, shape
+
+MAX_FORMS = 8  # attention terms per matmul class (each a distinct q, k, mask or scale)
+
+
+def _swap_last(r: int) -> tuple[int, ...]:
+    return tuple(range(r - 2)) + (r - 1, r - 2)
+
+
+class _Reader:
+    """Facts about e-classes of one export: scalar constant values, finite masks."""
+
+    def __init__(self, data: EGraphData):
+        self.data = data
+
+    def type(self, cid):
+        return self.data.classes[cid].type
+
+    def nodes(self, cid, op: Op):
+        return [n for n in self.data.classes[cid].nodes if n.op is op]
+
+    def scalar(self, cid) -> float | None:
+        """The value of a one-element constant weight in the class, else None."""
+        t = self.type(cid)
+        if t is None or t.size != 1 or not np.issubdtype(t.dtype, np.floating):
+            return None
+        for n in self.data.classes[cid].nodes:
+            if n.leaf is not None and n.leaf[0] == "weight" and n.leaf[1] in self.data.weights:
+                v = float(np.asarray(self.data.weights[n.leaf[1]]).reshape(-1)[0])
+                return v if np.isfinite(v) else None
+        return None
+
+    def finite(self, cid) -> bool:
+        """The class's value is finite by construction: a finite constant, or `where(c, a, b)`
+        (possibly under expand/reshape/cast to float) of such."""
+        for n in self.data.classes[cid].nodes:
+            if n.leaf is not None and n.leaf[0] == "weight" and n.leaf[1] in self.data.weights:
+                a = np.asarray(self.data.weights[n.leaf[1]])
+                if np.issubdtype(a.dtype, np.floating) and np.isfinite(a).all():
+                    return True
+            if n.op is Op.WHERE and all(self.finite(c) for c in n.children[1:]):
+                return True
+            if n.op in (Op.EXPAND, Op.RESHAPE, Op.UNSQUEEZE) and self.finite(n.children[0]):
+                return True
+        return False
+
+    def zero(self, cid) -> bool:
+        return self.scalar(cid) == 0.0 or self._all_zero(cid)
+
+    def _all_zero(self, cid) -> bool:
+        for n in self.data.classes[cid].nodes:
+            if n.leaf is not None and n.leaf[0] == "weight" and n.leaf[1] in self.data.weights:
+                a = np.asarray(self.data.weights[n.leaf[1]])
+                return np.issubdtype(a.dtype, np.floating) and not a.any()
+        return False
+
+    def scaled(self, cid):
+        """(x, factor) pairs with class = x · factor for each scalar product/quotient in the class,
+        else [(cid, 1.0)]: a scalar factor is always taken into the scale (one form, no product
+        left outside the attention)."""
+        out = []
+        t = self.type(cid)
+        for n in self.data.classes[cid].nodes:
+            if n.op not in (Op.MUL, Op.DIV):
+                continue
+            a, b = n.children
+            pairs = [(a, b)] + ([(b, a)] if n.op is Op.MUL else [])
+            for x, c in pairs:
+                v = self.scalar(c)
+                if v is None or v == 0.0 or self.type(x) is None or self.type(x).shape != t.shape:
+                    continue
+                out.append((x, v if n.op is Op.MUL else 1.0 / v))
+        return out or [(cid, 1.0)]
+
+
+def _scale_attr(value: float, dt) -> float | None:
+    """The float32 attribute for `value`, or None when a float64 program would see it rounded."""
+    f = float(np.float32(value))
+    if np.dtype(dt) == np.float64 and f != value:
+        return None
+    return f
+
+
+def _broadcasts(mask_shape, scores_shape) -> bool:
+    try:
+        return tuple(np.broadcast_shapes(mask_shape, scores_shape)) == tuple(scores_shape)
+    except ValueError:
+        return False
+
+
+def _forms(r: _Reader, cid: int):
+    """(q, k or None (transpose kt), kt, v, mask, scale) for each attention the class computes."""
+    out = []
+    t = r.type(cid)
+    if t is None or t.rank < 2 or not np.issubdtype(t.dtype, np.floating):
+        return out
+    for mm in r.nodes(cid, Op.MATMUL):
+        p, v = mm.children
+        tp, tv = r.type(p), r.type(v)
+        if tp is None or tv is None or tp.rank < 2 or tv.rank < 2:
+            continue
+        probs = [(p, False)] + [(n.children[2], True) for n in r.nodes(p, Op.WHERE)
+                                if n.children[2] in [c for m in r.nodes(n.children[0], Op.ISNAN) for c in m.children]
+                                and r.zero(n.children[1])]
+        for pc, guarded in probs:
+            for sm in r.nodes(pc, Op.SOFTMAX):
+                if sm.attrs["axis"] != tp.rank - 1:
+                    continue
+                x = sm.children[0]
+                masked = [(x, None)]
+                for add in r.nodes(x, Op.ADD):
+                    for s, m in ((add.children[0], add.children[1]), (add.children[1], add.children[0])):
+                        ts, tm = r.type(s), r.type(m)
+                        if ts is not None and tm is not None and ts.shape == tp.shape and tm.dtype == tp.dtype \
+                                and _broadcasts(tm.shape, tp.shape):
+                            masked.append((s, m))
+                for s, m in masked:
+                    if guarded and m is not None and not r.finite(m):
+                        continue
+                    for raw, f0 in r.scaled(s):
+                        for prod in r.nodes(raw, Op.MATMUL):
+                            for q, f1 in r.scaled(prod.children[0]):
+                                for kt, f2 in r.scaled(prod.children[1]):
+                                    tq, tk = r.type(q), r.type(kt)
+                                    if tq is None or tk is None or tq.rank < 2 or tk.rank < 2:
+                                        continue
+                                    ks = [n.children[0] for n in r.nodes(kt, Op.TRANSPOSE)
+                                          if n.attrs["perm"] == _swap_last(tk.rank)] or [None]
+                                    scale = _scale_attr(f0 * f1 * f2, t.dtype)
+                                    if scale is None:
+                                        continue
+                                    out.extend((q, k, kt, v, m, scale) for k in ks)
+    return out
+
+
+def attention_terms(session, data: EGraphData) -> int:
+    r = _Reader(data)
+    transposes = {(n.children[0], n.attrs["perm"]): cid for cid, cls in data.classes.items()
+                  for n in cls.nodes if n.op is Op.TRANSPOSE}
+    unions = 0
+    for cid in sorted(data.classes):
+        have = {(n.children, n.attrs["scale"]) for n in r.nodes(cid, Op.ATTENTION)}
+        added = 0
+        for q, k, kt, v, m, scale in _forms(r, cid):
+            if added >= MAX_FORMS:
+                break
+            perm = _swap_last(r.type(kt).rank)
+            if k is None:
+                k = transposes.get((kt, perm))
+            kids = (q, k, v) if m is None else (q, k, v, m)  # an export leaves trailing absent inputs out
+            if k is not None and (kids, scale) in have:
+                continue
+            kterm = k if k is not None else Term(Op.TRANSPOSE, (kt,), {"perm": perm})
+            session.union(cid, Term(Op.ATTENTION, (q, kterm, v, m), {"scale": scale, "causal": 0}))
+            have.add((kids, scale))
+            unions += 1
+            added += 1
+    return unions
+
+
+def attention_generator() -> Generator:
+    return Generator("attention", "softmax(q @ kᵀ · s + mask) @ v = attention(q, k, v, mask; s)  (s a scalar "
+                     "weight: · s, s ·, / s, or split over q and kᵀ; PyTorch's where(isnan(p), 0, p) when "
+                     "the mask is finite)", attention_terms)
+
+
+def _expand(r: int, masked: bool) -> str:
+    mask = "m" if masked else NO_INPUT
+    lhs = pat.attention("q", "k", "v", mask, scale="s", causal=0)
+    scores = f"(Matmul q {pat.transpose('k', perm=_swap_last(r))})"
+    scaled = f"(Mul {scores} (Fill s (vec-empty) dt))"
+    if masked:
+        scaled = f"(Add {scaled} m)"
+    rhs = f"(Matmul {pat.softmax(scaled, axis=r - 1)} v)"
+    facts = [f"(= t {lhs})", rank("q", r), rank("k", r), rank("v", r), dtype("q", "dt")]
+    if masked:  # m a tensor, not (Absent)
+        facts.append(shape("m", "sm"))
+    return rule(facts, [f"(union t {rhs})"])
+
+
+def attention_rules() -> Ruleset:
+    return Ruleset("attention", (
+        Rule("attention-expand", "attention(q, k, v, mask; s) = softmax(q @ kᵀ · s + mask) @ v  (not causal)",
+             "\n".join(_expand(r, masked) for r in (2, 3, 4) for masked in (False, True))),
+    ))

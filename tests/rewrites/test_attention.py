@@ -1,0 +1,166 @@
+"""Attention: the matmul-scale-mask-softmax-matmul chain as one `attention` op, and back.
+
+Each form the generator reads (`einsat.rewrites.algebra.attention`) is a case here: its two
+sides are sound on random inputs (hypothesis shapes), and the generator, run alone on the left
+side, puts the right side into its e-class. Forms it must not take (an inexact float64 scale, an
+unguarded NaN, a softmax over another axis) are checked to stay out. The expansion rule back
+(`attention-expand`) has its table case.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import einsat
+from einsat.egraph import Limits, Schedule, Session
+from einsat.ir.registry import Op
+from einsat.rewrites.algebra.attention import attention_generator
+from tests.rewrites.harness import F64, Case, check_sound, dims, fill, leaves, parametrize
+
+
+def _qkv(rank: int):
+    """q [.., Sq, D], k [.., Sk, D], v [.., Sk, Dv], m [.., 1, Sk] (batch dims equal)."""
+    return st.tuples(st.lists(dims(1, 3), min_size=rank - 2, max_size=rank - 2).map(tuple),
+                     dims(1, 5), dims(1, 5), dims(1, 4), dims(1, 4)).flatmap(
+        lambda s: leaves({"q": s[0] + (s[1], s[3]), "k": s[0] + (s[2], s[3]), "v": s[0] + (s[2], s[4]),
+                          "m": s[0] + (1, s[2])}, scale=st.sampled_from([0.125, 0.5, 2.0])))
+
+
+QKV = st.sampled_from([2, 3, 4]).flatmap(_qkv)
+
+
+def _kt(b, k):
+    r = len(k.type.shape)
+    return b.transpose(k, perm=tuple(range(r - 2)) + (r - 1, r - 2))
+
+
+def _chain(b, t, p, scores, mask=True, guard=False):
+    x = b.add(scores, t["m"]) if mask else scores
+    probs = b.softmax(x, axis=-1)
+    if guard:
+        probs = _guarded(b, probs)
+    return b.matmul(probs, t["v"])
+
+
+def _att(b, t, p, scale, mask=True):
+    return b.attention(t["q"], t["k"], t["v"], t["m"] if mask else None, scale=scale)
+
+
+def _guarded(b, probs):
+    """PyTorch's guard: where(isnan(p), 0, p)."""
+    return b.where(b.isnan(probs), fill(b, 0.0), probs)
+
+
+def _finite_mask(b, t):
+    """HF's padding mask: where(cond, 0, -1e4) of an input-derived condition."""
+    return b.where(b.greater(t["m"], b.const(0.0, F64, name="cut")), b.const(0.0, F64, name="keep"),
+                   b.const(-1e4, F64, name="drop"))
+
+
+FORMS = [  # (name, lhs, rhs)
+    ("times-scalar", lambda b, t, p: _chain(b, t, p, b.mul(b.matmul(t["q"], _kt(b, t["k"])), b.const(p["scale"], F64))),
+     lambda b, t, p: _att(b, t, p, p["scale"])),
+    ("scalar-times-no-mask",
+     lambda b, t, p: _chain(b, t, p, b.mul(b.const(p["scale"], F64), b.matmul(t["q"], _kt(b, t["k"]))), mask=False),
+     lambda b, t, p: _att(b, t, p, p["scale"], mask=False)),
+    ("divided", lambda b, t, p: _chain(b, t, p, b.div(b.matmul(t["q"], _kt(b, t["k"])), b.const(1 / p["scale"], F64))),
+     lambda b, t, p: _att(b, t, p, p["scale"])),
+    ("mask-first", lambda b, t, p: b.matmul(b.softmax(b.add(t["m"], b.mul(b.matmul(t["q"], _kt(b, t["k"])),
+                                                                         b.const(p["scale"], F64))), axis=-1), t["v"]),
+     lambda b, t, p: _att(b, t, p, p["scale"])),
+    ("split-scale",  # PyTorch's SDPA decomposition: (q · s1) @ (kᵀ · s2)
+     lambda b, t, p: _chain(b, t, p, b.matmul(b.mul(t["q"], b.const(0.5, F64)),
+                                              b.mul(_kt(b, t["k"]), b.const(p["scale"] * 2, F64)))),
+     lambda b, t, p: _att(b, t, p, p["scale"])),
+    ("no-transpose",  # kᵀ held as is: k becomes transpose(kᵀ)
+     lambda b, t, p: _chain(b, t, p, b.mul(b.matmul(t["q"], b.neg(_kt(b, t["k"]))), b.const(p["scale"], F64))),
+     lambda b, t, p: b.attention(t["q"], _kt(b, b.neg(_kt(b, t["k"]))), t["v"], t["m"], scale=p["scale"])),
+    ("isnan-guard",  # where(isnan(p), 0, p) around the softmax, the mask finite by construction
+     lambda b, t, p: b.matmul(_guarded(b, b.softmax(b.add(b.mul(b.matmul(t["q"], _kt(b, t["k"])),
+                                                                b.const(p["scale"], F64)), _finite_mask(b, t)),
+                                                    axis=-1)), t["v"]),
+     lambda b, t, p: b.attention(t["q"], t["k"], t["v"], _finite_mask(b, t), scale=p["scale"])),
+]
+CASES = [Case("attention", QKV, lhs, rhs, variant=name) for name, lhs, rhs in FORMS]
+
+
+def run_generator(case: Case, p):
+    s = Session(Limits(iterations=1, nodes=20_000, time_s=60))
+    (left,) = s.add_graph(case.program(case.lhs, p, "lhs"))
+    report = s.run(Schedule((attention_generator(),)))
+    return s, left, report
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_forms_are_sound(case, data):
+    check_sound(case, data.draw(case.leaves))
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+@settings(max_examples=2, deadline=None)
+@given(data=st.data())
+def test_generator_puts_attention_in_the_chain_class(case, data):
+    p = data.draw(case.leaves)
+    s, left, report = run_generator(case, p)
+    assert report.rules["attention"].matches >= 1
+    (right,) = s.add_graph(case.program(case.rhs, p, "rhs"), root=False)
+    assert s.equivalent(left, right), f"{case!r}: the attention is not in the chain's e-class"
+
+
+@settings(max_examples=3, deadline=None)
+@given(QKV)
+def test_float64_scales_that_are_no_float32_stay_chains(p):
+    case = Case("attention", QKV, lambda b, t, p: _chain(b, t, p, b.mul(b.matmul(t["q"], _kt(b, t["k"])),
+                                                                        b.const(0.1, F64))), None)
+    _, _, report = run_generator(case, p)
+    assert not report.rules.get("attention") or report.rules["attention"].matches == 0
+
+
+@settings(max_examples=3, deadline=None)
+@given(QKV)
+def test_an_isnan_guard_over_a_mask_that_may_be_infinite_stays(p):
+    """A mask input may hold -inf: a fully masked row is NaN in the chain, 0 under the guard."""
+    case = Case("attention", QKV, lambda b, t, p: _chain(b, t, p, b.matmul(t["q"], _kt(b, t["k"])), guard=True), None)
+    _, _, report = run_generator(case, p)
+    assert not report.rules.get("attention") or report.rules["attention"].matches == 0
+
+
+def test_softmax_over_another_axis_stays():
+    b = einsat.GraphBuilder("rows")
+    q, k, v = b.input("q", (2, 3, 4), F64), b.input("k", (2, 3, 4), F64), b.input("v", (2, 3, 5), F64)
+    g = b.build(b.matmul(b.softmax(b.matmul(q, b.transpose(k, perm=(0, 2, 1))), axis=1), v))
+    s = Session(Limits(iterations=1))
+    s.add_graph(g)
+    report = s.run(Schedule((attention_generator(),)))
+    assert not report.rules.get("attention") or report.rules["attention"].matches == 0
+
+
+def _expand_lhs(masked):
+    return lambda b, t, p: b.attention(t["q"], t["k"], t["v"], t["m"] if masked else None, scale=p["scale"])
+
+
+def _expand_rhs(masked):
+    def rhs(b, t, p):
+        scores = b.mul(b.matmul(t["q"], _kt(b, t["k"])), fill(b, p["scale"]))
+        return b.matmul(b.softmax(b.add(scores, t["m"]) if masked else scores, axis=-1), t["v"])
+    return rhs
+
+
+ALGEBRA = [Case("attention-expand", QKV, _expand_lhs(m), _expand_rhs(m), variant="mask" if m else "")
+           for m in (False, True)]
+test_expand_sound, test_expand_goal = parametrize(ALGEBRA)
+
+
+def test_bert_tensat_under_h100_extracts_attention():
+    from benchmarks.workloads.transformer import bert_tensat
+    g = bert_tensat(seq=16, hidden=64, heads=4, layers=1)
+    out, report = einsat.optimize(g, cost="h100")
+    ops = [n.op for n in out.nodes]
+    assert Op.ATTENTION in ops and Op.SOFTMAX not in ops
+    x = np.random.default_rng(0).standard_normal(g.types[g.inputs[0]].shape).astype(np.float32)
+    want = einsat.run(g, {g.inputs[0]: x})[g.outputs[0]]
+    got = einsat.run(out, {out.inputs[0]: x})[out.outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -7,7 +7,7 @@ After `onnx_read.prepare` (checker, opset 13-21, static shapes, shape inference)
 read in topological order. Sequence and optional ops are followed statically (`onnx_sequences`).
 A node whose inputs are all constants is evaluated (`onnx_fold`) and its outputs become
 constants; Identity and inference-mode Dropout alias their input; Sum becomes a chain of adds,
-CastLike a cast. Every other node goes to the registry op with its `onnx_type`, whose
+CastLike a cast, Reciprocal a division of 1. Every other node goes to the registry op with its `onnx_type`, whose
 `from_onnx(ctx, onode)` returns the einsat inputs and attributes through the context below. An
 ONNX op einsat lacks, or one whose `from_onnx` raises `ctx.not_representable(reason)`, becomes
 an opaque node: a real model never fails to import because einsat lacks an op. An einsat bug
@@ -333,7 +333,20 @@ def _cast_like(ctx: ImportContext, onode, used) -> bool:
     return True
 
 
-_SPECIAL = {"Identity": _identity, "Dropout": _dropout, "Sum": _sum, "CastLike": _cast_like}
+def _reciprocal(ctx: ImportContext, onode, used) -> bool:
+    """Reciprocal(x) = div(1, x), as IEEE division computes it (RMSNorm's 1/√(mean(x²) + ε)
+    in PyTorch's exports); 1 is a scalar constant of x's dtype."""
+    t = ctx.type(onode.input[0])
+    if t is None or t.dtype.kind != "f":
+        return False
+    one = ctx._fresh(f"{onode.output[0]}__one")
+    ctx.constants[one] = _frozen(np.ones((), t.dtype))
+    ctx._add(Op.DIV, [one, onode.input[0]], [onode.output[0]], {}, name=ctx._node_name(onode.name))
+    return True
+
+
+_SPECIAL = {"Identity": _identity, "Dropout": _dropout, "Sum": _sum, "CastLike": _cast_like,
+            "Reciprocal": _reciprocal}
 
 # (op type or None for every op, attribute) -> the values the ONNX spec allows
 _ENUMS = {

@@ -1,0 +1,96 @@
+"""Llama, Qwen2 and Mistral as transformers exports them: prefill and a KV-cache decode step, both exporters.
+
+Twelve files (`scripts/export_hf_llms.py`, `tests/data/models/README.md`): each model's small
+config (2 layers, hidden 64, grouped-query attention 4/2), exported by PyTorch's dynamo exporter
+and by the legacy TorchScript one, as prefill (prompt -> logits, cache) and as one decode step
+(token, cache -> logits, grown cache), positions from the mask's CumSum as `generate` computes
+them. They come without weights: seeded random values fill them. Each file, at lengths other than
+the export's and with left padding (the masks, positions and cache lengths really dynamic):
+
+- `load_onnx` imports every node as an einsat op, but the rotary embedding's Cos and Sin (einsat
+  has no trigonometry; they run through onnxruntime) -- the causal and padding masks (Range,
+  comparisons, And, Where, GatherND), the CumSum positions, RMSNorm (Reciprocal imports as a
+  division) and the cache's Concat are einsat's;
+- `run` equals onnxruntime on every output (logits and each layer's present key/value);
+- `optimize` under a small budget returns a program of lower modeled cost that its numeric
+  verification proved (every output varied) and that still equals onnxruntime;
+- the optimized program saved with `save_onnx` passes the full ONNX checker, and both
+  onnxruntime and einsat (reloaded) compute onnxruntime's outputs of the original from it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import einsat
+from einsat.egraph.session import Limits
+from einsat.ir import Op
+from einsat.ir.onnx_weights import fill_random_weights
+from tests.ir.test_models import MODELS, assert_fp32_close, ort_run
+
+LAYERS, KV_HEADS, HEAD_DIM, VOCAB = 2, 2, 16, 512  # scripts/export_hf_llms.py's small config
+PROMPT, PAD = 12, 3     # the prefill's prompt (the export's example: 16), its first PAD tokens padding
+PAST = 9                # the decode step's cache length (the export's example: 16)
+ROTARY = {"Cos", "Sin"}  # the only ops einsat leaves opaque in these models
+NAMES = [f"{model}_{phase}_{exporter}" for model in ("llama", "qwen2", "mistral")
+         for phase in ("prefill", "decode") for exporter in ("dynamo", "legacy")]
+
+pytestmark = [pytest.mark.filterwarnings("error::einsat.ir.onnx_import.OpaqueFallbackWarning"),
+              # a padded query attends to nothing: its softmax row is NaN, which the export zeroes
+              pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")]
+
+
+def feeds(name: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    if "prefill" in name:
+        mask = np.ones((1, PROMPT), np.int64)
+        mask[0, :PAD] = 0
+        return {"input_ids": rng.integers(0, VOCAB, (1, PROMPT)), "attention_mask": mask}
+    mask = np.ones((1, PAST + 1), np.int64)
+    mask[0, :2] = 0
+    values = {"input_ids": rng.integers(0, VOCAB, (1, 1)), "attention_mask": mask}
+    for layer in range(LAYERS):
+        for t in ("key", "value"):
+            values[f"past_key_values.{layer}.{t}"] = rng.standard_normal((1, KV_HEADS, PAST, HEAD_DIM), np.float32)
+    return values
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_llm_matches_onnxruntime_optimizes_and_round_trips(name, tmp_path):
+    model = fill_random_weights(onnx.load(MODELS / f"hf_{name}.onnx"), seed=0)
+    inputs = feeds(name)
+    g = einsat.load_onnx(model, input_shapes={k: v.shape for k, v in inputs.items()})
+    opaque = {n.attrs["op_type"] for n in g.nodes if n.op is Op.OPAQUE}
+    assert opaque <= ROTARY, f"{name}: einsat keeps {sorted(opaque - ROTARY)} opaque"
+    ops = {n.op for n in g.nodes}  # the masks, the positions and attention are einsat's
+    assert {Op.CUMSUM, Op.WHERE, Op.LOGICAL_AND, Op.SOFTMAX, Op.MATMUL} <= ops, f"{name}: {sorted(ops)}"
+    cache = [o for o in g.outputs if o.startswith("present.")]
+    assert len(cache) == 2 * LAYERS
+    total = PROMPT if "prefill" in name else PAST + 1
+    assert all(g.types[o].shape == (1, KV_HEADS, total, HEAD_DIM) for o in cache), name
+    assert g.types["logits"].shape == (1, PROMPT if "prefill" in name else 1, VOCAB)
+
+    expected = dict(zip(g.outputs, ort_run(model, inputs, list(g.outputs))))
+    ours = einsat.run(g, inputs)
+    for out in g.outputs:
+        assert_fp32_close(ours[out], expected[out], f"{name}: {out}")
+
+    result = einsat.optimize(g, inputs, limits=Limits(iterations=3, time_s=10), time_limit=5)
+    report = result.report
+    assert report.verification is not None and report.verification.status == "proved", \
+        f"{name}: {report.verification}"
+    assert report.cost_after < report.cost_before, f"{name}: {report.cost_before} -> {report.cost_after}"
+    optimized = einsat.run(result.graph, inputs)
+    for out in g.outputs:
+        assert_fp32_close(optimized[out], expected[out], f"{name} optimized: {out}")
+
+    path = tmp_path / f"{name}.onnx"
+    einsat.save_onnx(result.graph, path)
+    onnx.checker.check_model(str(path), full_check=True)
+    saved = onnx.load(path)
+    reloaded = einsat.run(einsat.load_onnx(saved), inputs)
+    for out, got in zip(g.outputs, ort_run(saved, inputs, list(g.outputs))):
+        assert_fp32_close(got, expected[out], f"{name} saved, onnxruntime: {out}")
+        assert_fp32_close(reloaded[out], expected[out], f"{name} saved, reloaded: {out}")

@@ -4,8 +4,8 @@ as one eOperator (EinNet §4.2 traversal merging, §5.2 eOperators), unioned bes
 For each value of the source program computed by a fusable op (an element-wise op with an
 expression, softmax, layernorm, reduce_sum / reduce_mean, a memory-bound eop), the generator
 grows the chain that ends there: a child e-class joins when it is computed by a fusable op, is
-no program output, holds no weights alone, and every e-node that reads it lies inside the chain
-(its value is needed nowhere else, so fusing it removes its round trip to memory). Each join
+no program output, holds no weights alone, and every source value that reads it lies inside the
+chain (its value is needed nowhere else, so fusing it removes its round trip to memory). Each join
 composes the producer's expression into the consumer's (`ir.expr.compose`): element-wise
 producers are inlined, reductions (a row's max, sum, mean, variance) stay scopes. A child that
 is a one-element weight (a scale, an epsilon, GELU's 0.5) becomes a constant of the expression.
@@ -85,8 +85,13 @@ def _scalar(cid: int, data: EGraphData) -> float | None:
 
 
 def _consumers(data: EGraphData) -> dict[int, set[int]]:
+    """The source program's values (named e-classes) that read each e-class: the e-classes the
+    rules added in the same step (a distributed product, a reassociated sum) are alternatives of
+    those values, not readers of their own."""
     out: dict[int, set[int]] = defaultdict(set)
     for cid, cls in data.classes.items():
+        if cls.name is None:
+            continue
         for n in cls.nodes:
             for c in n.children:
                 if c != ABSENT:

@@ -155,11 +155,18 @@ def _kept_eops(graph) -> list[str]:
     return [n.attrs["expr"] for n in graph.nodes if n.op is Op.EOP]
 
 
+def _without_attention():
+    """The default schedule without the attention rewrites (the SDPA op takes the whole
+    matmul-softmax-matmul chain where the cost says so): the softmax chain's own alternatives."""
+    from einsat.rewrites.schedule import default_schedule
+    return Schedule(tuple(p for p in default_schedule().phases if "attention" not in getattr(p, "name", "")))
+
+
 def test_bert_tensat_extracts_a_fused_softmax_per_layer_under_h100():
     import einsat
     from benchmarks.workloads.transformer import bert_tensat
     g = bert_tensat(layers=2)
-    result = einsat.optimize(g, cost="h100")
+    result = einsat.optimize(g, cost="h100", rules=_without_attention())
     exprs = _kept_eops(result.graph)
     assert len([e for e in exprs if "(M " in e and "(exp " in e]) == 2  # scale + softmax, one eop a layer
     assert not any(n.op is Op.SOFTMAX for n in result.graph.nodes)

@@ -78,7 +78,7 @@ class FuzzReport:
 
 
 def _programs():
-    return programs(max_nodes=5, max_side=4, max_size=512)
+    return programs(max_nodes=5, max_side=4, max_size=512, constant_tails=True)
 
 
 def _chains():

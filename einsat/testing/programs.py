@@ -148,10 +148,13 @@ def _make(draw, b, op: Op, x, pool, pad_modes):
 
 @st.composite
 def programs(draw, ops=None, max_nodes: int = 5, max_inputs: int = 2, min_rank: int = 1, max_rank: int = 4,
-             max_side: int = 5, max_size: int = 2048, pad_modes=("constant", "reflect", "edge")):
+             max_side: int = 5, max_size: int = 2048, pad_modes=("constant", "reflect", "edge"),
+             constant_tails: bool = False):
     """A random well-typed program: up to `max_nodes` ops from `ops` (default `ALL_OPS`) over
     1..`max_inputs` float32 inputs; weights are seeded normals. Its outputs are the last value
-    and, sometimes, one earlier value."""
+    and, sometimes, one earlier value. `constant_tails`: sometimes the last value v ends in a
+    constant behind a commutative op, mul(relu(v - v), v) or minimum(relu(v - v), relu(v)), its
+    operands in either order (0 on every input: a verification must look behind it)."""
     ops = list(ops or ALL_OPS)
     b = GraphBuilder("random", seed=draw(st.integers(0, 2**16)))
     pool = []
@@ -179,10 +182,21 @@ def programs(draw, ops=None, max_nodes: int = 5, max_inputs: int = 2, min_rank: 
             break
     if not made:  # none of `ops` applies to the input: a rename
         made.append(b.identity(inputs[0]))
+    if constant_tails and draw(st.integers(0, 3)) == 3:  # shrinks to no tail
+        made.append(_constant_tail(draw, b, made[-1]))
     results = [made[-1]]
     if len(made) > 1 and draw(st.booleans()):
         results.insert(0, draw(st.sampled_from(made[:-1])))
     return live(b.build(*results))
+
+
+def _constant_tail(draw, b, v):
+    """0 on every input, computed by a commutative op from values that vary: mul(relu(v - v), v)
+    or minimum(relu(v - v), relu(v)), the operands in a drawn order."""
+    zero = b.relu(b.sub(v, v))
+    op = draw(st.sampled_from([Op.MUL, Op.MINIMUM]))
+    other = v if op is Op.MUL else b.relu(v)
+    return b.op(op, other, zero) if draw(st.booleans()) else b.op(op, zero, other)
 
 
 CHAIN_OPS = [Op.ADD, Op.MUL, Op.SUB, Op.DIV, Op.RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.ERF, Op.POW, Op.SOFTMAX,

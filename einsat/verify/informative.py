@@ -18,15 +18,25 @@ ops that only move data (reshape, transpose, flatten, ...) to its last computing
 programs; when that op is the same (same op and attributes, as for the final softmax of a
 classifier), the values feeding it (the logits) are compared too, and the output counts as
 proved when they are informative and agree. Otherwise the verification is inconclusive.
+
+A commutative op's operands may end up in either order (extraction picks `mul(b, a)` for
+`mul(a, b)` as readily as not): `feeding_orders` gives every way to pair them, and the values
+match when they agree under any one of them.
 """
 
 from __future__ import annotations
 
+from itertools import permutations
+
 import numpy as np
 
 from einsat.ir.graph import Graph, Node
+from einsat.ir.registry import Op
 
 MIN_VARYING = 0.1  # of an output's elements, varying between two input draws
+# ops whose operands can be exchanged without changing the result (element-wise, broadcasting)
+COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.EQUAL,
+                         Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR})
 
 
 def varying(a0: np.ndarray, a1: np.ndarray, tol: float) -> float:
@@ -72,17 +82,38 @@ def _same_attrs(a: Node, b: Node) -> bool:
     return True
 
 
-def feeding_pairs(reference: Graph, candidate: Graph, out_ref: str, out_cand: str) -> list[tuple[str, str]]:
-    """The values feeding the last computing op of `out_ref` in `reference` and of `out_cand`
-    in `candidate`, paired, when that op is the same in both (same op, same attributes); only
-    computed floating values (not inputs or weights), of the same type. Empty when none."""
+def _comparable(reference: Graph, candidate: Graph, a: str, b: str) -> bool:
+    return bool(a) and bool(b) and reference.producer(a) is not None and candidate.producer(b) is not None \
+        and reference.types[a] == candidate.types[b] and np.issubdtype(reference.types[a].dtype, np.floating)
+
+
+def feeding_orders(reference: Graph, candidate: Graph, out_ref: str, out_cand: str) -> list[list[tuple[str, str]]]:
+    """The ways to pair the values feeding the last computing op of `out_ref` in `reference` with
+    those feeding the last computing op of `out_cand` in `candidate`, when that op is the same in
+    both (same op, same attributes): operand by operand first, then, for a commutative op, each
+    other order of the candidate's operands that pairs values of the same type. Only computed
+    floating values (not inputs or weights) are paired. Empty when there is nothing to pair."""
     n1, n2 = last_computing_node(reference, out_ref), last_computing_node(candidate, out_cand)
     if n1 is None or n2 is None or n1.op is not n2.op or len(n1.inputs) != len(n2.inputs) or not _same_attrs(n1, n2):
         return []
-    pairs = []
-    for a, b in zip(n1.inputs, n2.inputs):
-        if not a or not b or reference.producer(a) is None or candidate.producer(b) is None:
+    orders = [tuple(n2.inputs)]
+    if n1.op in COMMUTATIVE and len(n1.inputs) <= 4:
+        orders += [p for p in permutations(n2.inputs) if p != orders[0]]
+    options = []
+    for order in orders:
+        if order is not orders[0] and not all(  # another order must pair values of the same types
+                reference.types[a] == candidate.types[b] for a, b in zip(n1.inputs, order) if a and b):
             continue
-        if reference.types[a] == candidate.types[b] and np.issubdtype(reference.types[a].dtype, np.floating):
-            pairs.append((a, b))
-    return pairs
+        pairs = [(a, b) for a, b in zip(n1.inputs, order) if _comparable(reference, candidate, a, b)]
+        if pairs and pairs not in options:
+            options.append(pairs)
+    return options
+
+
+def feeding_pairs(reference: Graph, candidate: Graph, out_ref: str, out_cand: str) -> list[tuple[str, str]]:
+    """The values feeding the last computing op of `out_ref` in `reference` and of `out_cand`
+    in `candidate`, paired operand by operand, when that op is the same in both (same op, same
+    attributes); only computed floating values (not inputs or weights), of the same type. Empty
+    when none. (`feeding_orders` gives the other orders of a commutative op's operands too.)"""
+    options = feeding_orders(reference, candidate, out_ref, out_cand)
+    return options[0] if options else []

@@ -13,7 +13,9 @@ names the first shared value whose values differ: where the transformation went 
 
 Agreement proves something only when the comparison could have failed: each output must vary
 between two input draws (`einsat.verify.informative`); where one does not (constant, or a
-saturated softmax), the values feeding its last computing op are compared as well. The report's
+saturated softmax), the values feeding its last computing op are compared as well (those of a
+commutative op in whichever order of its operands they agree: extraction may have exchanged
+them). The report's
 `status` says which: "proved" (every output agreed and varied, itself or through the values
 feeding it), "inconclusive" (all agreed, but some output could not have failed) or "failed".
 
@@ -34,7 +36,7 @@ import numpy as np
 from einsat.ir.graph import Graph
 from einsat.runtime import random_inputs, run
 from einsat.verify.corrector import check_pair, content_key
-from einsat.verify.informative import MIN_VARYING, feeding_pairs, informative, last_computing_node, varying
+from einsat.verify.informative import MIN_VARYING, feeding_orders, informative, last_computing_node, varying
 
 
 @dataclass
@@ -241,9 +243,10 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
         raise ValueError(f"the reference runs are of {reference.graph.name!r}, not of {g1.name!r}")
     shared = [n for n in g2.types if n in g1.types and g1.producer(n) is not None
               and g2.producer(n) is not None and g1.types[n] == g2.types[n]]
-    feeds = {a: feeding_pairs(g1, g2, a, b) for a, b in pairs}
-    keep1 = tuple(dict.fromkeys([*shared, *(f for fp in feeds.values() for f, _ in fp)]))
-    keep2 = tuple(dict.fromkeys([*shared, *(f for fp in feeds.values() for _, f in fp)]))
+    feeds = {a: feeding_orders(g1, g2, a, b) for a, b in pairs}  # each way to pair them
+    fed = list(dict.fromkeys(p for options in feeds.values() for fp in options for p in fp))
+    keep1 = tuple(dict.fromkeys([*shared, *(f for f, _ in fed)]))
+    keep2 = tuple(dict.fromkeys([*shared, *(f for _, f in fed)]))
     tols: dict[np.dtype, float] = {}
 
     def tol_of(name: str) -> float:
@@ -253,7 +256,7 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
         return tols[dtype]
 
     first: dict[str, tuple[int, np.ndarray]] = {}  # a value on the first draw it was seen
-    worst: dict[str, OutputReport] = {}
+    worst: dict[tuple[str, str], OutputReport] = {}  # by (reference value, candidate value)
     variation: dict[str, float] = {}
 
     def observe(a: str, value: np.ndarray, k: int) -> None:
@@ -268,14 +271,15 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
         gv = r2[b][idx] if r2[b].size else np.nan
         out = OutputReport(a, ok, err, tuple(int(i) for i in idx), float(e), float(gv))
         observe(a, r1[a], k)
-        if a not in worst or not ok or (worst[a].ok and err > worst[a].error):
-            worst[a] = out
+        w = worst.get((a, b))
+        if w is None or not ok or (w.ok and err > w.error):
+            worst[a, b] = out
         return out
 
     def run1(draw: dict) -> dict:
         if reference is None:
             return run(g1, draw, keep=keep1)
-        return reference.run(draw, tuple(f for fp in feeds.values() for f, _ in fp))
+        return reference.run(draw, tuple(f for f, _ in fed))
 
     used, t_used = 0, max((tol_of(a) for a, _ in pairs), default=0.0)
     r1 = r2 = {}
@@ -291,15 +295,15 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
         if s2 is None:  # a draw only to see the reference's outputs vary
             for a, _ in pairs:
                 observe(a, s1[a], k)
-                for fa, _ in feeds[a]:
-                    observe(fa, s1[fa], k)
+            for fa, _ in fed:
+                observe(fa, s1[fa], k)
             continue
         r1, r2, used, last = s1, s2, used + 1, draw
         outputs_ok = True
         for a, b in pairs:
             outputs_ok &= compare(a, b, r1, r2, k).ok
-            for fa, fb in feeds[a]:
-                compare(fa, fb, r1, r2, k)
+        for fa, fb in fed:
+            compare(fa, fb, r1, r2, k)
         if not outputs_ok:
             break
     report = _report(pairs, feeds, worst, variation, t_used, used)
@@ -312,16 +316,18 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
 
 def _report(pairs, feeds, worst, variation, t_used, used) -> NumericReport:
     """Each output's worst comparison, with the values feeding its last op where it does not
-    vary; one that agrees fails when they differ (the only comparison that could have failed)."""
+    vary; one that agrees fails when they differ in every order of its operands that pairs
+    them (the only comparison that could have failed)."""
     outs = []
-    for a, _ in pairs:
-        o = worst[a]
+    for a, b in pairs:
+        o = worst[a, b]
         o.varying = variation.get(a)
-        if not informative(o.varying):
-            for fa, _ in feeds[a]:
-                f = worst[fa]
-                f.varying = variation.get(fa)
-                o.feeding.append(f)
+        if not informative(o.varying) and feeds[a]:
+            options = [[worst[p] for p in fp] for fp in feeds[a]]
+            chosen = next((fs for fs in options if all(f.ok for f in fs)), options[0])
+            for f in chosen:
+                f.varying = variation.get(f.name)
+            o.feeding = chosen
             o.ok = o.ok and all(f.ok for f in o.feeding)
         outs.append(o)
     return NumericReport(all(o.ok for o in outs), outs, t_used, draws=used)

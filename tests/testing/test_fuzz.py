@@ -58,3 +58,32 @@ def test_unknown_targets_are_named():
         assert "nope" in str(e) and "onnx" in str(e)
     else:
         raise AssertionError("an unknown target was accepted")
+
+
+def swap_commutative_operands(g: Graph) -> Graph:
+    """Sound: mul(a, b) becomes mul(b, a) (and likewise add, minimum, maximum)."""
+    swap = {Op.MUL, Op.ADD, Op.MINIMUM, Op.MAXIMUM}
+    return g.replace(nodes=[Node(n.op, n.inputs[::-1], n.outputs, n.attrs, n.name) if n.op in swap else n
+                            for n in g.nodes])
+
+
+def test_a_sound_swap_of_commutative_operands_passes_behind_constant_outputs(monkeypatch):
+    """The fuzzer's programs end, some of them, in a constant behind a commutative op
+    (mul(relu(v - v), v)): exchanging the operands is right, and the verification says so
+    (#27: it compared the values feeding the op position by position and failed)."""
+    monkeypatch.setattr(fuzz_module, "TARGETS", dict(fuzz_module.TARGETS))
+    register_transform("swap_commutative", swap_commutative_operands)
+    seen = []
+    strategy = fuzz_module._programs
+
+    def recording():
+        return strategy().map(lambda g: seen.append(g) or g)
+
+    monkeypatch.setattr(fuzz_module.TARGETS["swap_commutative"], "strategy", recording)
+    report = fuzz(budget=60, seed=3, targets=["swap_commutative"])
+    assert report.ok, str(report)
+    tails = [g for g in seen if g.producer(g.outputs[-1]).op in (Op.MUL, Op.MINIMUM)
+             and any(g.producer(i) is not None and g.producer(i).op is Op.RELU
+                     and g.producer(g.producer(i).inputs[0]).op is Op.SUB
+                     for i in g.producer(g.outputs[-1]).inputs)]
+    assert len(tails) >= 5  # the case is drawn, not just possible

@@ -85,3 +85,14 @@ def test_mutant_pairs_name_regions_inside_the_original_outputs(pair):
 def test_unknown_mutant_families_are_named():
     with pytest.raises(ValueError, match="nope"):
         es.mutant_pairs(families=("nope",))
+
+
+@settings(max_examples=30)
+@given(es.programs(max_nodes=3, constant_tails=True))
+def test_constant_tails_are_zero_behind_a_commutative_op(g):
+    last = g.producer(g.outputs[-1])
+    out = einsat.run(g, es.program_inputs(g))[g.outputs[-1]]
+    if last.op in (Op.MUL, Op.MINIMUM) and any(
+            g.producer(i) is not None and g.producer(i).op is Op.RELU and g.producer(g.producer(i).inputs[0]).op
+            is Op.SUB and len(set(g.producer(g.producer(i).inputs[0]).inputs)) == 1 for i in last.inputs):
+        assert np.all(out == 0)

@@ -106,3 +106,37 @@ def test_given_examples_get_a_shuffled_second_draw():
     assert v.proved and v.trials == 2
     with pytest.raises(VerificationError):
         verify_equivalent(gather(0), gather(1), examples=ids)
+
+
+def zero_times(swap: bool = False, wrong: float = 2.0):
+    """mul(relu(add1 - add1), add1) with add1 = x + x: always 0 (#27's fuzz case, seed 11); `swap`
+    writes the multiplication's operands the other way round, `wrong` != 2 scales add1 wrongly."""
+    b = GraphBuilder("zero")
+    x0 = b.input("x0", (2, 3))
+    add1 = b.add(x0, x0, name="add1") if wrong == 2.0 else b.mul(x0, b.const(np.float32(wrong)), name="add1")
+    relu3 = b.relu(b.sub(add1, add1), name="relu3")
+    return b.build(b.mul(add1, relu3) if swap else b.mul(relu3, add1), names=["mul4"])
+
+
+def test_a_commutative_ops_operands_match_in_either_order():
+    report = equivalent(zero_times(), zero_times(swap=True))
+    assert report, str(report)
+    assert report.status == "inconclusive"  # relu3 is 0 on every draw: the output could not have failed
+    assert sorted(f.name for f in report.outputs[0].feeding) == ["add1", "relu3"]
+    assert all(f.ok for f in report.outputs[0].feeding)
+    # verify_equivalent refuses nothing that is right (the issue's VerificationError)
+    assert verify_equivalent(zero_times(), zero_times(swap=True)).status == "inconclusive"
+    # a wrong add1 behind the constant output is still caught, in either order
+    for swap in (False, True):
+        wrong = equivalent(zero_times(), zero_times(swap=swap, wrong=3.0))
+        assert wrong.status == "failed", str(wrong)
+
+
+def test_the_fuzz_case_optimizes_under_the_measured_cost_model():
+    """einsat fuzz --seed 11's program: cost="cpu" extracts mul(add1, relu3); it verifies."""
+    import einsat
+    g = zero_times()
+    out = einsat.optimize(g, cost="cpu")
+    x = {"x0": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    from einsat.runtime import run
+    assert np.array_equal(run(out.graph, x)["mul4"], np.zeros((2, 3), np.float32))

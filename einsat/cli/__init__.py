@@ -19,10 +19,10 @@ import os
 import sys
 
 import einsat
-from einsat.cli import demo, fuzz, info, optimize, profile
+from einsat.cli import check, demo, fuzz, info, optimize, profile
 from einsat.errors import EinsatError
 
-COMMANDS = (info, demo, optimize, fuzz, profile)
+COMMANDS = (info, demo, optimize, fuzz, profile, check)
 
 
 def parser() -> argparse.ArgumentParser:

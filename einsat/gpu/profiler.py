@@ -66,15 +66,18 @@ def replicated(graph: Graph, copies: int) -> Graph:
     return Graph(nodes, inputs, outs, name=f"{graph.name}x{copies}")
 
 
-def program_runner(graph: Graph, dev, seed: int = 0, flush=None):
+def program_runner(graph: Graph, dev, seed: int = 0, flush=None, replays: int = 1):
     """A runner (`runtime.profiler.Runner`: one call, one time in µs) replaying `graph` compiled
-    on `dev` with random inputs (see the module docstring)."""
+    on `dev` with random inputs (see the module docstring); `replays` back-to-back replays
+    between the two events (after one flush), the time divided by them: a program of a few
+    microseconds is timed over several launches, as a deployment replays it."""
     from einsat.runtime.profiler import wall_runner
     prog = CompiledProgram(graph, device=dev)
     prog.run(random_inputs(graph, seed))  # inputs in place: each replay reads them
     cp = getattr(dev, "cp", None)
     if cp is None:  # the host emulation: no events
-        return wall_runner(prog.replay)
+        timed = wall_runner(lambda: [prog.replay() for _ in range(replays)])
+        return lambda: timed() / replays
 
     def run() -> float:
         with prog._on_stream():
@@ -82,10 +85,11 @@ def program_runner(graph: Graph, dev, seed: int = 0, flush=None):
                 flush.fill(0)
             start, end = cp.cuda.Event(), cp.cuda.Event()
             start.record(prog._stream)
-            prog.replay()
+            for _ in range(replays):
+                prog.replay()
             end.record(prog._stream)
             end.synchronize()
-        return cp.cuda.get_elapsed_time(start, end) * 1e3
+        return cp.cuda.get_elapsed_time(start, end) * 1e3 / replays
     return run
 
 

@@ -40,7 +40,7 @@ def test_python_m_and_the_console_script_run_main():
 
 def test_every_command_has_its_module_and_handler(capsys):
     names = [c.__name__.rsplit(".", 1)[1] for c in COMMANDS]
-    assert names == ["info", "demo", "optimize", "fuzz", "profile"]
+    assert names == ["info", "demo", "optimize", "fuzz", "profile", "check"]
     for name in names:
         with pytest.raises(SystemExit):
             main([name, "--help"])
@@ -57,7 +57,7 @@ def test_every_command_describes_itself_and_says_each_options_default():
 
     from einsat.cli import parser
     sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert list(sub.choices) == ["info", "demo", "optimize", "fuzz", "profile"]
+    assert list(sub.choices) == ["info", "demo", "optimize", "fuzz", "profile", "check"]
     silent = []
     for name, command in sub.choices.items():
         assert command.description and len(command.description) > 40, f"einsat {name} has no description"

@@ -1,0 +1,241 @@
+"""`einsat check` (einsat.gpu.check, einsat.cli.check) on the host emulation of a device: the
+outputs really computed and compared there, the timings scripted (so each verdict is known in
+advance), the stale profile entries timed again and written back, and the command importing
+and running with egglog blocked, as on the GPU machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import einsat
+from einsat.extract.profile_db import ProfileDB
+from einsat.gpu.check import check_programs, rel_error, stale_signatures
+from einsat.gpu.device import CHOICE_TIMER
+from einsat.gpu.profiler import stale
+from einsat.ir.builder import GraphBuilder
+from einsat.ir.signature import signatures_of_graph
+from einsat.runtime import random_inputs
+from tests.gpu.host_device import HostDevice, library_for
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RNG = np.random.default_rng(7)
+W1 = (RNG.standard_normal((16, 32)) / 4).astype(np.float32)
+W2 = (RNG.standard_normal((32, 8)) / 6).astype(np.float32)
+
+
+def chain(*weights, name="chain"):
+    """x [8, 16] through matmuls by `weights`, then relu, as the output "y"."""
+    b = GraphBuilder(name)
+    t = b.input("x", (8, 16))
+    for k, w in enumerate(weights):
+        t = b.matmul(t, b.weight(f"w{k}", w))
+    return b.build(b.relu(t, name="y"))
+
+
+ORIGINAL = chain(W1, W2, name="original")
+OPTIMIZED = chain(W1 @ W2, name="folded")            # the two weights folded: one matmul fewer
+WRONG = chain(W1 @ W2 + np.float32(0.5), name="wrong")  # a different program with the same interface
+
+
+@pytest.fixture(scope="module")
+def library():
+    return library_for([(g, random_inputs(g)) for g in (ORIGINAL, OPTIMIZED, WRONG)])
+
+
+def device(library):
+    return HostDevice(library, streams=True)  # streams: the programs capture and replay graphs
+
+
+def scripted(times: dict[str, list[float]]):
+    """A runner factory whose runners return scripted µs by graph name: the k-th runner built
+    for a graph (a fresh compile per block) reads the k-th script of that name, round by round."""
+    built: dict[str, int] = {}
+
+    def factory(graph, seed):
+        k = built.get(graph.name, 0)
+        built[graph.name] = k + 1
+        script = iter(times[graph.name][k] if isinstance(times[graph.name][0], list) else times[graph.name])
+        return lambda: next(script)
+    factory.built = built
+    return factory
+
+
+def jitter(base: float, n: int = 40) -> list[float]:
+    return [base * (1 + 0.01 * ((k * 7) % 5 - 2)) for k in range(n)]
+
+
+def test_a_faster_optimized_program_is_kept_after_a_confirming_block(library):
+    runner = scripted({"original": jitter(100.0), "folded": jitter(60.0)})
+    r = check_programs(ORIGINAL, OPTIMIZED, device(library), rounds=8, warmup=1, runner=runner)
+    assert r.verdict == "faster" and r.kept == "optimized" and r.faster
+    c = r.comparison
+    assert c.rounds == 16 and runner.built == {"original": 2, "folded": 2}  # fresh programs for the second block
+    assert c.baseline_ms == pytest.approx(0.1, rel=0.03) and c.candidate_ms == pytest.approx(0.06, rel=0.03)
+    assert c.baseline_spread_ms[0] <= c.baseline_ms <= c.baseline_spread_ms[1] and c.wins == 16
+    assert r.modes == {"input": "graph", "optimized": "graph"} and r.rel_error < 1e-5 and r.device == "host"
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["verdict"] == "faster" and d["comparison"]["rounds"] == 16 and d["comparison"]["speedup"] > 1.6
+
+
+def test_a_slower_or_undecided_optimized_program_leaves_the_input(library):
+    slower = check_programs(ORIGINAL, OPTIMIZED, device(library), rounds=8, warmup=1,
+                            runner=scripted({"original": jitter(100.0), "folded": jitter(130.0)}))
+    assert slower.verdict == "not faster" and slower.kept == "input" and slower.comparison.rounds == 8
+    # a hair faster (1%), in every round: beyond noise, but within the 2% margin
+    hair = check_programs(ORIGINAL, OPTIMIZED, device(library), rounds=8, warmup=1,
+                          runner=scripted({"original": jitter(100.0), "folded": jitter(99.0)}))
+    assert hair.kept == "input" and hair.comparison.wins == 8
+    # undecided: as often slower as faster
+    undecided = check_programs(ORIGINAL, OPTIMIZED, device(library), rounds=8, warmup=1,
+                               runner=scripted({"original": [100.0] * 40,
+                                                "folded": [80.0, 120.0] * 20}))
+    assert undecided.kept == "input" and undecided.comparison.p_value > 0.05
+
+
+def test_a_verdict_of_faster_that_the_second_block_does_not_confirm_keeps_the_input(library):
+    runner = scripted({"original": [jitter(100.0), jitter(100.0)], "folded": [jitter(60.0), jitter(104.0)]})
+    r = check_programs(ORIGINAL, OPTIMIZED, device(library), rounds=8, warmup=1, runner=runner)
+    assert r.kept == "input" and r.verdict == "not faster" and r.comparison.rounds == 16
+    assert r.comparison.candidate_ms < r.comparison.baseline_ms  # pooled, the medians alone would have said faster
+
+
+def test_different_outputs_keep_the_input_and_nothing_is_timed(library):
+    runner = scripted({"original": jitter(100.0), "wrong": jitter(10.0)})
+    r = check_programs(ORIGINAL, WRONG, device(library), runner=runner)
+    assert r.verdict == "mismatch" and r.kept == "input" and r.comparison is None and r.rel_error > 1e-2
+    assert runner.built == {}
+
+
+def test_relative_error_of_outputs():
+    want = np.array([1.0, -4.0, 2.0], np.float32)
+    assert rel_error(want + np.float32(0.004), want) == pytest.approx(0.001, rel=1e-3)
+    assert rel_error(np.array([1, 2]), np.array([1, 2])) == 0.0
+    assert rel_error(np.array([1, 2]), np.array([1, 3])) == float("inf")
+    assert rel_error(np.array([np.nan, 1.0]), np.array([np.nan, 1.0])) == 0.0
+    assert rel_error(np.array([np.nan, 1.0]), np.array([0.0, 1.0])) == float("inf")
+    assert rel_error(np.zeros((2, 2)), np.zeros(4)) == float("inf")
+
+
+class RecordingProfiler:
+    """`Profiler.profile`'s contract (times what the db lacks or holds stale, into the db), its
+    times scripted: records which signatures it was asked to time."""
+
+    def __init__(self):
+        self.asked: list[str] = []
+
+    def profile(self, sigs, db, time_budget_s=None, skip_known=True, progress=None):
+        for sig in sigs:
+            if skip_known and sig.key in db and not stale(db.entries[sig.key]):
+                continue
+            self.asked.append(sig.key)
+            db.add(sig, us=3.0, warm_us=2.0, cudnn=[{"algo": 1, "timer": CHOICE_TIMER}])
+        return db
+
+
+def profile_with_one_stale_entry():
+    """A profile of ORIGINAL's signatures: its first matmul's cuDNN-era choice stale, the relu fresh."""
+    db = ProfileDB(device={"kind": "host"})
+    mm, relu = [s for s in signatures_of_graph(ORIGINAL) if s.op.value in ("matmul", "relu")][:2]
+    db.add(mm, us=9.0, warm_us=9.0, cudnn=[{"algo": 0, "timer": "one call at a time"}])
+    db.add(relu, us=1.0, warm_us=1.0, cudnn=[{"algo": 0, "timer": CHOICE_TIMER}])
+    return db, mm, relu
+
+
+def test_stale_entries_the_programs_meet_are_timed_again(library):
+    db, mm, relu = profile_with_one_stale_entry()
+    assert [s.key for s in stale_signatures([ORIGINAL, OPTIMIZED], db)] == [mm.key]
+    prof = RecordingProfiler()
+    r = check_programs(ORIGINAL, OPTIMIZED, device(library), rounds=4, warmup=1, db=db, profiler=prof,
+                       runner=scripted({"original": jitter(100.0), "folded": jitter(60.0)}))
+    assert prof.asked == [mm.key] and r.reprofiled == [mm.key] and not r.reprofile_failed
+    assert not stale(db.entries[mm.key]) and db.entries[mm.key]["us"] == 3.0
+    assert db.entries[relu.key]["us"] == 1.0  # a fresh entry is left as it was
+
+
+def write_pair(tmp_path, optimized=OPTIMIZED):
+    a, b = str(tmp_path / "model.onnx"), str(tmp_path / "model.opt.onnx")
+    einsat.save_onnx(ORIGINAL, a)
+    einsat.save_onnx(optimized, b)
+    return a, b
+
+
+def test_the_command_writes_the_faster_program_its_verdict_and_the_profile(tmp_path, library, monkeypatch, capsys):
+    from einsat import cli
+    from einsat.cli import check as cli_check
+    from einsat.gpu import check as gpu_check
+    a, b = write_pair(tmp_path)
+    db, mm, _ = profile_with_one_stale_entry()
+    db.save(str(tmp_path / "profile.json"))
+    monkeypatch.setattr(cli_check, "make_device", lambda tf32=False: device(library))
+    monkeypatch.setattr(gpu_check, "program_runner",
+                        lambda g, dev, seed, replays: scripted({"original": jitter(100.0),
+                                                                "folded": jitter(60.0)})(g, seed))
+    import einsat.gpu.profiler as gpu_profiler
+    monkeypatch.setattr(gpu_profiler, "Profiler", lambda dev: RecordingProfiler())
+    out = str(tmp_path / "best.onnx")
+    rc = cli.main(["check", a, b, "-o", out, "--profile", str(tmp_path / "profile.json"), "--rounds", "6"])
+    assert rc == 0, capsys.readouterr()
+    kept = einsat.load_onnx(out)
+    assert [n.op.value for n in kept.nodes] == [n.op.value for n in OPTIMIZED.nodes]
+    verdict = json.load(open(tmp_path / "best.check.json"))
+    assert verdict["verdict"] == "faster" and verdict["kept"] == "optimized" and verdict["device"] == "host"
+    assert verdict["comparison"]["rounds"] == 12 and verdict["reprofiled"] == [mm.key]
+    assert not stale(ProfileDB.load(str(tmp_path / "profile.json")).entries[mm.key])
+    assert "the optimized program is faster" in capsys.readouterr().out
+
+
+def test_the_command_keeps_the_input_when_the_outputs_differ(tmp_path, library, monkeypatch):
+    from einsat import cli
+    from einsat.cli import check as cli_check
+    a, b = write_pair(tmp_path, WRONG)
+    monkeypatch.setattr(cli_check, "make_device", lambda tf32=False: device(library))
+    out = str(tmp_path / "best.onnx")
+    assert cli.main(["check", a, b, "-o", out, "--no-reprofile"]) == 1
+    assert len(einsat.load_onnx(out).nodes) == len(ORIGINAL.nodes)
+    assert json.load(open(tmp_path / "best.check.json"))["verdict"] == "mismatch"
+    assert cli.main(["check", a, str(tmp_path / "absent.onnx")]) == 2  # a clear error, no traceback
+
+
+BLOCKED = """
+import importlib.abc, json, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('egglog', 'highspy', 'cupy'):
+            raise ImportError('blocked for this test: ' + name)
+sys.meta_path.insert(0, Block())
+from einsat import cli
+from einsat.cli import check
+from tests.gpu.host_device import HostDevice, library_for
+import einsat
+from einsat.runtime import random_inputs
+a, b, out = sys.argv[1:4]
+graphs = [einsat.load_onnx(p) for p in (a, b)]
+library = library_for([(g, random_inputs(g)) for g in graphs])
+check.make_device = lambda tf32=False: HostDevice(library, streams=True)
+rc = cli.main(['check', a, b, '-o', out, '--rounds', '4', '--replays', '2'])
+print(json.dumps({'rc': rc, 'loaded': sorted(m for m in sys.modules if m.split('.')[0] in ('egglog', 'highspy'))}))
+"""
+
+
+def test_the_command_runs_without_egglog(tmp_path):
+    """The GPU machine has no egglog: the command imports and runs with it blocked (here on the
+    host emulation, timed by the wall clock: either verdict, but the files agree with it)."""
+    a, b = write_pair(tmp_path)
+    out = str(tmp_path / "best.onnx")
+    p = subprocess.run([sys.executable, "-c", BLOCKED, a, b, out], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result == {"rc": 0, "loaded": []}
+    verdict = json.load(open(tmp_path / "best.check.json"))
+    assert verdict["verdict"] in ("faster", "not faster") and verdict["rel_error"] < 1e-5
+    want = OPTIMIZED if verdict["kept"] == "optimized" else ORIGINAL
+    assert len(einsat.load_onnx(out).nodes) == len(want.nodes)

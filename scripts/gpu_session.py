@@ -20,9 +20,15 @@ leaves its results):
            `--optimized` folder): their new signatures profiled, then each against its input
            program, both as CUDA graphs, interleaved rounds, outputs checked against NumPy,
            measured speed-up beside the modeled one and MeasuredCost's prediction of both
+  check    `einsat check` on every optimized program (einsat.gpu.check): both as CUDA graphs,
+           outputs compared, cost="cpu"'s never-slower rule (interleaved rounds, Wilcoxon, a
+           verdict of faster confirmed on fresh compiles) keeps the optimized program or the
+           input; the stale profile entries they meet are timed again into profile-<kind>.json,
+           and the verdicts go beside it into verdicts-<kind>.json
 
-Outputs (at most 8 files, as the device tool returns): session.md, session.json, tests.log,
-profile-<kind>.json, session.log, bench/gpu.{json,md,png}. Nothing here imports egglog.
+Outputs (at most 8 files, as the device tool returns: run bench and check in separate
+sessions): session.md, session.json, tests.log, profile-<kind>.json, verdicts-<kind>.json,
+session.log, bench/gpu.{json,md,png}. Nothing here imports egglog.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.gpu_bench import cuda_event_times, op_by_op, rel_error  # noqa: E402
 
-PHASES = ("env", "tests", "profile", "e2e", "bench", "profile-optimized", "optimized")
+PHASES = ("env", "tests", "profile", "e2e", "bench", "profile-optimized", "optimized", "check")
 E2E = ("resnet18", "bert")
 START = time.monotonic()
 
@@ -412,6 +418,43 @@ def phase_optimized(s: Session, args) -> dict:
                          lambda record: optimized_workload(s, record, *optimized_pair(record), args, cost))
 
 
+def check_workload(s: Session, record: dict, source, opt, args, db, profile_path: str, verdicts: dict,
+                   device=None, runner=None) -> dict:
+    """`einsat check` of one optimized program against its input (einsat.gpu.check): the
+    verdict, with the stale profile entries the two programs meet timed again into `db` (saved
+    at `profile_path`); the verdict also goes into `verdicts` and its file beside the profile."""
+    from einsat.gpu.check import check_programs
+    from einsat.ir.signature import atomic_write_json
+    name = record["name"]
+    if record.get("kept_input"):
+        return {"skipped": "the CPU machine's optimize kept the input program"}
+    if device is None:
+        from einsat.gpu.device import CupyDevice
+        device = CupyDevice(tf32=False)
+    r = check_programs(source, opt, device, rounds=args.rounds, replays=args.round_reps, db=db, runner=runner,
+                       progress=lambda text: s.log(f"check {name}: {text}"))
+    if r.reprofiled or r.reprofile_failed:
+        db.save(profile_path)
+    m = record.get("modeled", {})
+    res = {**r.to_dict(), "modeled_speedup": m["before"] / m["after"] if m.get("after") else None}
+    verdicts[name] = res
+    atomic_write_json(os.path.join(s.out, f"verdicts-{db.device.get('kind', 'gpu')}.json"), verdicts)
+    c = r.comparison
+    s.log(f"check {name}: {r.verdict}, {r.kept} kept" + (f": {c}" if c else f" (relative error {r.rel_error:.1e})"))
+    return res
+
+
+def phase_check(s: Session, args) -> dict:
+    from einsat.gpu.device import CupyDevice
+    from einsat.gpu.profiler import device_info
+    kind = device_info(CupyDevice())["kind"]
+    db, path = _profile_db(s, kind)
+    db.device = db.device or {"kind": kind}
+    verdicts: dict = {}
+    return each_workload(s, "check", optimized_records(args), 20,
+                         lambda record: check_workload(s, record, *optimized_pair(record), args, db, path, verdicts))
+
+
 def phase_bench(s: Session, args) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.harness", "--gpu", "--out", os.path.join(s.out, "bench")]
     cmd += args.bench_args.split()
@@ -470,6 +513,22 @@ def summary_markdown(d: dict) -> str:
                          f"{r['speedup_max']:.2f}] | {r['modeled_speedup'] or float('nan'):.2f}x | "
                          f"{r['optimized_rel_error']:.1e} |")
         lines.append("")
+    c = d["phases"].get("check")
+    if c and "error" not in c:
+        lines += ["| workload | verdict | kept | input ms | optimized ms | speed-up | faster rounds | p | "
+                  "stale entries re-timed |", "|---|---|---|---|---|---|---|---|---|"]
+        for name, r in c.items():
+            r = r if isinstance(r, dict) else {"error": r}
+            cmp = r.get("comparison")
+            if not cmp:
+                what = r.get("verdict", r.get("error", r.get("skipped")))
+                lines.append(f"| {name} | {what} | {r.get('kept', '-')} |")
+                continue
+            lines.append(f"| {name} | {r['verdict']} | {r['kept']} | {cmp['baseline_ms']:.3f} | "
+                         f"{cmp['candidate_ms']:.3f} | {cmp['speedup']:.2f}x | {cmp['wins']}/{cmp['rounds']} | "
+                         f"{cmp['p_value']:.3f} | "
+                         f"{len(r.get('reprofiled', []))} |")
+        lines.append("")
     for name, r in (d["phases"].items()):
         if isinstance(r, dict) and "error" in r:
             lines.append(f"Phase {name} failed: {r['error']}")
@@ -481,7 +540,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-session"))
     p.add_argument("--phases", default="env,tests,profile-e2e,e2e,profile",
                    help="comma-separated, in order: env, tests, profile-e2e (the e2e programs' signatures), "
-                        "e2e, profile (all exported signatures), bench, profile-optimized, optimized")
+                        "e2e, profile (all exported signatures), bench, profile-optimized, optimized, check")
     p.add_argument("--deadline", type=float, default=560.0, help="seconds from the start to finish by")
     p.add_argument("--reserve", type=float, default=20.0, help="seconds the profile leaves for the phases after it")
     p.add_argument("--test-budget", type=float, default=240.0)
@@ -498,7 +557,7 @@ def main(argv=None) -> int:
     s.log(f"einsat GPU session: phases {args.phases}, deadline {args.deadline:.0f} s, out {args.out}")
     funcs = {"env": phase_env, "tests": phase_tests, "profile": phase_profile, "e2e": phase_e2e,
              "bench": phase_bench, "optimized": phase_optimized,
-             "profile-optimized": phase_profile_optimized,
+             "profile-optimized": phase_profile_optimized, "check": phase_check,
              "profile-e2e": lambda s_, a: phase_profile(s_, a, only_e2e_programs=True)}
     failed = False
     for ph in args.phases.split(","):

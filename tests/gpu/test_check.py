@@ -239,3 +239,31 @@ def test_the_command_runs_without_egglog(tmp_path):
     assert verdict["verdict"] in ("faster", "not faster") and verdict["rel_error"] < 1e-5
     want = OPTIMIZED if verdict["kept"] == "optimized" else ORIGINAL
     assert len(einsat.load_onnx(out).nodes) == len(want.nodes)
+
+
+def test_the_gpu_sessions_check_phase_keeps_verdicts_beside_the_profile(tmp_path, library, monkeypatch):
+    """scripts/gpu_session.py's `check` phase: each optimized program's verdict goes into
+    verdicts-<kind>.json in the session's folder, and the stale entries met into its profile."""
+    import argparse
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_session", os.path.join(ROOT, "scripts", "gpu_session.py"))
+    session = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(session)
+    s = session.Session(str(tmp_path), 100.0)
+    db, mm, _ = profile_with_one_stale_entry()
+    path = str(tmp_path / "profile-host.json")
+    record = {"name": "folded", "kept_input": False, "modeled": {"before": 3.0, "after": 2.0}}
+    verdicts: dict = {}
+    import einsat.gpu.profiler as gpu_profiler
+    monkeypatch.setattr(gpu_profiler, "Profiler", lambda dev: RecordingProfiler())
+    res = session.check_workload(s, record, ORIGINAL, OPTIMIZED, argparse.Namespace(rounds=5, round_reps=2), db,
+                                 path, verdicts, device=device(library),
+                                 runner=scripted({"original": jitter(100.0), "folded": jitter(120.0)}))
+    assert res["verdict"] == "not faster" and res["kept"] == "input" and res["modeled_speedup"] == 1.5
+    kept = json.load(open(tmp_path / "verdicts-host.json"))
+    assert kept["folded"]["comparison"]["rounds"] == 5 and kept["folded"]["reprofiled"] == [mm.key]
+    assert not stale(ProfileDB.load(path).entries[mm.key])
+    skipped = session.check_workload(s, {**record, "kept_input": True}, ORIGINAL, ORIGINAL, None, db, path, verdicts)
+    assert "skipped" in skipped
+    table = session.summary_markdown({"phases": {"check": {"folded": res, "other": skipped}}})
+    assert "| folded | not faster | input | 0.100 | 0.120 | 0.83x | 0/5 |" in table

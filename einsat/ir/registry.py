@@ -90,6 +90,8 @@ class Op(enum.Enum):
     NEG = "neg"
     ABS = "abs"
     FLOOR = "floor"
+    SIN = "sin"
+    COS = "cos"
     ISNAN = "isnan"
     CLIP = "clip"
     POW = "pow"

@@ -65,6 +65,7 @@ class _B:
 
 UNARY = {"relu": None, "sigmoid": None, "tanh": None, "erf": None, "gelu": None, "leaky_relu": None,
          "exp": None, "log": "positive", "sqrt": "positive", "neg": None, "abs": None, "floor": None,
+         "sin": None, "cos": None,
          "isnan": "nans", "clip": None}
 EXACT_UNARY = {"relu", "neg", "abs", "floor", "leaky_relu", "isnan", "clip"}
 

@@ -14,7 +14,7 @@ SHAPES = st.lists(st.integers(1, 4), max_size=3).map(tuple)
 PAIRS = SHAPES.flatmap(lambda s: st.tuples(st.just(s), broadcastable(s)).flatmap(
     lambda p: st.sampled_from([p, p[::-1]])))
 
-UNARY = [Op.EXP, Op.NEG, Op.ABS, Op.FLOOR]
+UNARY = [Op.EXP, Op.NEG, Op.ABS, Op.FLOOR, Op.SIN, Op.COS]
 POSITIVE = [Op.LOG, Op.SQRT]
 BINARY = [Op.MAXIMUM, Op.MINIMUM, Op.GREATER, Op.LESS, Op.GREATER_EQUAL, Op.LESS_EQUAL, Op.EQUAL]
 LOGIC = [Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR]

@@ -147,6 +147,16 @@ def _sqrt(a, s, t, ins):
     return f"{t.fn('sqrt')}({a[0]})"
 
 
+@expression("sin")
+def _sin(a, s, t, ins):
+    return f"{t.fn('sin')}({a[0]})"
+
+
+@expression("cos")
+def _cos(a, s, t, ins):
+    return f"{t.fn('cos')}({a[0]})"
+
+
 @expression("floor")
 def _floor(a, s, t, ins):
     return f"{t.fn('floor')}({a[0]})" if t.is_float else a[0]

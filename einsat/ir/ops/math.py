@@ -1,6 +1,7 @@
 """Element-wise math, comparisons, logic and casts: the vocabulary of imperative kernels.
 
-Box decoding needs exp and log, normalization sqrt, clipping maximum and minimum, score updates
+Box decoding needs exp and log, normalization sqrt, rotary position embeddings sin and cos (of
+positions computed at run time from the attention mask), clipping maximum and minimum, score updates
 comparisons and boolean logic. All ops broadcast like NumPy/ONNX; comparisons and isnan return
 bool, logic ops take and return bool, `cast` converts to `dtype` with NumPy's `astype`. `clip`
 (ONNX Clip, PyTorch's relu6 and hardtanh) bounds a floating-point tensor by static bounds.
@@ -30,6 +31,8 @@ Sqrt = _unary("Sqrt", Op.SQRT, "Sqrt", np.sqrt, 4, "out = √x")
 Neg = _unary("Neg", Op.NEG, "Neg", np.negative, 1, "out = -x", multilinear=True)
 Abs = _unary("Abs", Op.ABS, "Abs", np.abs, 1, "out = |x|")
 Floor = _unary("Floor", Op.FLOOR, "Floor", np.floor, 1, "out = ⌊x⌋")
+Sin = _unary("Sin", Op.SIN, "Sin", np.sin, 4, "out = sin x (radians)")
+Cos = _unary("Cos", Op.COS, "Cos", np.cos, 4, "out = cos x (radians)")
 
 
 @register

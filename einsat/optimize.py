@@ -69,7 +69,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
              time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
              profile_budget: float | None = None, check_reps: int | None = None, recheck: bool = False,
              recipe: bool = False, partition=None, input_shapes=None, fill_weights: str | None = None,
-             seed: int = 0) -> Result:
+             seed: int = 0, threads: int | None = None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -120,11 +120,14 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         None (the default) partitions programs above `Partitioning().above` nodes, a
         `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
         The pieces' reports are in `report.partition`.
+    threads: the intra-op threads `cost="cpu"` profiles and measures at: the count the program
+        will be deployed with (default 1; a verdict taken at one thread says nothing of sixteen).
+        The CPU profile is kept per count, and the report says which was measured.
     """
     method = extractor
     if method not in METHODS:
         raise EinsatError(f"unknown extractor {extractor!r}; choose 'ilp' or 'greedy'")
-    model = cost_model(cost)
+    model = _with_threads(cost_model(cost), threads, cost)
     run = budgets.of(budget)
     importing = dict(input_shapes=input_shapes, fill_weights=fill_weights, seed=seed)
     if partition is not False:
@@ -217,7 +220,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                     t = phase("extract", t)
         finally:  # the verification's seconds go back to the budget, whatever happened
             run.release(held)
-        if run.cancelled:
+        if run.cancelled and not (run.reason == "interrupted" and run.on_interrupt is not None):  # else said
             log.warning("%s: verifying the best program found so far", run.reason)
         verification = None
         if verify and identical_program(graph, extraction.graph):  # nothing a run could tell apart
@@ -229,6 +232,8 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
             verification = verify_equivalent(graph, extraction.graph, examples=examples,
                                              require_proof=verify == "prove", reference_runs=reference)
             t = phase("verify", t)
+        if verification is not None:  # what a second Ctrl-C writes from here on (the CLI)
+            run.verified = extraction.graph
         result, measured, kept_input = extraction.graph, None, None
         if measure.measured(model) and not run.cancelled:
             notify(ProgressEvent("measure", f"the input and the result side by side on {model.target}"))
@@ -241,6 +246,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     after = model.graph_cost(result) if measure.measured(model) else extraction.cost
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
         measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
+                    "threads": model.machine.get("threads"),
                     "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
     report = Report(name=graph.name, model=model.name, model_label=model.label, unit=model.unit, cost_before=before,
                     cost_after=after, ops_before=graph.op_counts(),
@@ -248,7 +254,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
                     extraction=extraction.summary(), verification=verification, times=times,
                     cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(result),
                     interrupted=run.cancelled, stop=run.reason, memory=watch.summary(),
-                    profile=profiled.to_dict() if profiled else None,
+                    profile={**profiled.to_dict(), "threads": model.machine.get("threads")} if profiled else None,
                     measured=measured, kept_input=kept_input)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
     made = None
@@ -295,6 +301,25 @@ def same_program(a: Graph, b: Graph) -> bool:
                 and all(np.array_equal(a.weights[k], b.weights[k]) for k in a.weights))
     except (ValueError, TypeError):  # attributes that do not compare (arrays, graphs): measure instead
         return False
+
+
+def _with_threads(model, threads: int | None, cost):
+    """`model` profiling and measuring at `threads` intra-op threads (`optimize(threads=)`):
+    for `cost="cpu"` the CPU model of that count (its own profile); None leaves `model` as it is."""
+    if threads is None:
+        return model
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise EinsatError(f"threads= takes a positive number of intra-op threads, not {threads!r}")
+    if not (measure.measured(model) and model.target == "onnxruntime"):
+        raise EinsatError(f"threads= sets the intra-op threads cost=\"cpu\" measures onnxruntime at; the cost "
+                          f"model {model.name!r} does not measure onnxruntime")
+    if model.threads == threads:
+        return model
+    if cost != "cpu":
+        raise EinsatError(f"the cost model given measures at {model.threads} intra-op thread(s), not threads={threads}:"
+                          f" pass cost=\"cpu\" with threads=, or einsat.extract.cpu_model(threads={threads})")
+    from einsat.extract.target import cpu_model
+    return cpu_model(threads=threads)
 
 
 def _never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False):

@@ -207,8 +207,9 @@ class Report:
         starts = ", ".join(f"{k} {v:,.2f}" + (" (weight-only ops precomputed)" if k == "input" and
                                                v < self.cost_before - 1e-9 * abs(self.cost_before) else "")
                            for k, v in x.starts.items())
-        return (f"{x.method}, {x.status}{gap}; {x.candidates:,} candidates in {x.classes:,} e-classes; "
-                f"starts: {starts}")
+        # a partitioned run's starts are its pieces' (each piece's report): none for the whole program
+        starts = f"; starts ({self.unit}): {starts}" if starts else ""
+        return f"{x.method}, {x.status}{gap}; {x.candidates:,} candidates in {x.classes:,} e-classes{starts}"
 
     def __str__(self) -> str:
         rows = self.table()

@@ -71,3 +71,12 @@ def test_generator_rounds_that_found_nothing_are_left_out_of_the_text():
     assert s.round_lines() == ["pet-mutate step 1: 3 subprograms, 0 admitted (0.10 s)",
                                "correction-fusion step 2: 2 pairs, 1 fused (0.00 s)"]
     assert len(s.rounds) == 3  # the data keeps every round
+
+
+def test_a_report_without_starts_does_not_end_in_an_empty_list(result):
+    """A partitioned run's extraction has no starts of its own (its pieces' are in their reports):
+    the line ends after what it has (issue 31: it ended in 'starts: ')."""
+    r = dataclasses.replace(result.report, extraction=dataclasses.replace(result.report.extraction, starts={}))
+    line = next(ln for ln in str(r).splitlines() if "extraction:" in ln)
+    assert "starts" not in line and line.rstrip().endswith("e-classes")
+    assert f"starts ({r.unit}): " in str(result.report)  # with starts: they are there, in the costs' unit

@@ -17,6 +17,7 @@ import argparse
 import logging
 import os
 import sys
+import time
 
 import einsat
 from einsat.cli import check, demo, fuzz, info, optimize, profile
@@ -35,7 +36,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()
     args = parser().parse_args(argv)
+    args.started = started  # the command's wall time counts from here (`optimize`'s report: its total)
+    args.startup = startup_seconds() if argv is None else None  # Python's start and imports, for this process
     configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
         return args.handler(args)
@@ -50,6 +54,18 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+
+
+def startup_seconds() -> float | None:
+    """Seconds from this process's start to now (Linux: /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22: starttime, in clock ticks since boot
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def configure_logging(verbose: int = 0, quiet: bool = False) -> None:

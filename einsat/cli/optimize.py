@@ -4,11 +4,15 @@
 `--device` is its deprecated old name). Progress goes to stderr (one redrawn line on a terminal,
 plain lines otherwise; `-q` for none); the summary table goes to stdout. The output paths (`-o`,
 `--report`) are checked before any work. `--time-limit` is the budget of the whole run (reading
-the model, the search, the verification and writing the result, not Python's start); a first
-Ctrl-C stops the search, and the best program found so far is verified and written (a second one
-aborts). The output file is written only after verification passed, and atomically
-(`einsat.save_onnx`): a failure never leaves a half-written file. `--report out.json|out.html`
-keeps the report (the HTML is one self-contained page with its pictures inline). `--memory-gb` bounds
+the model, the search, the verification and writing the result, not Python's start); the report's
+times are the command's (Python's start, reading, each phase, writing) and its total is the run's
+wall time. A first Ctrl-C is acknowledged at once (what the run does now, what it will write): it
+stops the search, and the best program found so far is verified and written. A second one stops at
+once: the best program verified by then is written if there is one, else the message says that
+nothing was written and why (status 130 either way). The output file is written only after
+verification passed, and atomically (`einsat.save_onnx`): a failure never leaves a half-written
+file. `--report out.json|out.html` keeps the report (the HTML is one self-contained page with its
+pictures inline). `--memory-gb` bounds
 the memory the run adds (the search stops early past it). A verification that is inconclusive (an
 output that does not vary with the inputs, as when the weights are stripped or placeholders) is an
 error and nothing is written; the message says why, and `--allow-inconclusive` writes the result
@@ -136,16 +140,24 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from einsat.budget import Budget
     budget = Budget(args.time_limit)  # the whole run's, loading included
     t0 = time.perf_counter()
+    started = getattr(args, "started", t0)  # when `main` began (the report's total is the run's wall time)
     graph = load_model(args)
     from einsat.runtime.onnx_nodes import check_runnable
     check_runnable(graph, str(args.model))  # before the search, not at the verification
-    writing = budget.reserve(time.perf_counter() - t0)  # writing the result takes about what reading took
+    read = time.perf_counter() - t0
+    writing = budget.reserve(read)  # writing the result takes about what reading took
     display = None if args.quiet else ProgressDisplay(sys.stderr)
+    budget.on_interrupt = _acknowledge(args, display)
     try:
-        result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
-                                 limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
-                                 verify=True if args.allow_inconclusive else "prove",
-                                 profile_budget=args.profile_budget, recheck=args.recheck, partition=partition)
+        with budget.interruptible():  # the whole run: a first Ctrl-C during the check lets it finish
+            result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
+                                     limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
+                                     verify=True if args.allow_inconclusive else "prove",
+                                     profile_budget=args.profile_budget, recheck=args.recheck, partition=partition)
+    except KeyboardInterrupt:  # a second Ctrl-C
+        if display is not None:
+            display.close()
+        return _interrupted_twice(args, budget, display)
     except VerificationError as e:
         if e.status != "inconclusive":
             raise
@@ -156,13 +168,56 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         budget.release(writing)
         if display is not None:
             display.close()
+    t1 = time.perf_counter()
     einsat.save_onnx(result.graph, args.output)
+    wall_times(result.report, getattr(args, "startup", None), read, time.perf_counter() - t1, started)
     print(result.report)
     print(f"wrote {args.output}")
     if args.report is not None:
         write_report(result, args.report)
         print(f"wrote {args.report}")
     return 0
+
+
+def wall_times(report, startup: float | None, read: float, write: float, started: float) -> None:
+    """The report's times as the command's: Python's start and imports (`startup`, when this
+    process is the command), reading the model, `optimize`'s phases, writing the result, and a
+    total that is the run's wall time (to the summary's printing)."""
+    times = {k: v for k, v in report.times.items() if k != "total"}
+    report.times = ({"start": startup} if startup is not None else {}) | {"read": read} | times | {"write": write}
+    report.times["total"] = (startup or 0.0) + time.perf_counter() - started
+
+
+def _acknowledge(args: argparse.Namespace, display):
+    """What a Ctrl-C says, at once (`Budget.on_interrupt`): what the run does now, what it writes."""
+    def say(count: int) -> None:
+        if count == 1:
+            text = (f"einsat: Ctrl-C: stopping the search; the best program found so far is verified, then written "
+                    f"to {args.output}" + (f" (and the report to {args.report})" if args.report else "") +
+                    ". Ctrl-C again to stop at once: the best program verified by then is written, if there is one")
+        else:
+            text = "einsat: Ctrl-C again: stopping now"
+        if display is not None:
+            display.note(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+    return say
+
+
+def _interrupted_twice(args: argparse.Namespace, budget, display) -> int:
+    """After a second Ctrl-C: the best verified program written if the run has one, else why not."""
+    import einsat
+    if budget.verified is not None:
+        einsat.save_onnx(budget.verified, args.output)
+        print(f"einsat: interrupted twice: wrote the best program verified so far to {args.output} (the run did "
+              "not finish: no summary" + (f", no report {args.report}" if args.report else "") + ")",
+              file=sys.stderr)
+    else:
+        where = f" (the run was in its {display.phase} phase)" if display is not None and display.phase else ""
+        print(f"einsat: interrupted twice: nothing was written to {args.output}: no program had been verified "
+              f"yet{where}; a single Ctrl-C stops the search and writes the best program found so far",
+              file=sys.stderr)
+    return 130
 
 
 def write_report(result, path: Path) -> None:

@@ -150,9 +150,16 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
         options["budget"] = max(0.5, 0.8 * run.remaining() / max(1, math.ceil(len(own) / workers)))
     jobs = [(pieces[k].graph, options) for k in own]
     t = time.perf_counter()
-    results = dict(zip(own, run_jobs(jobs, executor, workers, settings.address,
-                                     on_done=lambda j, r: notify(ProgressEvent(
-                                         "optimize", f"piece {own[j]} done in {r.seconds:.1f} s")))))
+    done = [0]
+
+    def piece_done(j: int, r) -> None:  # the live line: pieces done of those to optimize, the last one's e-graph
+        done[0] += 1
+        s = getattr(getattr(r, "report", None), "saturation", None)
+        notify(ProgressEvent("optimize", f"{done[0]} of {len(own)} pieces done (piece {own[j]}: {r.seconds:.1f} s)",
+                             step=done[0], nodes=s.enodes if s else None, elapsed=time.perf_counter() - t))
+
+    notify(ProgressEvent("optimize", f"{len(own)} pieces, {executor} with {workers} worker(s)"))
+    results = dict(zip(own, run_jobs(jobs, executor, workers, settings.address, on_done=piece_done)))
     times["optimize"] = time.perf_counter() - t
 
     t = time.perf_counter()
@@ -218,6 +225,7 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
         t = time.perf_counter()
         notify(ProgressEvent("verify", "running both programs on random inputs"))
         verification = verify_equivalent(graph, stitched, examples=examples, require_proof=verify == "prove")
+        run.verified = stitched  # what a second Ctrl-C writes from here on (the CLI)
         times["verify"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - t0
 

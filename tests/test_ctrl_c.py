@@ -1,0 +1,101 @@
+"""Ctrl-C (issue 31): acknowledged the moment it arrives, also while the main thread is in a step
+that runs no Python code; a second one still writes the best verified program, or says why
+nothing was written."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+import einsat
+from einsat.budget import Budget
+from einsat.cli import main
+from einsat.ir import GraphBuilder
+
+
+def c_step(seconds: float) -> None:
+    """A step in C that runs no Python code and holds no GIL (OpenSSL's PBKDF2), about `seconds`
+    long: a saturation phase in egglog, a HiGHS solve, as the signal module sees them."""
+    t = time.perf_counter()
+    hashlib.pbkdf2_hmac("sha256", b"einsat", b"salt", 20000)
+    rounds = max(20000, int(20000 * seconds / max(time.perf_counter() - t, 1e-6)))
+    hashlib.pbkdf2_hmac("sha256", b"einsat", b"salt", rounds)
+
+
+def test_a_ctrl_c_is_acknowledged_while_the_step_under_way_runs():
+    heard: list[tuple[int, float]] = []
+    budget = Budget()
+    budget.on_interrupt = lambda count: heard.append((count, time.monotonic()))
+    threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+    with budget.interruptible():
+        start = time.monotonic()
+        c_step(3.0)
+        end = time.monotonic()
+    assert budget.cancelled and [c for c, _ in heard] == [1]  # acknowledged once, not raised
+    # heard during the step, not when it ended (the handler alone runs after it returns)
+    assert heard[0][1] - start < 0.5 * (end - start), (heard[0][1] - start, end - start)
+
+
+def test_a_second_ctrl_c_is_acknowledged_and_raises():
+    heard = []
+    budget = Budget()
+    budget.on_interrupt = heard.append
+    with pytest.raises(KeyboardInterrupt):
+        with budget.interruptible():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    assert heard == [1, 2] and budget.interrupts == 2
+
+
+def program():
+    b = GraphBuilder("block")
+    x = b.input("x", (8, 16))
+    w1, w2 = b.weight("w1", (16, 16)), b.weight("w2", (16, 16))
+    return b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2))))
+
+
+def test_optimize_keeps_its_verified_program_on_the_budget():
+    budget = Budget(30)
+    result = einsat.optimize(program(), budget=budget)
+    assert budget.verified is result.graph
+
+
+def interrupted_twice(tmp_path, monkeypatch, capsys, verified: bool):
+    """`einsat optimize` whose run gets a second Ctrl-C, after its check (`verified`) or before."""
+    g = program()
+    einsat.save_onnx(g, tmp_path / "in.onnx")
+    best = einsat.optimize(g).graph
+
+    def run(graph, *, budget, **kwargs):
+        budget.on_interrupt(1)
+        if verified:
+            budget.verified = best
+        budget.on_interrupt(2)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(einsat, "optimize", run)
+    code = main(["optimize", str(tmp_path / "in.onnx"), "-o", str(tmp_path / "out.onnx"), "-q"])
+    return code, capsys.readouterr().err
+
+
+def test_a_second_ctrl_c_writes_the_best_verified_program(tmp_path, monkeypatch, capsys):
+    best = einsat.optimize(program()).graph
+    code, err = interrupted_twice(tmp_path, monkeypatch, capsys, verified=True)
+    assert code == 130 and (tmp_path / "out.onnx").exists()
+    assert "stopping" in err and "wrote the best program verified so far" in err
+    einsat.save_onnx(best, tmp_path / "best.onnx")  # as written: fused ops are exported as their parts
+    written = einsat.load_onnx(tmp_path / "out.onnx").op_counts()
+    assert written == einsat.load_onnx(tmp_path / "best.onnx").op_counts() != program().op_counts()
+
+
+def test_a_second_ctrl_c_before_any_check_says_nothing_was_written(tmp_path, monkeypatch, capsys):
+    code, err = interrupted_twice(tmp_path, monkeypatch, capsys, verified=False)
+    assert code == 130 and not (tmp_path / "out.onnx").exists()
+    assert "nothing was written" in err and "no program had been verified yet" in err

@@ -244,8 +244,8 @@ class Report:
         lines = []
         if self.profile is not None:
             p = self.profile
-            text = (f"  profile: {p['needed']} signatures on {p['target']}: {p['cached']} from the cache, "
-                    f"{p['measured']} measured now in {p['seconds']:.1f} s")
+            text = (f"  profile: {p['needed']} signatures on {p['target']}{threads_text(p.get('threads'))}: "
+                    f"{p['cached']} from the cache, {p['measured']} measured now in {p['seconds']:.1f} s")
             text += f", {p['failed']} failed" if p["failed"] else ""
             text += f", {p['left']} left to the calibrated roofline" if p["left"] else ""
             lines.append(text + f" ({p['path']})")
@@ -259,7 +259,8 @@ class Report:
             (b0, b1), (c0, c1) = m["baseline_spread_ms"], m["candidate_spread_ms"]
             p0, p1 = [v * 1e3 for v in m["predicted_ms"]] if m.get("predicted_ms") else (self.cost_before,
                                                                                          self.cost_after)
-            lines.append(f"  measured on {m['backend']}: input {ms(m['baseline_ms'])} {unit} [p10 {ms(b0)}, "
+            lines.append(f"  measured on {m['backend']}{threads_text(m.get('threads'))}: "
+                         f"input {ms(m['baseline_ms'])} {unit} [p10 {ms(b0)}, "
                          f"p90 {ms(b1)}], optimized {ms(m['candidate_ms'])} {unit} [p10 {ms(c0)}, p90 {ms(c1)}]: "
                          f"{m['speedup']:.3f}x measured (faster in {m['wins']}/{m['rounds']} interleaved rounds); "
                          f"modeled: input {p0:,.2f} -> extracted {p1:,.2f} {self.unit} "
@@ -273,6 +274,11 @@ class Report:
     def _repr_html_(self) -> str:
         from einsat.viz.report import report_html
         return report_html(self, standalone=False)
+
+
+def threads_text(threads) -> str:
+    """" at N intra-op thread(s)" for a CPU measurement (`optimize(threads=)`), "" for none."""
+    return f" at {threads} intra-op thread{'' if threads == 1 else 's'}" if threads else ""
 
 
 def _finite(value):

@@ -71,6 +71,9 @@ def add_parser(sub) -> None:
     p.add_argument("--recheck", action="store_true",
                    help="with a measured cost model: time the input and the result side by side again "
                         "even when an earlier run kept the verdict on these two programs")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="with --cost cpu: the intra-op threads onnxruntime profiles and measures at, the count "
+                        "you will deploy with (default 1; the profile is kept per count)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole run (search, extraction and verification share it; "
                         "default: no limit)")
@@ -153,7 +156,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
                                      limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
                                      verify=True if args.allow_inconclusive else "prove",
-                                     profile_budget=args.profile_budget, recheck=args.recheck, partition=partition)
+                                     profile_budget=args.profile_budget, recheck=args.recheck, partition=partition,
+                                     threads=args.threads)
     except KeyboardInterrupt:  # a second Ctrl-C
         if display is not None:
             display.close()

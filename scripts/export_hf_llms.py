@@ -59,6 +59,18 @@ PHASES = ("prefill", "decode")
 EXPORTERS = ("dynamo", "legacy")
 
 
+def randomize(model):
+    """The model with no constant parameter: transformers initializes RMSNorm weights to ones and
+    biases to zeros, and the legacy exporter merges equal initializers into one (five norms
+    reading one weight). Trained models differ there: each constant parameter gets a seeded
+    perturbation (norm weights around 1, biases around 0)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.numel() > 1 and bool(p.min() == p.max()):
+                p.add_(0.1 * torch.randn_like(p))
+    return model
+
+
 def names(phase: str) -> tuple[list[str], list[str]]:
     """The phase's input and output names."""
     kv = [f"{p}.{i}.{t}" for p in ("past_key_values",) for i in range(LAYERS) for t in ("key", "value")]
@@ -187,7 +199,7 @@ def main() -> None:
         for exporter in args.exporters:
             for phase in args.phases:
                 torch.manual_seed(0)
-                model = build().eval()
+                model = randomize(build()).eval()
                 path = args.out / f"hf_{name}_{phase}_{exporter}.onnx"
                 try:
                     exported = export(model, phase, exporter)

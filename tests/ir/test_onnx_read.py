@@ -3,7 +3,7 @@
 Refused with an `OnnxError` naming the model and the value: element types einsat does not compute
 with, a version conversion that changes the model's inputs, an opaque node whose subgraph reads
 the enclosing graph. Recovered: an opaque node's output type that ONNX lost on the way is
-inferred again from einsat's static input types; CastLike is a cast.
+inferred again from einsat's static input types; CastLike is a cast, Reciprocal a division of 1.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import einsat
 from einsat.errors import OnnxError
 from einsat.ir import Op
 from einsat.ir.onnx_read import outer_names
-from tests.ir.test_onnx_import import check_against_ort, make, x
+from tests.ir.test_onnx_import import check_against_ort, make, ort_outputs, x
 
 
 @pytest.mark.parametrize("elem, text", [(TensorProto.STRING, "string"), (TensorProto.FLOAT8E4M3FN, "float8e4m3fn"),
@@ -77,3 +77,22 @@ def test_cast_like_imports_as_a_cast():
              [("y", [2, 3], TensorProto.INT32)])
     g = check_against_ort(m, {"a": x(2, 3) * 10, "like": np.zeros(1, np.int32)})
     assert [n.op for n in g.nodes] == [Op.CAST] and g.nodes[0].attrs["dtype"] == "int32"
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # 1/0 on purpose
+@pytest.mark.parametrize("elem, dtype", [(TensorProto.FLOAT, np.float32), (TensorProto.DOUBLE, np.float64),
+                                         (TensorProto.FLOAT16, np.float16)])
+def test_reciprocal_imports_as_a_division_of_one(elem, dtype):
+    m = make([helper.make_node("Reciprocal", ["a"], ["y"])], [("a", [3, 4], elem)], [("y", [3, 4], elem)])
+    a = (x(3, 4) * 4).astype(dtype)
+    a[0, :3] = [0.0, -0.0, np.inf]  # IEEE: 1/0 = inf, 1/-0 = -inf, 1/inf = 0, as onnxruntime computes them
+    g = check_against_ort(m, {"a": a})
+    (node,) = g.nodes
+    assert node.op is Op.DIV and node.inputs[1] == "a"
+    one = g.weights[node.inputs[0]]
+    assert one.shape == () and one.dtype == dtype and one == 1
+    assert einsat.run(g, {"a": a})["y"].dtype == dtype
+    from einsat.ir.onnx_export import to_onnx
+    saved = to_onnx(g)  # exported back as a Div of a scalar 1
+    assert [n.op_type for n in saved.graph.node] == ["Div"]
+    np.testing.assert_array_equal(ort_outputs(saved, {"a": a})[0], ort_outputs(m, {"a": a})[0])

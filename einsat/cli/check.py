@@ -7,8 +7,8 @@ compared on the same random inputs (within --rtol of each output's largest magni
 they are timed side by side: interleaved rounds, medians with their spread, Wilcoxon's
 signed-rank test and a 2% margin, a verdict of faster confirmed by a second block on freshly
 compiled programs (the rule of `optimize(cost="cpu")`'s never-slower check,
-`einsat.gpu.check`). `-o` writes the faster program: the optimized one only if it is measured
-faster, else the input; beside it (or at --verdict) the verdict as JSON: times, spread, rounds,
+`einsat.gpu.check`). `-o` writes the faster program (a copy of its file): the optimized one only
+if it is measured faster, else the input; beside it (or at --verdict) the verdict as JSON: times, spread, rounds,
 verdict, device. The profile's stale entries these programs use (cuDNN choices timed otherwise
 than this device times them now) are timed again and written back to the profile (--profile,
 default the device's committed profile when there is one). Needs CuPy and a CUDA device;
@@ -64,6 +64,23 @@ def load_program(path: str, what: str):
     return load_onnx(path)
 
 
+def copy_atomically(source: str, dest: str) -> None:
+    """`source`'s bytes at `dest` (the chosen file itself, not a re-export), through a temporary
+    file: a failure leaves nothing half-written."""
+    import shutil
+    import tempfile
+    folder = os.path.dirname(os.path.abspath(dest))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def verdict_path(args) -> str | None:
     if args.verdict:
         return args.verdict
@@ -94,8 +111,7 @@ def cmd_check(args) -> int:
     record = {**result.to_dict(), "original": os.path.abspath(args.original),
               "optimized": os.path.abspath(args.optimized), "profile": profile_path}
     if args.output:
-        from einsat import save_onnx
-        save_onnx(optimized if result.faster else original, args.output)
+        copy_atomically(args.optimized if result.faster else args.original, args.output)
         record["output"] = os.path.abspath(args.output)
         print(f"wrote the {result.kept} program to {args.output}")
     path = verdict_path(args)

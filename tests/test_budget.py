@@ -93,8 +93,9 @@ class Event:
         objective_function_value = mip_primal_bound = 10.0
         mip_dual_bound = 5.0
 
-    def __init__(self):
+    def __init__(self, nodes: int = 0):
         self.data_out = self.Out()
+        self.data_out.mip_node_count = nodes  # branch-and-bound nodes so far
         self.interrupted = False
 
     def interrupt(self):
@@ -103,14 +104,28 @@ class Event:
 
 def test_the_ilp_watch_stops_when_no_better_program_comes():
     messages = []
-    watch = IlpWatch(progress=lambda m, c: messages.append(m), stall_s=0.05)
-    watch._on_solution(Event())
-    e = Event()
+    watch = IlpWatch(progress=lambda m, c: messages.append(m), stall_nodes=50)
+    watch._on_solution(Event(nodes=0))
+    e = Event(nodes=50)
     watch._on_interrupt(e)
     assert not e.interrupted and messages == ["better program found: 10.00"]
-    time.sleep(0.12)
+    time.sleep(0.12)  # the clock decides nothing: 50 nodes without a better program is not a stall
+    watch._on_interrupt(e)
+    assert not e.interrupted
+    e = Event(nodes=51)
     watch._on_interrupt(e)
     assert e.interrupted and watch.reason == "stopped improving"
+
+
+def test_the_ilp_watch_waits_as_many_nodes_as_the_incumbent_took():
+    watch = IlpWatch(stall_nodes=50)
+    better = Event(nodes=300)
+    better.data_out.objective_function_value = 9.0
+    watch._on_solution(better)
+    for nodes, stops in [(600, False), (601, True)]:
+        e = Event(nodes=nodes)
+        watch._on_interrupt(e)
+        assert e.interrupted == stops
 
 
 @pytest.mark.parametrize("cancel,reason", [(True, "interrupted"), (False, "time limit")])

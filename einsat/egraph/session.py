@@ -20,9 +20,13 @@ saturated) or one generator round, and the limits are checked between phases:
 - time limit: a phase does not start when its previous duration would cross `Limits.time_s`;
   the run may end late by one phase's time at most (plus the export that counts e-classes);
 - iteration limit: at most `Limits.iterations` steps (a step runs every phase once);
-- generators: each round has a deadline (`Session.deadline`: `Limits.generator_s` from its start,
-  and never past the time limit) that the generator checks itself; PET's mutation generator
-  also takes at most `Limits.subprograms` subprograms a round and `Limits.mutants` mutants of each.
+- generators: each round is bounded by work (PET's mutation generator takes at most
+  `Limits.subprograms` subprograms a round, `Limits.mutants` mutants of each and verifies
+  `Limits.verifications` of them; EinNet's derivation `Limits.derive_states` states): the same
+  input gives the same e-graph whatever the load. A round also has a deadline
+  (`Session.deadline`: the time limit, the run's budget, and `Limits.generator_s` from its start
+  when one is set) that only stops it early: the round's counts say "cut short" (and when the
+  time limit or the budget ran out, the run stops with TIME_LIMIT at the next phase).
 
 Generators that must tell a cheaper program from a costlier one read `Session.cost` (a cost
 model: `node_cost(op, attrs, ins, outs)`), and those that work on the current best program read
@@ -87,9 +91,10 @@ class Limits:
     iterations: int = 10
     time_s: float = 8.0
     acyclic: bool = True  # export: drop e-nodes that close a cycle (Tensat's cycle filtering)
-    generator_s: float = 3.0  # the deadline of one generator round
+    generator_s: float = float("inf")  # a deadline for one generator round (none: rounds are bounded by work)
     subprograms: int = 32     # PET: subprograms mutated per round
     mutants: int = 64         # PET: mutants tried per subprogram
+    verifications: int = 16   # PET: mutants verified (admission proofs) per round
     derive_depth: int = 4  # EinNet's MaxDepth: explorative derivations per expression (rewrites.derive)
     derive_states: int = 600  # EinNet in the default schedule: no new search once a round derived this many states
     memory_gb: float | None = 4.0  # `einsat.optimize`: resident memory the run may add (None: unbounded)

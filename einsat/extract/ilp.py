@@ -23,9 +23,13 @@ limit) is a valid DAG. Candidates dominated inside their e-class (a cheaper or e
 candidate using a subset of its children) are dropped first; this keeps an optimum.
 
 The solve starts from a given selection (HiGHS `setSolution`) and the result is the better of
-the two, so the ILP is never worse than its start. It stops at the time limit, when the run's
-budget runs out or is cancelled, or when it stops improving (`ilp_watch.IlpWatch`). At the time limit the relative gap
-(cost - bound) / cost is reported, with the better of HiGHS's bound and `lower_bound`'s.
+the two, so the ILP is never worse than its start. What it returns is bounded by work, never by the
+clock: it stops when optimal (relative gap `REL_GAP`), after `MAX_NODES` branch-and-bound nodes,
+or when no better program came for a number of nodes (`ilp_watch.IlpWatch`): the same e-graph
+gives the same program whatever the machine's load. The time limit and the run's budget only
+stop it early, and then the status says "time limit" (or "interrupted"). When it stops short
+of optimal the relative gap (cost - bound) / cost is reported, with the better of HiGHS's
+bound and `lower_bound`'s.
 """
 
 from __future__ import annotations
@@ -41,10 +45,12 @@ import numpy as np
 from einsat.budget import Budget
 from einsat.errors import ExtractionError
 from einsat.extract.greedy import lower_bound
-from einsat.extract.ilp_watch import STALL_S, IlpWatch
+from einsat.extract.ilp_watch import STALL_NODES, IlpWatch
 from einsat.extract.problem import Problem, Selection
 
 MAX_DOMINANCE_CLASS = 64  # larger e-classes skip the O(k^2) dominance check
+REL_GAP = 1e-6             # proved optimal at this relative gap
+MAX_NODES = 20_000         # branch-and-bound nodes at most: the search's work bound
 
 
 @dataclass
@@ -127,9 +133,10 @@ def _components(problem: Problem, ids: dict[int, list[int]]) -> dict[int, int]:
 
 
 def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budget: Budget | None = None,
-              progress=None, stall_s: float | None = STALL_S) -> IlpResult:
-    """The cheapest acyclic selection, or the best found within `time_limit` seconds (and the
-    run's `budget`), or when no better one came for a while (`IlpWatch`; `stall_s=None`: never)."""
+              progress=None, stall_nodes: int | None = STALL_NODES, max_nodes: int = MAX_NODES) -> IlpResult:
+    """The cheapest acyclic selection, or the best found in `max_nodes` branch-and-bound nodes or
+    when no better one came for `stall_nodes` nodes (`IlpWatch`; None: never), work bounds that
+    make it deterministic; `time_limit` seconds (and the run's `budget`) only stop it early."""
     import highspy  # here, not at import: cost models and greedy extraction run without HiGHS
     t0 = time.perf_counter()
     start_cost = problem.cost(start)
@@ -187,7 +194,8 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
 
     h = _silent_solver(highspy)
     h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
-    h.setOptionValue("mip_rel_gap", 1e-6)
+    h.setOptionValue("mip_rel_gap", REL_GAP)
+    h.setOptionValue("mip_max_nodes", int(max_nodes))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = ncol, len(rows_lo)
     lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, np.zeros(ncol), upper
@@ -200,7 +208,7 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
         [highspy.HighsVarType.kContinuous] * len(tcol)
     h.passModel(lp)
     h.setSolution(_start_vector(problem, start, col, gcol, tcol, comp, ncol))
-    watch = IlpWatch(budget, progress, math.inf if stall_s is None else stall_s)
+    watch = IlpWatch(budget, progress, math.inf if stall_nodes is None else stall_nodes)
     watch.attach(h)
     h.run()
 
@@ -220,7 +228,9 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
     if status == highspy.HighsModelStatus.kOptimal:
         text, gap, bound = "optimal", 0.0, found
     else:
-        text = watch.reason or h.modelStatusToString(status).lower()
+        text = watch.reason or {highspy.HighsModelStatus.kSolutionLimit: "node limit",  # MAX_NODES
+                                highspy.HighsModelStatus.kTimeLimit: "time limit"}.get(
+            status, h.modelStatusToString(status).lower())
         bound = min(bound, found)
         gap = (found - bound) / found if found > 0 else 0.0
     if selection is start and status != highspy.HighsModelStatus.kOptimal:

@@ -16,14 +16,26 @@ One round:
 
 What a subprogram admits depends on its structure, shapes and constants only (weights are
 variables to the corrector), so results are memoised by `Subprogram.key`: one verification
-serves every layer of one shape. The round stops at the session's deadline; what a subprogram
-cut short admitted so far enters, but it is neither memoised nor done. Enumeration is sorted
-and the corrector's tests are seeded: the same input gives the same e-graph. Without a cost
-model (`Session.cost` None) the generator does nothing: it could not tell a cheaper mutant.
+serves every layer of one shape. Enumeration is sorted and the corrector's tests are seeded:
+the same input gives the same e-graph. Without a cost model (`Session.cost` None) the generator
+does nothing: it could not tell a cheaper mutant.
+
+Bounds are work, never the clock: a round verifies at most `Limits.verifications` mutants (the
+admission proof is most of its time). A round the work bound or the session's deadline (the
+time limit, the run's budget, `Limits.generator_s` when set) cuts short enters what the
+subprogram cut short admitted so far, but that subprogram is neither memoised nor done; a
+deadline says so in the round's counts ("cut short": the one count the clock decides).
+
+The generator pays its way: an admitted program enters only when the cost model keeps it (it is
+cheaper than its subprogram, `admit.cheaper`, its corrections included); one it would never
+extract would only grow the e-graph. A round that enters nothing backs off, as egglog's rule
+back-off does: after the k-th such round in a row the next 2^k rounds are skipped ("backed off"
+in their counts).
 
 The round reports `COUNTS` (`Round.counts`): subprograms taken, mutants generated, verified
 (past the pre-filter), corrected (admitted with corrections), fused (with a fused form too),
-admitted (programs entered), memo hits.
+admitted (programs entered), memo hits, not kept (admitted, not cheaper: left out), cut short,
+backed off.
 """
 
 from __future__ import annotations
@@ -43,13 +55,15 @@ from einsat.rewrites.mutate.grammar import mutants
 from einsat.rewrites.mutate.subprograms import Mark, Subprogram, source_program, subprograms
 from einsat.verify.corrector import content_key
 
-COUNTS = ("subprograms", "mutants", "verified", "corrected", "fused", "admitted", "memo hits")
+COUNTS = ("subprograms", "mutants", "verified", "corrected", "fused", "admitted", "memo hits", "not kept",
+          "cut short", "backed off")
 
 
 @dataclass
 class _Admitted:
     graph: Graph
     binding: dict[str, str]  # weight of `graph` -> the subprogram weight holding the same values
+    kept: bool = True        # cheaper than the subprogram under the cost model: extraction may keep it
 
 
 @dataclass
@@ -59,6 +73,8 @@ class _State:
     memo: dict[tuple, list[_Admitted]] = field(default_factory=dict)
     done: set[Mark] = field(default_factory=set)
     rounds: int = 0
+    fruitless: int = 0  # rounds in a row that entered nothing
+    skip: int = 0       # rounds still to skip (back-off)
 
 
 _STATES: WeakKeyDictionary = WeakKeyDictionary()
@@ -70,6 +86,10 @@ def mutate(session, data) -> Round:
     if session.cost is None:
         return Round(0, counts)
     state = _STATES.setdefault(session, _State())
+    if state.skip:
+        state.skip -= 1
+        counts["backed off"] = 1
+        return Round(0, counts)
     state.rounds += 1
     if state.rounds == 1 or session.best is None:
         program = source_program(session.sources, data)
@@ -78,11 +98,14 @@ def mutate(session, data) -> Round:
     lim, unions = session.limits, 0
     for mark, sub in subprograms(program, data, session.cost, lim.subprograms, done=state.done):
         if time.perf_counter() > session.deadline:
+            counts["cut short"] = 1
+            break
+        if counts["verified"] >= lim.verifications:
             break
         counts["subprograms"] += 1
         admitted, complete = state.memo.get(sub.key), True
         if admitted is None:
-            admitted, complete = _explore(session, sub, lim.mutants, counts)
+            admitted, complete = _explore(session, sub, lim.mutants, lim.verifications, counts)
             if complete:
                 state.memo[sub.key] = admitted
         else:
@@ -90,20 +113,30 @@ def mutate(session, data) -> Round:
         if complete:
             state.done.add(mark)
         for a in admitted:
+            if not a.kept:
+                counts["not kept"] += 1
+                continue
             graph, inputs = _entering(sub, a)
             session.add_subgraph(graph, inputs, outputs=sub.outputs)
             unions += len(sub.outputs)
             counts["admitted"] += 1
         if not complete:
             break
+    state.fruitless = 0 if unions else state.fruitless + 1
+    state.skip = 2 ** state.fruitless if state.fruitless else 0
     return Round(unions, counts)
 
 
-def _explore(session, sub: Subprogram, limit: int, counts: dict[str, int]) -> tuple[list[_Admitted], bool]:
-    """The admitted mutants of `sub`, and whether all were tried before the deadline."""
+def _explore(session, sub: Subprogram, limit: int, verifications: int,
+             counts: dict[str, int]) -> tuple[list[_Admitted], bool]:
+    """The admitted mutants of `sub`, and whether all were tried (within the round's
+    `verifications` and before the deadline)."""
     out = []
     for m in mutants(sub.graph)[:limit]:
         if time.perf_counter() > session.deadline:
+            counts["cut short"] = 1
+            return out, False
+        if counts["verified"] >= verifications:
             return out, False
         counts["mutants"] += 1
         if not cheaper(session.cost, sub.graph, m.graph):
@@ -112,11 +145,12 @@ def _explore(session, sub: Subprogram, limit: int, counts: dict[str, int]) -> tu
         verdict = admit(sub.graph, m.graph)
         if verdict.graph is not None:
             counts["corrected"] += verdict.corrected
-            out.append(_Admitted(verdict.graph, _binding(sub.graph, verdict.graph)))
+            out.append(_Admitted(verdict.graph, _binding(sub.graph, verdict.graph),
+                                 cheaper(session.cost, sub.graph, verdict.graph)))
             fused = fuse(verdict.graph)
             if fused is not verdict.graph:
                 counts["fused"] += 1
-                out.append(_Admitted(fused, out[-1].binding))
+                out.append(_Admitted(fused, out[-1].binding, cheaper(session.cost, sub.graph, fused)))
     return out, True
 
 

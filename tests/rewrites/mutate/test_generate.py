@@ -86,3 +86,34 @@ def test_entering_programs_bind_the_subprograms_weights_to_their_own_e_classes()
     data = s.export()
     weights = [n.leaf[1] for c in data.classes.values() for n in c.nodes if n.leaf and n.leaf[0] == "weight"]
     assert [w for w in weights if np.asarray(data.weights[w]).shape == (3, 3, 3, 3)] == ["w0"]
+
+
+def test_a_round_verifies_at_most_its_limit_of_mutants():
+    _, report = session_with(layers(depth=3), wide_is_faster(), verifications=1)
+    bounded = first_round(report)
+    assert bounded["verified"] == 1 and bounded["subprograms"] == 1  # cut short: not memoised, no more taken
+    _, unbounded = session_with(layers(depth=3), wide_is_faster())
+    assert first_round(unbounded)["subprograms"] > 1 and first_round(unbounded)["memo hits"] == 2
+
+
+def test_a_generator_whose_programs_the_cost_model_never_keeps_backs_off():
+    """Under a cost model where the wide conv is slower, what PET admits is left out, and after
+    each fruitless round the generator skips twice as many rounds (1 round, then 2 skipped, ...)."""
+    from einsat.rewrites.mutate.generate import mutate
+    slow_wide = paper_cost({((8, 3, 5, 6), (3, 3, 3, 3), (1, 1), 1): 10.0,
+                            ((4, 3, 5, 12), (3, 3, 3, 3), (1, 1), 1): 40.0})
+    s = Session(Limits(), cost=slow_wide)
+    s.add_graph(layers(depth=1))
+    before = s.num_nodes()
+    ran = []
+    for _ in range(8):
+        r = mutate(s, s.export())
+        ran.append(not r.counts["backed off"])
+        assert r.unions == 0 and r.counts["admitted"] == 0
+    assert ran == [True, False, False, True, False, False, False, False]
+    assert s.num_nodes() == before
+    # the same program under prices that make the wide conv faster enters it at once
+    s = Session(Limits(), cost=wide_is_faster())
+    s.add_graph(layers(depth=1))
+    r = mutate(s, s.export())
+    assert r.counts["admitted"] >= 1 and r.unions >= 1 and s.num_nodes() > before

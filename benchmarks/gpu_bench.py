@@ -3,8 +3,12 @@
 - einsat on its CuPy backend, the original and the optimized program: `CompiledProgram` replays
   (static memory plan, one CUDA graph launch), and the interpreter loop over device-resident
   values for comparison (inputs and weights uploaded once, nothing copied back while timed);
-- PyTorch eager (cuDNN, cuBLAS) and `torch.compile(mode="max-autotune-no-cudagraphs")`, both
-  built from the original graph by `benchmarks.torch_baseline` with the graph's own weights.
+- PyTorch eager (cuDNN, cuBLAS) and `torch.compile` in the two modes a user would pick instead
+  of einsat, "reduce-overhead" (CUDA graphs) and "max-autotune" (Inductor autotuning its GEMMs
+  and convolutions, and CUDA graphs), all built from the original graph by
+  `benchmarks.torch_baseline` with the graph's own weights. Each compile is given
+  `torch_baseline.COMPILE_TIMEOUT_S` (max-autotune can take minutes on convolutions); one that
+  takes longer is recorded as `{"error": "compile timed out after ... s"}`, never waited out.
 
 All in fp32 with TF32 off in cuBLAS and cuDNN (einsat's backend and PyTorch alike). Each
 latency is the median of at least 100 repetitions after warm-up, timed with CUDA events on the
@@ -92,39 +96,52 @@ def einsat_latency(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, wa
 
 
 def torch_latencies(graph, feeds: dict, reference: dict, reps: int = MIN_REPS, warmup: int = 10,
-                    compile: bool = True) -> dict:
-    """PyTorch eager and (optionally) torch.compile latencies of `graph`, same weights and inputs."""
+                    compile: bool = True, modes=None, compile_timeout_s: float | None = None) -> dict:
+    """PyTorch eager and (optionally) torch.compile latencies of `graph`, same weights and inputs:
+    {"eager": ..., "reduce-overhead": ..., "max-autotune": ...} (`modes`, default
+    `torch_baseline.COMPILE_MODES`), each a latency summary with its error against `reference`
+    and its first call's seconds (the compile), or {"error": ...} (a compile timed out, failed)."""
     import torch
 
-    from benchmarks.torch_baseline import TorchProgram, compiled, plain_graph, set_precision
+    from benchmarks.torch_baseline import (
+        COMPILE_MODES,
+        COMPILE_TIMEOUT_S,
+        TorchProgram,
+        compiled,
+        first_call,
+        plain_graph,
+        set_precision,
+    )
 
     set_precision(tf32=False)
     dev = torch.device("cuda")
     module = TorchProgram(plain_graph(graph)).eval().to(dev)
     args = [torch.from_numpy(np.asarray(feeds[n])).to(dev) for n in graph.inputs]
     result = {"torch": torch.__version__}
-    variants = [("eager", module)]
-    if compile:
-        variants.append(("compile", compiled(module)))
-    for label, fn in variants:
-        with torch.inference_mode():
-            t0 = time.perf_counter()
-            outs = fn(*args)  # the first call compiles (and autotunes) torch.compile
-            torch.cuda.synchronize()
-            first_s = time.perf_counter() - t0
-            err = max(rel_error(o.float().cpu().numpy(), reference[n]) for n, o in zip(graph.outputs, outs))
-            for _ in range(warmup):
-                fn(*args)
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(max(reps, MIN_REPS)):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn(*args)
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-        result[label] = {**summary(times), "rel_error": err, "first_call_s": first_s}
+    variants = [("eager", None)] + ([(m, m) for m in (modes or COMPILE_MODES)] if compile else [])
+    for label, mode in variants:
+        try:
+            fn = module if mode is None else compiled(module, mode)
+            with torch.inference_mode():
+                t0 = time.perf_counter()
+                outs = first_call(fn, args, compile_timeout_s or COMPILE_TIMEOUT_S)  # compiles (and autotunes)
+                torch.cuda.synchronize()
+                first_s = time.perf_counter() - t0
+                err = max(rel_error(o.float().cpu().numpy(), reference[n]) for n, o in zip(graph.outputs, outs))
+                for _ in range(warmup):
+                    fn(*args)
+                torch.cuda.synchronize()
+                times = []
+                for _ in range(max(reps, MIN_REPS)):
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    fn(*args)
+                    end.record()
+                    end.synchronize()
+                    times.append(start.elapsed_time(end))
+            result[label] = {**summary(times), "rel_error": err, "first_call_s": first_s}
+        except Exception as e:  # a compile that timed out or failed is a cell of the table, not a crash
+            result[label] = {"error": f"{type(e).__name__}: {e}"[:300]}
     return result
 
 

@@ -40,11 +40,24 @@ def _gpu_cells(gpu: dict | None) -> list[str]:
             return "–"
         return "error" if "error" in part else _fmt(part.get("median_ms"), ".3f")
     if not gpu:
-        return ["–"] * 4
+        return ["–"] * (3 + len(COMPILE_COLUMNS))
     torch_part = gpu.get("pytorch", {})
-    return [ms(gpu.get("einsat")), ms(gpu.get("einsat_optimized")),
-            ms(torch_part.get("eager") if "error" not in torch_part else torch_part),
-            ms(torch_part.get("compile") if "error" not in torch_part else torch_part)]
+
+    def torch_ms(key: str) -> str:
+        if "error" in torch_part:
+            return ms(torch_part)
+        part = torch_part.get(key)
+        if part and "timed out" in part.get("error", ""):
+            return "compile timed out"
+        return ms(part)
+    return [ms(gpu.get("einsat")), ms(gpu.get("einsat_optimized")), torch_ms("eager")] + \
+        [torch_ms(key) for key, _ in COMPILE_COLUMNS]
+
+
+# torch.compile's modes in the GPU tables (benchmarks.torch_baseline.COMPILE_MODES; "compile": the
+# single max-autotune-no-cudagraphs column of results recorded before both modes were timed)
+COMPILE_COLUMNS = (("reduce-overhead", "torch.compile reduce-overhead ms"),
+                   ("max-autotune", "torch.compile max-autotune ms"))
 
 
 def summary(results: dict) -> dict:
@@ -187,12 +200,12 @@ def markdown(results: dict) -> str:
     head = ["workload", "source", "size", "nodes", "GFLOP", "NumPy ms", "NumPy ms, optimized", "e-nodes / e-classes",
             "stop", "phases s", "modeled cost", "modeled speedup", "nodes after", "note"]
     if gpu:
-        head += ["einsat GPU ms", "einsat opt. GPU ms", "PyTorch eager ms", "torch.compile ms"]
+        head += ["einsat GPU ms", "einsat opt. GPU ms", "PyTorch eager ms"] + [h for _, h in COMPILE_COLUMNS]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for w in results["workloads"]:
         if "error" in w and "nodes" not in w:
             lines.append(f"| {w['name']} | {w.get('source', '')} | | | | | | | | | | | | "
-                         f"**error**: {w['error'][:120]} |" + " |" * (4 if gpu else 0))
+                         f"**error**: {w['error'][:120]} |" + " |" * (3 + len(COMPILE_COLUMNS) if gpu else 0))
             continue
         size = ", ".join(f"{k}={v}" for k, v in w["kwargs"].items())
         opt = _opt_cells(w.get("optimize", {"skipped": "not run"}))
@@ -207,7 +220,9 @@ def markdown(results: dict) -> str:
     if gpu:
         lines.append("GPU latencies: median of >= 100 repetitions after warm-up, CUDA events, fp32, TF32 off. "
                      "einsat: `CompiledProgram` (static memory plan, one CUDA graph launch; the interpreter "
-                     "loop's latencies are in the JSON); PyTorch eager and torch.compile without CUDA graphs.")
+                     "loop's latencies are in the JSON); PyTorch eager, and torch.compile in the modes "
+                     "reduce-overhead (CUDA graphs) and max-autotune (autotuned GEMMs and convolutions, CUDA "
+                     "graphs), each compile stopped after 300 s ('compile timed out').")
     return "\n".join(lines) + "\n"
 
 
@@ -232,16 +247,17 @@ def chart(results: dict, path: str) -> None:
     ax.tick_params(axis="x", rotation=60)
     if gpu_rows:
         ax = axes[1][0]
-        labels = [("einsat", "einsat"), ("einsat_optimized", "einsat optimized"), ("compile", "torch.compile")]
+        labels = [("einsat", "einsat"), ("einsat_optimized", "einsat optimized")] + \
+            [(key, f"torch.compile {key}") for key, _ in COMPILE_COLUMNS]
         width = 0.8 / len(labels)
         for k, (key, label) in enumerate(labels):
             vals = []
             for w in gpu_rows:
                 g = w["gpu"]
-                part = g["pytorch"].get(key) if key == "compile" else g.get(key)
+                part = g["pytorch"].get(key) if key in dict(COMPILE_COLUMNS) else g.get(key)
                 eager = g["pytorch"]["eager"]["median_ms"]
                 vals.append(eager / part["median_ms"] if part and "median_ms" in part else 0.0)
-            ax.bar([i + (k - 1) * width for i in range(len(gpu_rows))], vals, width, label=label)
+            ax.bar([i + (k - (len(labels) - 1) / 2) * width for i in range(len(gpu_rows))], vals, width, label=label)
         ax.set_xticks(range(len(gpu_rows)), [w["name"] for w in gpu_rows], rotation=60)
         ax.axhline(1.0, color="gray", lw=0.8)
         ax.set_ylabel("speedup over PyTorch eager")

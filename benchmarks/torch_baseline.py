@@ -10,7 +10,7 @@ This file imports neither einsat nor egglog: it runs wherever torch and NumPy ar
 machine; the Python 3.11 `.torch-venv` on CPU machines). Graphs travel as *plain graphs*:
 dicts of builtins and NumPy arrays (`plain_graph(graph)`, picklable). Command line:
 
-    python -m benchmarks.torch_baseline [--compile] CASE_DIR...   # graph.pkl + inputs.npz in each
+    python -m benchmarks.torch_baseline [--compile [--mode M]] CASE_DIR...   # graph.pkl + inputs.npz in each
     python -m benchmarks.torch_baseline --time 15 CASE_DIR...     # CPU wall times, times.npz
 """
 
@@ -138,6 +138,17 @@ def _layernorm(x, scale, bias=None, *, axis, epsilon):
     return y if bias is None else y + bias
 
 
+def _attention(q, k, v, mask=None, *, scale, causal):
+    """einsat's attention (softmax(q kᵀ · scale + mask) v, batch dims broadcast) as its chain."""
+    s = torch.matmul(q, k.transpose(-1, -2)) * scale
+    if mask is not None:
+        s = s + mask
+    if causal:
+        sq, sk = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(sq, sk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    return torch.matmul(torch.softmax(s, -1), v)
+
+
 def _reduce(fn):
     def run(x, *, axes, keepdims):
         return fn(x, dim=tuple(axes) or tuple(range(x.dim())), keepdim=bool(keepdims))
@@ -198,7 +209,7 @@ def _op_table() -> dict:
         "conv": _conv, "conv_transpose": _conv_transpose, "avgpool": _avgpool, "maxpool": _maxpool,
         "global_avgpool": lambda x: x.mean(tuple(range(2, x.dim())), keepdim=True),
         "batchnorm": lambda x, s, b, m, v, *, epsilon: F.batch_norm(x, m, v, s, b, False, 0.0, epsilon),
-        "layernorm": _layernorm, "softmax": lambda x, *, axis: torch.softmax(x, axis),
+        "layernorm": _layernorm, "softmax": lambda x, *, axis: torch.softmax(x, axis), "attention": _attention,
         "reduce_sum": _reduce(torch.sum), "reduce_mean": _reduce(torch.mean),
         "reduce_max": _reduce(torch.amax), "reduce_min": _reduce(torch.amin),
         "transpose": lambda x, *, perm: x.permute(*(perm if perm is not None else reversed(range(x.dim())))),
@@ -262,21 +273,75 @@ def set_precision(tf32: bool = False) -> None:
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
 
 
-def compiled(module):
-    """`torch.compile` as the benchmarks use it (Inductor, autotuned, no CUDA graphs)."""
-    return torch.compile(module, mode="max-autotune-no-cudagraphs", fullgraph=True, dynamic=False)
+def compiled(module, mode: str = "max-autotune-no-cudagraphs"):
+    """`torch.compile` as the benchmarks use it (Inductor, whole graph, static shapes); `mode` one
+    of torch's: "max-autotune-no-cudagraphs" (autotuned, no CUDA graphs: the CPU tests), or the
+    two a GPU user picks, `COMPILE_MODES`."""
+    torch._dynamo.reset()  # each mode compiles afresh, not from the previous mode's cache
+    return torch.compile(module, mode=mode, fullgraph=True, dynamic=False)
 
 
-def run_case(directory: str, compile: bool = False) -> str:
-    """Run `directory`/graph.pkl on `directory`/inputs.npz; write eager.npz (or compiled.npz)."""
+# the torch.compile modes every GPU table times beside eager: CUDA graphs over Inductor's kernels,
+# and Inductor autotuning its GEMMs and convolutions (Triton templates against cuBLAS/cuDNN) as well
+COMPILE_MODES = ("reduce-overhead", "max-autotune")
+COMPILE_TIMEOUT_S = 300.0  # max-autotune may take minutes on convolutions: past this, "compile timed out"
+
+
+class CompileTimeout(Exception):
+    pass
+
+
+def first_call(fn, args, timeout_s: float = COMPILE_TIMEOUT_S):
+    """`fn(*args)` once (for a compiled module: the compile, autotuning included), stopped by
+    SIGALRM after `timeout_s` with `CompileTimeout` (in the main thread of a Unix process; a
+    plain call elsewhere). Returns the outputs, cloned (CUDA graphs reuse their output buffers)."""
+    import signal
+    import threading
+    armed = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+    fired = []
+    message = f"compile timed out after {timeout_s:g} s"
+
+    def fire(signum, frame):
+        fired.append(True)
+        raise CompileTimeout(message)
+
+    if armed:
+        previous = signal.signal(signal.SIGALRM, fire)
+        signal.setitimer(signal.ITIMER_REAL, max(timeout_s, 1e-3))
+    try:
+        outs = fn(*args)
+        return tuple(o.clone() for o in outs)
+    except Exception as e:  # dynamo wraps what its frames raise (InternalTorchDynamoError)
+        if fired:
+            raise CompileTimeout(message) from e
+        raise
+    finally:
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+
+
+def run_case(directory: str, compile: bool = False, mode: str | None = None,
+             timeout_s: float = COMPILE_TIMEOUT_S) -> str:
+    """Run `directory`/graph.pkl on `directory`/inputs.npz; write eager.npz, or with `compile`
+    compiled.npz (`mode`: a torch.compile mode, its outputs in compiled-MODE.npz). A compile
+    that takes over `timeout_s` writes `compile-timeout[-MODE].txt` instead."""
     with open(f"{directory}/graph.pkl", "rb") as f:
         plain = pickle.load(f)
     feeds = np.load(f"{directory}/inputs.npz")
     module = TorchProgram(plain).eval()
-    run = compiled(module) if compile else module
+    run = (compiled(module, mode) if mode else compiled(module)) if compile else module
+    stem = "eager" if not compile else f"compiled-{mode}" if mode else "compiled"
     with torch.inference_mode():
-        outs = run(*(torch.from_numpy(feeds[n]) for n, _, _ in plain["inputs"]))
-    path = f"{directory}/{'compiled' if compile else 'eager'}.npz"
+        try:
+            outs = first_call(run, tuple(torch.from_numpy(feeds[n]) for n, _, _ in plain["inputs"]), timeout_s)
+        except CompileTimeout as e:
+            path = f"{directory}/compile-timeout{'-' + mode if mode else ''}.txt"
+            with open(path, "w") as f:
+                f.write(str(e) + "\n")
+            return path
+    path = f"{directory}/{stem}.npz"
     np.savez(path, **{n: o.numpy() for n, o in zip(plain["outputs"], outs)})
     return path
 
@@ -312,6 +377,10 @@ def main(argv=None) -> int:
     p.add_argument("cases", nargs="+", help="directories holding graph.pkl (a pickled plain_graph) "
                    "and inputs.npz; the outputs go to eager.npz or compiled.npz beside them")
     p.add_argument("--compile", action="store_true", help="run through torch.compile as well")
+    p.add_argument("--mode", help="the torch.compile mode (default max-autotune-no-cudagraphs; the GPU "
+                   f"tables time {' and '.join(COMPILE_MODES)})")
+    p.add_argument("--compile-timeout", type=float, default=COMPILE_TIMEOUT_S, metavar="S",
+                   help="stop a compile after S seconds and record 'compile timed out'")
     p.add_argument("--time", type=int, metavar="REPS", help="time REPS runs on one CPU thread instead "
                    "(times.npz, ms)")
     args = p.parse_args(argv)
@@ -323,7 +392,7 @@ def main(argv=None) -> int:
     for d in args.cases:
         print(run_case(d))
         if args.compile:
-            print(run_case(d, compile=True))
+            print(run_case(d, compile=True, mode=args.mode, timeout_s=args.compile_timeout))
     return 0
 
 

@@ -19,7 +19,10 @@ leaves its results):
            the einsat-optimized programs packed on a CPU machine (scripts/export_optimized.py,
            `--optimized` folder): their new signatures profiled, then each against its input
            program, both as CUDA graphs, interleaved rounds, outputs checked against NumPy,
-           measured speed-up beside the modeled one and MeasuredCost's prediction of both
+           measured speed-up beside the modeled one and MeasuredCost's prediction of both; beside
+           them the input program in PyTorch eager and torch.compile, modes reduce-overhead and
+           max-autotune (what a user would otherwise pick; a compile past --compile-timeout is
+           recorded as timed out)
   check    `einsat check` on every optimized program (einsat.gpu.check): both as CUDA graphs,
            outputs compared, cost="cpu"'s never-slower rule (interleaved rounds, Wilcoxon, a
            verdict of faster confirmed on fresh compiles) keeps the optimized program or the
@@ -51,7 +54,7 @@ sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
 
-from benchmarks.gpu_bench import cuda_event_times, op_by_op, rel_error  # noqa: E402
+from benchmarks.gpu_bench import cuda_event_times, op_by_op, rel_error, torch_latencies  # noqa: E402
 
 PHASES = ("env", "tests", "profile", "e2e", "bench", "profile-optimized", "optimized", "check")
 E2E = ("resnet18", "bert")
@@ -403,11 +406,47 @@ def optimized_workload(s: Session, record: dict, source, opt, args, cost=None, d
     if cost is not None:
         res.update(predicted_input_ms=cost.graph_cost(source) / 1e3, predicted_optimized_ms=cost.graph_cost(opt) / 1e3,
                    coverage_input=cost.coverage(source), coverage_optimized=cost.coverage(opt))
+    if getattr(args, "torch", True):
+        res.update(torch_columns(source, feeds, want, res["optimized_ms"], args))
     s.log(f"optimized {name}: {res['input_ms']:.3f} -> {res['optimized_ms']:.3f} ms, measured "
           f"{res['speedup']:.2f}x [{res['speedup_min']:.2f}, {res['speedup_max']:.2f}] (modeled "
           f"{res['modeled_speedup'] or float('nan'):.2f}x), rel err {res['input_rel_error']:.1e} / "
           f"{res['optimized_rel_error']:.1e}")
     return res
+
+
+TORCH_KINDS = ("eager", "reduce-overhead", "max-autotune")
+
+
+def torch_columns(source, feeds, want, optimized_ms: float, args) -> dict:
+    """What a user would otherwise pick, beside einsat's optimized program: PyTorch eager and
+    torch.compile in modes reduce-overhead and max-autotune (`gpu_bench.torch_latencies`: the
+    same program and weights; each compile stopped after `--compile-timeout` s and recorded as
+    timed out), as `torch_<kind>_ms` and `vs_torch_<kind>` (torch's ms over einsat's: above 1,
+    einsat is faster), or `torch_<kind>_error`."""
+    try:
+        t = torch_latencies(source, feeds, want, reps=max(args.round_reps, 20),
+                            compile_timeout_s=getattr(args, "compile_timeout", None))
+    except Exception as e:  # no torch, no device: the columns say why
+        return {"torch_error": f"{type(e).__name__}: {e}"[:300]}
+    out: dict = {"torch_version": t.get("torch")}
+    for kind in TORCH_KINDS:
+        part = t.get(kind, {})
+        if "median_ms" in part:
+            out[f"torch_{kind}_ms"] = part["median_ms"]
+            out[f"torch_{kind}_rel_error"] = part.get("rel_error")
+            out[f"torch_{kind}_first_call_s"] = part.get("first_call_s")
+            out[f"vs_torch_{kind}"] = part["median_ms"] / optimized_ms if optimized_ms else None
+        else:
+            out[f"torch_{kind}_error"] = part.get("error", "not run")
+    return out
+
+
+def _torch_cell(r: dict, kind: str) -> str:
+    if f"torch_{kind}_ms" in r:
+        return f"{r[f'torch_{kind}_ms']:.3f} ({r[f'vs_torch_{kind}']:.2f}x)"
+    err = r.get(f"torch_{kind}_error") or r.get("torch_error") or "-"
+    return "compile timed out" if "timed out" in err else err.split(":")[0]
 
 
 def phase_optimized(s: Session, args) -> dict:
@@ -503,7 +542,8 @@ def summary_markdown(d: dict) -> str:
     o = d["phases"].get("optimized")
     if o and "error" not in o:
         lines += ["| workload | nodes | input ms | optimized ms | measured speed-up [min, max] | modeled | "
-                  "rel err opt. |", "|---|---|---|---|---|---|---|"]
+                  "rel err opt. | torch eager ms | torch.compile reduce-overhead ms | torch.compile max-autotune ms |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for name, r in o.items():
             if not isinstance(r, dict) or "speedup" not in r:
                 lines.append(f"| {name} | {r.get('error', r.get('skipped', r)) if isinstance(r, dict) else r} |")
@@ -511,8 +551,10 @@ def summary_markdown(d: dict) -> str:
             lines.append(f"| {name} | {r['nodes_before']} → {r['nodes_after']} | {r['input_ms']:.3f} | "
                          f"{r['optimized_ms']:.3f} | {r['speedup']:.2f}x [{r['speedup_min']:.2f}, "
                          f"{r['speedup_max']:.2f}] | {r['modeled_speedup'] or float('nan'):.2f}x | "
-                         f"{r['optimized_rel_error']:.1e} |")
-        lines.append("")
+                         f"{r['optimized_rel_error']:.1e} | "
+                         + " | ".join(_torch_cell(r, k) for k in TORCH_KINDS) + " |")
+        lines += ["", "torch columns: the input program in PyTorch, same weights (median CUDA-event ms; in "
+                  "parentheses torch's ms over einsat's optimized ms: above 1x einsat is faster).", ""]
     c = d["phases"].get("check")
     if c and "error" not in c:
         lines += ["| workload | verdict | kept | input ms | optimized ms | speed-up | faster rounds | p | "
@@ -551,6 +593,10 @@ def main(argv=None) -> int:
                    help="folder of packed optimized programs (scripts/export_optimized.py)")
     p.add_argument("--rounds", type=int, default=15, help="interleaved rounds per optimized workload")
     p.add_argument("--round-reps", type=int, default=20, help="CUDA-graph replays per round")
+    p.add_argument("--compile-timeout", type=float, default=300.0,
+                   help="seconds a torch.compile (max-autotune) may take before it is recorded as timed out")
+    p.add_argument("--no-torch", dest="torch", action="store_false",
+                   help="the optimized phase times einsat only (no PyTorch eager or torch.compile beside it)")
     p.add_argument("--bench-args", default="--no-optimize --no-compile resnet18 bert")
     args = p.parse_args(argv)
     s = Session(args.out, args.deadline)

@@ -80,6 +80,36 @@ def test_torch_compile_matches_einsat(torch_python, cases):
         assert_close_scaled(got[o], want[o], what=f"{COMPILED}/{o} (torch.compile)")
 
 
+def test_both_gpu_compile_modes_run_and_a_slow_compile_is_recorded(torch_python, cases):
+    """The modes the GPU tables time (COMPILE_MODES) run the same program here on the CPU; a compile
+    past its timeout leaves 'compile timed out' instead of outputs (or a hang)."""
+    from benchmarks.torch_baseline import COMPILE_MODES
+    g, want, d = cases[COMPILED]
+    run_venv(torch_python, "--compile", "--mode", COMPILE_MODES[0], str(d))
+    got = np.load(d / f"compiled-{COMPILE_MODES[0]}.npz")
+    for o in g.outputs:
+        assert_close_scaled(got[o], want[o], what=f"{COMPILED}/{o} (torch.compile {COMPILE_MODES[0]})")
+    run_venv(torch_python, "--compile", "--mode", COMPILE_MODES[1], "--compile-timeout", "0.05", str(d))
+    assert "compile timed out after" in (d / f"compile-timeout-{COMPILE_MODES[1]}.txt").read_text()
+    assert not (d / f"compiled-{COMPILE_MODES[1]}.npz").exists()
+
+
+def test_attention_runs_in_torch_as_einsat_defines_it(torch_python, tmp_path):
+    rng = np.random.default_rng(3)
+    b = einsat.GraphBuilder("att")
+    q, k, v = b.input("q", (2, 4, 5, 8)), b.input("k", (2, 1, 6, 8)), b.input("v", (2, 1, 6, 3))
+    mask = b.weight("mask", np.where(rng.random((2, 1, 1, 6)) < 0.3, -1e4, 0).astype(np.float32))
+    g = b.build(b.attention(q, k, v, mask, scale=0.3), b.attention(q, k, v, causal=1))
+    x = random_inputs(g, seed=2)
+    with open(tmp_path / "graph.pkl", "wb") as f:
+        pickle.dump(plain_graph(g), f)
+    np.savez(tmp_path / "inputs.npz", **x)
+    run_venv(torch_python, str(tmp_path))
+    got, want = np.load(tmp_path / "eager.npz"), einsat.run(g, x)
+    for o in g.outputs:
+        assert_close_scaled(got[o], want[o], what=f"attention/{o} (torch eager)")
+
+
 def test_plain_graphs_hold_only_builtins_and_arrays(cases):
     g, _, d = cases["longformer"]
     plain = plain_graph(g)

@@ -117,6 +117,34 @@ def test_an_optimized_program_travels_without_weights_and_runs_against_its_input
     assert res["predicted_input_ms"] == cost.graph_cost(source) / 1e3 and res["coverage_optimized"] <= 1.0
 
 
+def test_the_optimized_table_sets_einsat_beside_eager_and_both_compile_modes(tmp_path, monkeypatch):
+    """Each optimized row carries PyTorch eager and torch.compile (reduce-overhead, max-autotune)
+    on the input program; a compile past its timeout reads 'compile timed out', not a number."""
+    session = load_script("gpu_session")
+    asked = {}
+
+    def fake(graph, feeds, want, reps, compile_timeout_s=None):
+        asked.update(reps=reps, timeout=compile_timeout_s)
+        return {"torch": "2.13", "eager": {"median_ms": 4.0, "rel_error": 1e-7, "first_call_s": 0.1},
+                "reduce-overhead": {"median_ms": 1.0, "rel_error": 1e-7, "first_call_s": 9.0},
+                "max-autotune": {"error": "CompileTimeout: compile timed out after 300 s"}}
+    monkeypatch.setattr(session, "torch_latencies", fake)
+    args = argparse.Namespace(rounds=3, round_reps=5, compile_timeout=300.0)
+    cols = session.torch_columns(None, {}, {}, 2.0, args)
+    assert asked == {"reps": 20, "timeout": 300.0}
+    assert cols["torch_eager_ms"] == 4.0 and cols["vs_torch_eager"] == 2.0
+    assert cols["vs_torch_reduce-overhead"] == 0.5 and "timed out" in cols["torch_max-autotune_error"]
+    row = {"nodes_before": 9, "nodes_after": 5, "input_ms": 3.0, "optimized_ms": 2.0, "speedup": 1.5,
+           "speedup_min": 1.4, "speedup_max": 1.6, "modeled_speedup": 1.7, "optimized_rel_error": 1e-6, **cols}
+    md = session.summary_markdown({"phases": {"optimized": {"bert": row}}})
+    header = next(ln for ln in md.splitlines() if ln.startswith("| workload | nodes"))
+    line = next(ln for ln in md.splitlines() if ln.startswith("| bert"))
+    assert "torch eager ms" in header and "reduce-overhead" in header and "max-autotune" in header
+    assert line.rstrip(" |").split(" | ")[-3:] == ["4.000 (2.00x)", "1.000 (0.50x)", "compile timed out"]
+    monkeypatch.setattr(session, "torch_latencies", lambda *a, **k: (_ for _ in ()).throw(ImportError("no torch")))
+    assert session.torch_columns(None, {}, {}, 2.0, args) == {"torch_error": "ImportError: no torch"}
+
+
 def test_interleaved_rounds_alternate_which_program_runs_first(monkeypatch):
     session = load_script("gpu_session")
     order = []

@@ -15,7 +15,6 @@ after (the cost model named), so the GPU session can set measured beside modeled
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import pickle
 import sys
@@ -27,13 +26,7 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from benchmarks.workloads import WORKLOADS, build  # noqa: E402
-
-FORMAT = "einsat-optimized/1"
-
-
-def digest(array: np.ndarray) -> str:
-    a = np.ascontiguousarray(array)
-    return hashlib.sha256(str((a.dtype.str, a.shape)).encode() + a.tobytes()).hexdigest()
+from einsat.runtime.packed import FORMAT, digest, inexact_weights, unpack  # noqa: E402, F401 (the GPU session's)
 
 
 def pack(name: str, graph, result) -> dict:
@@ -51,36 +44,6 @@ def pack(name: str, graph, result) -> dict:
             "modeled": {"cost": result.report.model, "unit": result.report.unit,
                         "before": result.report.cost_before, "after": result.report.cost_after},
             "kept_input": bool(result.report.kept_input), "nodes_before": len(graph.nodes)}
-
-
-def unpack(record: dict, source, exact: bool = True):
-    """The optimized program of `record` over `source`, the input program rebuilt on this machine.
-    Raises ValueError when an input weight differs from the CPU machine's, and (`exact`) when the
-    recipe made a weight differently: its arithmetic (a folded matmul, say) may round otherwise
-    under another BLAS, so the GPU machine passes exact=False, records `inexact_weights` and
-    relies on the outputs' check against NumPy."""
-    from einsat.ir.graph import Graph
-    from einsat.runtime import run
-
-    for k, sha in record["source_sha"].items():
-        if digest(source.weights[k]) != sha:
-            raise ValueError(f"{record['name']}: input weight {k!r} differs from the CPU machine's")
-    weights = {k: source.weights[k] for k in record["kept"]}
-    weights.update(record["raw"])
-    if record["recipe"] is not None:
-        recipe = record["recipe"]
-        weights.update(run(recipe, {k: source.weights[k] for k in recipe.inputs}))
-    graph = Graph(record["nodes"], record["inputs"], record["outputs"],
-                  {k: weights[k] for k in record["weights_sha"]}, record["graph_name"])
-    if exact and inexact_weights(record, graph):
-        raise ValueError(f"{record['name']}: the recipe made weights {inexact_weights(record, graph)} "
-                         "differently from the CPU machine")
-    return graph
-
-
-def inexact_weights(record: dict, graph) -> list[str]:
-    """The weights of `graph` that are not bit for bit those the CPU machine packed."""
-    return sorted(k for k, sha in record["weights_sha"].items() if digest(graph.weights[k]) != sha)
 
 
 def main(argv=None) -> int:

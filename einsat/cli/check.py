@@ -26,7 +26,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("check", help="time an optimized program against its input on the GPU, keep the faster",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("original", help="the input program (ONNX)")
-    p.add_argument("optimized", help="the optimized program (ONNX)")
+    p.add_argument("optimized", help="the optimized program: ONNX, or a packed record over the input's weights "
+                                     "(.pkl, scripts/export_optimized.py; einsat.runtime.packed)")
     p.add_argument("-o", "--output", help="write the faster program here (the optimized one only if it is "
                                           "measured faster), with the verdict beside it (default: none written)")
     p.add_argument("--verdict", help="write the verdict (JSON) here (default: <output>.check.json with -o, else none)")
@@ -81,6 +82,30 @@ def copy_atomically(source: str, dest: str) -> None:
         raise
 
 
+def load_packed(path: str, source):
+    """The optimized program of the packed record at `path` (`einsat.runtime.packed`) over
+    `source`, and the weights its recipe made otherwise than the machine that packed it."""
+    import pickle
+
+    from einsat.runtime.packed import FORMAT, inexact_weights, unpack
+    if not os.path.exists(path):
+        raise EinsatError(f"no such file: {path} (the optimized program)")
+    try:
+        with open(path, "rb") as f:
+            record = pickle.load(f)
+    except Exception as e:  # noqa: BLE001 - any unreadable file: one line naming it
+        raise EinsatError(f"{path}: not a packed optimized program ({type(e).__name__}: {e})") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise EinsatError(f"{path}: not a packed optimized program (format "
+                          f"{record.get('format') if isinstance(record, dict) else type(record).__name__!r}, "
+                          f"expected {FORMAT!r})")
+    try:
+        graph = unpack(record, source, exact=False)
+    except (ValueError, KeyError) as e:
+        raise EinsatError(f"{path}: does not unpack over the input program: {e}") from None
+    return graph, inexact_weights(record, graph)
+
+
 def verdict_path(args) -> str | None:
     if args.verdict:
         return args.verdict
@@ -95,7 +120,12 @@ def cmd_check(args) -> int:
     from einsat.ir.signature import atomic_write_json
 
     original = load_program(args.original, "input")
-    optimized = load_program(args.optimized, "optimized")
+    packed = args.optimized.endswith(".pkl")
+    inexact: list[str] = []
+    if packed:
+        optimized, inexact = load_packed(args.optimized, original)
+    else:
+        optimized = load_program(args.optimized, "optimized")
     dev = make_device(args.tf32)
     profile_path = args.profile
     if profile_path is None and not args.no_reprofile:
@@ -109,9 +139,14 @@ def cmd_check(args) -> int:
         db.save(profile_path)
     print(result)
     record = {**result.to_dict(), "original": os.path.abspath(args.original),
-              "optimized": os.path.abspath(args.optimized), "profile": profile_path}
+              "optimized": os.path.abspath(args.optimized), "profile": profile_path,
+              **({"recipe_inexact": inexact} if packed else {})}
     if args.output:
-        copy_atomically(args.optimized if result.faster else args.original, args.output)
+        if result.faster and packed:  # a packed record runs only over its input: written whole, as ONNX
+            from einsat import save_onnx
+            save_onnx(optimized, args.output)
+        else:
+            copy_atomically(args.optimized if result.faster else args.original, args.output)
         record["output"] = os.path.abspath(args.output)
         print(f"wrote the {result.kept} program to {args.output}")
     path = verdict_path(args)

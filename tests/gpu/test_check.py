@@ -45,9 +45,23 @@ OPTIMIZED = chain(W1 @ W2, name="folded")            # the two weights folded: o
 WRONG = chain(W1 @ W2 + np.float32(0.5), name="wrong")  # a different program with the same interface
 
 
+def folded_by_recipe():
+    """OPTIMIZED as scripts/export_optimized.py packs it (`einsat.runtime.packed`): no weights,
+    a recipe making its folded weight "wf" from the input's w0 and w1."""
+    from einsat.runtime.packed import FORMAT, digest
+    b = GraphBuilder("recipe")
+    recipe = b.build(b.matmul(b.input("w0", W1.shape), b.input("w1", W2.shape)), names=["wf"])
+    b = GraphBuilder("folded")
+    opt = b.build(b.relu(b.matmul(b.input("x", (8, 16)), b.weight("wf", W1 @ W2)), name="y"))
+    record = {"format": FORMAT, "name": "chain", "graph_name": "folded", "nodes": opt.nodes,
+              "inputs": opt.input_types(), "outputs": opt.outputs, "kept": [], "raw": {}, "recipe": recipe,
+              "source_sha": {"w0": digest(W1), "w1": digest(W2)}, "weights_sha": {"wf": digest(W1 @ W2)}}
+    return record, opt
+
+
 @pytest.fixture(scope="module")
 def library():
-    return library_for([(g, random_inputs(g)) for g in (ORIGINAL, OPTIMIZED, WRONG)])
+    return library_for([(g, random_inputs(g)) for g in (ORIGINAL, OPTIMIZED, WRONG, folded_by_recipe()[1])])
 
 
 def device(library):
@@ -208,6 +222,35 @@ def test_the_command_keeps_the_input_when_the_outputs_differ(tmp_path, library, 
     assert open(out, "rb").read() == open(a, "rb").read()
     assert json.load(open(tmp_path / "best.check.json"))["verdict"] == "mismatch"
     assert cli.main(["check", a, str(tmp_path / "absent.onnx")]) == 2  # a clear error, no traceback
+
+
+def test_the_command_takes_a_packed_optimized_program(tmp_path, library, monkeypatch):
+    import pickle
+
+    from einsat import cli
+    from einsat.cli import check as cli_check
+    from einsat.gpu import check as gpu_check
+    a, _ = write_pair(tmp_path)
+    record, opt = folded_by_recipe()
+    packed = tmp_path / "model.opt.pkl"
+    packed.write_bytes(pickle.dumps(record))
+    monkeypatch.setattr(cli_check, "make_device", lambda tf32=False: device(library))
+    monkeypatch.setattr(gpu_check, "program_runner",
+                        lambda g, dev, seed, replays: scripted({"original": jitter(100.0),
+                                                                "folded": jitter(60.0)})(g, seed))
+    out = str(tmp_path / "best.onnx")
+    assert cli.main(["check", a, str(packed), "-o", out, "--no-reprofile", "--rounds", "5"]) == 0
+    verdict = json.load(open(tmp_path / "best.check.json"))
+    assert verdict["kept"] == "optimized" and verdict["recipe_inexact"] == [] and verdict["rel_error"] < 1e-5
+    written = einsat.load_onnx(out)
+    assert [n.op.value for n in written.nodes] == [n.op.value for n in opt.nodes]
+    np.testing.assert_array_equal(written.weights["wf"], opt.weights["wf"])
+    # a record over other weights is refused, naming the weight
+    other = chain(W1 + np.float32(1), W2, name="original")
+    einsat.save_onnx(other, str(tmp_path / "other.onnx"))
+    assert cli.main(["check", str(tmp_path / "other.onnx"), str(packed), "--no-reprofile"]) == 2
+    (tmp_path / "junk.pkl").write_bytes(pickle.dumps([1, 2]))
+    assert cli.main(["check", a, str(tmp_path / "junk.pkl"), "--no-reprofile"]) == 2
 
 
 BLOCKED = """

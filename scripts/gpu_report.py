@@ -8,7 +8,10 @@
    calibrated roofline for what the profile lacks) and with the calibrated roofline alone, and
    writes them beside the measured times to benchmarks/results/gpu_runtime.{json,md}: einsat's
    CUDA-graph time against PyTorch eager (target: at most 1.2x) and predicted against measured
-   (target: within 25%).
+   (target: within 25%);
+3. the `check` phase's verdicts (`einsat check` on each optimized program: kept or not, times,
+   rounds) go into einsat/gpu/profiles/<kind>.verdicts.json beside the profile (newer win, by
+   workload) and into the results' table.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np  # noqa: E402
 from benchmarks.workloads import build  # noqa: E402
 from einsat.extract.profile_db import PROFILES_DIR, ProfileDB  # noqa: E402
 from einsat.extract.profiled import MeasuredCost, calibrated_fallback  # noqa: E402
+from einsat.ir.signature import atomic_write_json  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
 
@@ -82,6 +86,48 @@ def optimized_table(optimized: dict) -> list[str]:
     return lines
 
 
+def merge_verdicts(folder: str, kind: str) -> str | None:
+    """The session's verdicts-<kind>.json merged into einsat/gpu/profiles/<kind>.verdicts.json
+    (by workload; the session's win); None when the session has none."""
+    new_path = os.path.join(folder, f"verdicts-{kind}.json")
+    if not os.path.exists(new_path):
+        return None
+    with open(new_path) as f:
+        new = json.load(f)
+    path = os.path.join(PROFILES_DIR, f"{kind}.verdicts.json")
+    old = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+    atomic_write_json(path, dict(sorted({**old, **new}.items())))
+    return path
+
+
+def check_table(check: dict) -> list[str]:
+    """`einsat check`'s verdicts (the session's `check` phase): which program each run keeps."""
+    lines = ["", "## Never slower: `einsat check` on each optimized program", "",
+             "Both programs as CUDA graphs, outputs compared, timed side by side by `cost=\"cpu\"`'s rule "
+             "(interleaved rounds, Wilcoxon's signed-rank test and a 2% margin, a verdict of faster confirmed on "
+             "freshly compiled programs); the optimized program is kept only when faster.", "",
+             "| workload | verdict | kept | input ms [p10, p90] | optimized ms [p10, p90] | speed-up | faster rounds "
+             "| p | stale entries re-timed |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in check.items():
+        c = r.get("comparison") if isinstance(r, dict) else None
+        if not c:
+            what = r.get("verdict", r.get("error", r.get("skipped"))) if isinstance(r, dict) else r
+            lines.append(f"| {name} | {what} | {r.get('kept', '-') if isinstance(r, dict) else '-'} |")
+            continue
+        (b0, b1), (c0, c1) = c["baseline_spread_ms"], c["candidate_spread_ms"]
+        lines.append(f"| {name} | {r['verdict']} | {r['kept']} | {c['baseline_ms']:.3f} [{b0:.3f}, {b1:.3f}] | "
+                     f"{c['candidate_ms']:.3f} [{c0:.3f}, {c1:.3f}] | {c['speedup']:.2f}× | {c['wins']}/{c['rounds']} "
+                     f"| {c['p_value']:.3f} | {len(r.get('reprofiled', []))} |")
+    judged = [r for r in check.values() if isinstance(r, dict) and r.get("comparison")]
+    if judged:
+        kept = [r for r in judged if r["kept"] == "optimized"]
+        lines += ["", f"{len(kept)} of {len(judged)} optimized programs kept; the others return their input."]
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("folder")
@@ -110,7 +156,8 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_runtime.json"), "w") as f:
         json.dump({"device": device, "session": session.get("started"), "workloads": rows,
-                   "optimized": session["phases"].get("optimized") or {}}, f, indent=1, default=str)
+                   "optimized": session["phases"].get("optimized") or {},
+                   "check": session["phases"].get("check") or {}}, f, indent=1, default=str)
     lines = [f"# einsat's GPU runtime on {device.get('name')} ({session.get('started')})", "",
              "Unoptimized programs, fp32 (TF32 off), einsat's CUDA-graph replay vs PyTorch eager (same weights "
              "and inputs); predictions by MeasuredCost (measured per-op warm times) and by the roofline "
@@ -127,6 +174,12 @@ def main(argv=None) -> int:
     optimized = session["phases"].get("optimized") or {}
     if optimized:
         lines += optimized_table(optimized)
+    check = session["phases"].get("check") or {}
+    if check:
+        lines += check_table(check)
+    verdicts = merge_verdicts(args.folder, device.get("kind", "gpu"))
+    if verdicts:
+        print(f"{verdicts}: einsat check's verdicts")
     with open(os.path.join(args.out, "gpu_runtime.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

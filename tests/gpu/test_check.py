@@ -315,3 +315,25 @@ def test_the_gpu_sessions_check_phase_keeps_verdicts_beside_the_profile(tmp_path
     assert "skipped" in skipped
     table = session.summary_markdown({"phases": {"check": {"folded": res, "other": skipped}}})
     assert "| folded | not faster | input | 0.100 | 0.120 | 0.83x | 0/5 |" in table
+
+
+def test_gpu_report_commits_the_verdicts_beside_the_profile_and_tabulates_them(tmp_path, monkeypatch):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gpu_report", os.path.join(ROOT, "scripts", "gpu_report.py"))
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    monkeypatch.setattr(report, "PROFILES_DIR", str(tmp_path / "profiles"))
+    os.makedirs(tmp_path / "profiles")
+    (tmp_path / "profiles" / "h100.verdicts.json").write_text(json.dumps({"old": {"kept": "input"},
+                                                                           "fsrcnn": {"kept": "optimized"}}))
+    from einsat.runtime.profiler import judge
+    c = judge([100.0 + k for k in range(8)], [120.0 + k for k in range(8)], "cupy (NVIDIA H100)")
+    fsrcnn = {"verdict": "not faster", "kept": "input", "comparison": c.to_dict(), "reprofiled": ["a", "b"]}
+    (tmp_path / "verdicts-h100.json").write_text(json.dumps({"fsrcnn": fsrcnn}))
+    path = report.merge_verdicts(str(tmp_path), "h100")
+    merged = json.load(open(path))
+    assert path.endswith("h100.verdicts.json") and merged["fsrcnn"]["kept"] == "input" and "old" in merged
+    assert report.merge_verdicts(str(tmp_path), "h200") is None
+    table = "\n".join(report.check_table({"fsrcnn": fsrcnn, "wrong": {"verdict": "mismatch", "kept": "input"}}))
+    assert "| fsrcnn | not faster | input | 0.103 [0.101, 0.106] | 0.123 [0.121, 0.126] | 0.84× | 0/8 |" in table
+    assert "| wrong | mismatch | input |" in table and "0 of 1 optimized programs kept" in table

@@ -18,6 +18,7 @@ never egglog. Exit status 0 with a verdict, 1 when the outputs differ.
 from __future__ import annotations
 
 import os
+import sys
 
 from einsat.errors import EinsatError
 
@@ -136,7 +137,13 @@ def cmd_check(args) -> int:
     result = check_programs(original, optimized, dev, rounds=args.rounds, replays=args.replays, rtol=args.rtol,
                             db=db, progress=lambda text: print(f"check: {text}", flush=True))
     if db is not None and (result.reprofiled or result.reprofile_failed):
-        db.save(profile_path)
+        try:
+            db.save(profile_path)
+            print(f"wrote {len(result.reprofiled)} re-timed entr{'y' if len(result.reprofiled) == 1 else 'ies'} "
+                  f"to {profile_path}")
+        except OSError as e:  # an installed package's profile may be read-only: the verdict still stands
+            print(f"einsat: warning: could not write the re-timed entries to {profile_path} ({e}); "
+                  "pass --profile with a writable file", file=sys.stderr)
     print(result)
     record = {**result.to_dict(), "original": os.path.abspath(args.original),
               "optimized": os.path.abspath(args.optimized), "profile": profile_path,

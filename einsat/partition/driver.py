@@ -14,7 +14,11 @@
    is verified against its input piece on random inputs; a copy that fails is optimized on its
    own (and the report says why);
 4. the pieces are stitched back in order, and the whole program is verified against the input,
-   as `optimize` always does.
+   as `optimize` always does;
+5. under a model that measures its target (`cost="cpu"`), the stitched program is timed against
+   the input side by side, as `optimize` times any result: pieces each measured faster do not
+   make the whole faster, and a whole not measured faster beyond noise is not returned (the
+   input is, and `report.kept_input` says why).
 """
 
 from __future__ import annotations
@@ -108,7 +112,8 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     piece is optimized with the caller's options, a measured model's included (`profile_budget`,
     `check_reps`, `recheck`). With `recipe`, the result's `recipe` makes every new weight of the
     stitched program from the input's weights: the pieces' recipes joined (`joined_recipe`)."""
-    from einsat.optimize import Result, _examples, verify_equivalent
+    from einsat import measure
+    from einsat.optimize import Result, _examples, _never_slower, verify_equivalent
     from einsat.optimize_report import Report
 
     run = budgets.of(budget)
@@ -227,6 +232,16 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
         verification = verify_equivalent(graph, stitched, examples=examples, require_proof=verify == "prove")
         run.verified = stitched  # what a second Ctrl-C writes from here on (the CLI)
         times["verify"] = time.perf_counter() - t
+    returned, measured, kept_input = stitched, None, None
+    if measure.measured(cost) and not run.cancelled:
+        # never slower, for the whole: pieces each measured faster do not make the stitched program
+        # faster (the cuts, the runtime's own fusion across them), so it is timed against its input
+        t = time.perf_counter()
+        notify(ProgressEvent("measure", f"the input and the stitched result side by side on {cost.target}"))
+        measure.profile(cost, cost.unit_signatures(stitched), None)  # its fused groups, for the prediction
+        returned, measured, kept_input = _never_slower(cost, graph, stitched, check_reps or measure.CHECK_REPS,
+                                                       recheck)
+        times["measure"] = time.perf_counter() - t
     times["total"] = time.perf_counter() - t0
 
     cut_rows = [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes,
@@ -236,16 +251,21 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
                                settings.reuse, dict(times))
     reports = [results[k].report for k in own if results[k] is not None]
     interrupted = run.cancelled or any(r.interrupted for r in reports) or any(results[k] is None for k in own)
-    before, after = cost.graph_cost(graph), cost.graph_cost(stitched)
+    before, after = cost.graph_cost(graph), cost.graph_cost(returned)
+    if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
+        measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
+                    "threads": cost.machine.get("threads"),
+                    "predicted_ms": [before / 1e3, cost.graph_cost(stitched) / 1e3]}
     report = Report(name=graph.name, model=cost.name, model_label=cost.label, unit=cost.unit,
                     cost_before=before, cost_after=after,
-                    ops_before=graph.op_counts(), ops_after=stitched.op_counts(),
-                    saturation=_saturation(reports), extraction=_extraction(reports, after),
+                    ops_before=graph.op_counts(), ops_after=returned.op_counts(),
+                    saturation=_saturation(reports), extraction=_extraction(reports, cost.graph_cost(stitched)),
                     verification=verification, times=times, cost_by_op_before=cost.cost_by_op(graph),
-                    cost_by_op_after=cost.cost_by_op(stitched), interrupted=interrupted,
-                    stop=run.reason or next((r.stop for r in reports if r.stop), None), partition=summary)
+                    cost_by_op_after=cost.cost_by_op(returned), interrupted=interrupted,
+                    stop=run.reason or next((r.stop for r in reports if r.stop), None), partition=summary,
+                    measured=measured, kept_input=kept_input)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
-    return Result(stitched, report, graph, made)
+    return Result(returned, report, graph, made if returned is stitched else None)
 
 
 def joined_recipe(graph: Graph, recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]],

@@ -1,0 +1,62 @@
+"""A partitioned `cost="cpu"` run times the stitched whole against its input (#27 item 2).
+
+Each piece is measured faster (its side-by-side comparison scripted: no timing luck); the whole
+program's comparison is scripted too, and decides: not faster, the input is returned and the
+report says why; faster, the stitched program is returned with the whole's figures."""
+
+from __future__ import annotations
+
+import pytest
+
+import einsat
+from einsat import measure
+from einsat.egraph import Limits
+from einsat.extract.target import cpu_model
+from einsat.partition import Partitioning
+from einsat.runtime.profiler import judge
+from tests.partition.common import assert_same_function, stacked
+
+pytest.importorskip("onnxruntime")
+
+LIMITS = Limits(nodes=3000, iterations=2, time_s=120)
+SERIAL = Partitioning(above=0, piece_nodes=64, executor="serial")
+
+
+def verdict(faster: bool):
+    base = [1000.0 + k for k in range(15)]
+    return judge(base, [v * (0.5 if faster else 1.5) for v in base])
+
+
+def run(tmp_path, monkeypatch, whole_faster: bool):
+    graph = stacked(layers=2, seq=8, hidden=32, heads=2)
+    compared = []
+
+    def scripted(model, baseline, candidate, reps):
+        whole = baseline is graph
+        compared.append("whole" if whole else "piece")
+        return verdict(faster=whole_faster if whole else True)
+
+    monkeypatch.setattr(measure, "check_measured", scripted)
+    result = einsat.optimize(graph, cost=cpu_model(path=tmp_path / "p.json"), limits=LIMITS, partition=SERIAL,
+                             profile_budget=20)
+    return graph, result, compared
+
+
+def test_a_stitched_program_not_measured_faster_is_not_returned(tmp_path, monkeypatch):
+    graph, result, compared = run(tmp_path, monkeypatch, whole_faster=False)
+    r = result.report
+    assert compared.count("whole") == 1 and "piece" in compared  # the pieces, then the whole
+    assert compared[-1] == "whole"
+    assert result.graph is graph and r.kept_input and "not measured faster" in r.kept_input
+    assert r.measured is not None and not r.measured["faster"] and r.measured_speedup == 1.0
+    assert r.ops_after == graph.op_counts() and r.partition is not None
+    assert "returned: the INPUT program" in str(r)
+
+
+def test_a_stitched_program_measured_faster_is_returned_with_the_wholes_figures(tmp_path, monkeypatch):
+    graph, result, compared = run(tmp_path, monkeypatch, whole_faster=True)
+    r = result.report
+    assert compared[-1] == "whole" and r.kept_input is None
+    assert result.graph is not graph and r.measured_speedup == pytest.approx(2.0)
+    assert r.measured["threads"] == 1 and len(r.measured["predicted_ms"]) == 2
+    assert_same_function(graph, result.graph)

@@ -105,3 +105,34 @@ def test_a_partitioned_model_gives_the_same_program_on_a_busy_machine(busy):
         assert a.stop_reason == b.stop_reason and "time" not in (a.stop_reason or "")  # None: a reused piece
     same_program(quiet.graph, loaded.graph)
     assert quiet.report.cost_after == loaded.report.cost_after < quiet.report.cost_before
+
+
+def test_the_same_profile_gives_the_same_program_under_the_measured_model(tmp_path, monkeypatch, busy):
+    """cost="cpu": what the profile holds is an input. Two runs from copies of one profile that
+    holds every signature they need (nothing left to time, so no clock decides what is measured)
+    extract the same program, the second with every core busy. The side-by-side verdict is
+    scripted (its timing is not what is compared here)."""
+    pytest.importorskip("onnxruntime")
+    import shutil
+
+    from einsat import measure
+    from einsat.extract.target import cpu_model
+    from einsat.runtime.profiler import judge
+
+    base = [1000.0 + k for k in range(15)]
+    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: judge(base, [v / 2 for v in base]))
+    g = mlp()
+    warm = tmp_path / "warm.json"
+    for _ in range(2):  # the second run times what the first one's result added (its fused groups)
+        einsat.optimize(g, cost=cpu_model(path=warm), limits=LIMITS, time_limit=60, partition=False)
+    runs = []
+    for k in range(2):
+        path = tmp_path / f"copy{k}.json"
+        shutil.copy(warm, path)
+        if k:
+            busy()
+        runs.append(einsat.optimize(g, cost=cpu_model(path=path), limits=LIMITS, time_limit=60, partition=False))
+    for r in runs:
+        assert r.report.profile["measured"] == 0 and r.report.profile["left"] == 0
+        stopped_by_work(r)
+    same_program(runs[0].graph, runs[1].graph)

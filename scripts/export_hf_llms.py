@@ -13,9 +13,11 @@ by both of PyTorch's exporters at opset 18:
 Each phase is a module taking flat tensors (the cache as `past_key_values.<layer>.key/value`,
 [batch, kv_heads, past, head_dim]) and returning flat tensors (`logits`, `present.<layer>.key/value`),
 so neither exporter sees transformers' cache classes at the boundary: inside, the past tensors
-fill a `DynamicCache` as `generate` would. The files are written weight-stripped
-(`export_torch_models.strip_weights`) to `tests/data/models/hf_<model>_<phase>_<exporter>.onnx`.
-An export that fails is reported (and the README table records why) and the others go on.
+fill a `DynamicCache` as `generate` would, and the positions come from the mask's CumSum as
+`generate` computes them. Each export is checked against PyTorch (`check`: onnx.reference at
+another length, left-padded) and written weight-stripped (`export_torch_models.strip_weights`)
+to `tests/data/models/hf_<model>_<phase>_<exporter>.onnx`. An export that fails or differs is
+reported at the end (the README table should then say why) and the others go on.
 
 torch exists here only for Python 3.11: run this in `.export-venv` (tests/data/models/README.md),
 

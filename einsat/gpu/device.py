@@ -193,6 +193,7 @@ class CupyDevice(ArrayDevice):
         self._modules: dict[str, Any] = {}
         self._cublas = None
         self._cudnn = None
+        self._sdpa = None  # cuDNN's fused attention (the frontend's graphs), made on first use
         self.conv_choices: list[dict] = []  # every cuDNN algorithm choice, in order (the profiler reads them)
         self.capture_failures: list[str] = []  # candidates `time_ms` could not time in a graph, and why
 
@@ -267,6 +268,27 @@ class CupyDevice(ArrayDevice):
             self.conv_choices.append({**list(h.choices.values())[-1], "timer": CHOICE_TIMER})
         h.convolve(plan, xs, x.dtype, self.tf32, algo, self.workspace(size), size, x.data.ptr, w.data.ptr,
                    y.data.ptr)
+
+    def sdpa_ready(self, plan) -> bool:
+        """Whether cuDNN's fused attention runs `plan` (`kernels.cudnn_sdpa`), its graph built
+        once: False where the frontend is not installed or no engine takes the plan (the
+        caller falls back)."""
+        if self._sdpa is None:
+            try:
+                from einsat.gpu.kernels.cudnn_sdpa import SdpaGraphs
+                self._sdpa = SdpaGraphs()
+            except Exception as e:  # no nvidia-cudnn-frontend, or it cannot make a handle
+                self._sdpa = f"{type(e).__name__}: {e}"
+        return not isinstance(self._sdpa, str) and self._sdpa.prepare(plan)
+
+    def sdpa(self, plan, q, k, v, mask, out) -> None:
+        """Run cuDNN's fused attention for a plan `sdpa_ready` accepted."""
+        ptrs = {"q": q.data.ptr, "k": k.data.ptr, "v": v.data.ptr, "o": out.data.ptr}
+        if mask is not None:
+            ptrs["mask"] = mask.data.ptr
+        size = self._sdpa.workspace_bytes(plan)
+        self.launches += 1
+        self._sdpa.execute(plan, ptrs, self.workspace(size) if size else 0, self.stream_ptr)
 
     # -- timing -------------------------------------------------------------------------------
     def screen_ms(self, fn: Callable[[], None]) -> float:

@@ -1,4 +1,6 @@
-"""Scaled dot-product attention, unfused: scores = scale · q @ kᵀ on cuBLAS (the scale as the
+"""Scaled dot-product attention: cuDNN's fused SDPA where it takes the call
+(`kernels.cudnn_sdpa`: fp16/bf16, [b, h, s, d] with K/V heads dividing Q heads, a [1|b, 1|h,
+sq, sk] mask, causal or not), else unfused: scores = scale · q @ kᵀ on cuBLAS (the scale as the
 GEMM's alpha, kᵀ a strided view), the mask added by one element-wise kernel, the row softmax
 kernel, then probs @ v on cuBLAS. The [Sq, Sk] scores are written once and read twice: this is
 the fallback where no fused attention engine runs the op (cuDNN's SDPA keeps them on chip).
@@ -7,6 +9,9 @@ no mask tensor is built."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from einsat.gpu.kernels.cudnn_sdpa import plan_sdpa
 from einsat.gpu.kernels.reduce import softmax_kernel
 from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
 from einsat.gpu.lower.fused import epilogue
@@ -14,11 +19,35 @@ from einsat.gpu.lower.linear import batched_product
 from einsat.ir.types import TensorType
 
 
+def _elems(a) -> tuple[int, ...]:
+    return tuple(s // a.dtype.itemsize for s in a.strides)
+
+
+def _cudnn_sdpa(dev, node, q, k, v, mask, out_t):
+    """The output of cuDNN's fused attention, or None: the device has none (host emulation, no
+    frontend), or the plan is one cuDNN's engines do not take (fp32, a broadcast batch, ...)."""
+    ready = getattr(dev, "sdpa_ready", None)
+    if ready is None:
+        return None
+    dense = tuple(int(np.prod(out_t.shape[i + 1:])) for i in range(len(out_t.shape)))  # the output's strides
+    plan = plan_sdpa(out_t.dtype, (q.shape, _elems(q)), (k.shape, _elems(k)), (v.shape, _elems(v)),
+                     (mask.shape, _elems(mask)) if mask is not None else None, (tuple(out_t.shape), dense),
+                     node.attrs["scale"], node.attrs["causal"])
+    if isinstance(plan, str) or not ready(plan):
+        return None
+    out = dev.empty(out_t.shape, out_t.dtype)
+    dev.sdpa(plan, q, k, v, mask, out)
+    return out
+
+
 @implements("attention")
 def attention(dev, node, args, out_types):
     q, k, v = args[0], args[1], args[2]
     mask = args[3] if len(args) > 3 else None
     out_t = out_types[0]
+    fused = _cudnn_sdpa(dev, node, q, k, v, mask, out_t)
+    if fused is not None:
+        return [fused]
     batch = tuple(out_t.shape[:-2])
     sq, sk, d, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     xp = dev.xp

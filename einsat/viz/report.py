@@ -49,14 +49,15 @@ def _figures(prefix: str):
     return figure
 
 
-def _partition(p) -> list[str]:
+def _partition(p, unit: str) -> list[str]:
     """A partitioned run (`einsat.partition.PartitionSummary`): its pieces and its cuts."""
-    pieces = [("piece", "nodes", "fingerprint", "program", "cost before", "cost after", "seconds")] + [
+    head = ("piece", "nodes", "fingerprint", "program", f"cost before ({unit})", f"cost after ({unit})", "seconds")
+    pieces = [head] + [
         (str(q.index), f"{q.start}-{q.stop - 1} ({q.nodes})", q.fingerprint,
          (f"piece {q.template}'s" if q.cache_hit else f"optimized ({q.stop_reason or '-'})") +
          (f"; {q.fallback}" if q.fallback else ""), f"{q.cost_before:,.2f}", f"{q.cost_after:,.2f}", f"{q.seconds:.2f}")
         for q in p.pieces]
-    cuts = [("after node", "values crossing", "producers", "bytes", "modeled")] + [
+    cuts = [("after node", "values crossing", "producers", "bytes", f"modeled ({unit})")] + [
         (f"{c.after} ({c.node})" + (" forced" if c.forced else " repeat" if c.repeat else ""), ", ".join(c.values),
          ", ".join(c.producers),
          f"{c.bytes:,}", "-" if c.modeled is None else f"{c.modeled:,.3f}") for c in p.cuts]
@@ -96,8 +97,13 @@ def report_html(report, before=None, after=None, standalone: bool = True) -> str
     if s is not None and s.phases:
         pictures.append(_figure(charts.growth_svg(s.phases), f"{s.enodes:,} e-nodes in {s.eclasses:,} e-classes"))
     if r.cost_by_op_before or r.cost_by_op_after:
-        pictures.append(_figure(charts.cost_bars_svg(r.cost_by_op_before, r.cost_by_op_after, r.unit),
-                                "modeled cost per op"))
+        caption = "modeled cost per op"
+        sums = sum(r.cost_by_op_before.values()), sum(r.cost_by_op_after.values())
+        if any(abs(a - b) > 1e-6 * max(abs(b), 1e-12) for a, b in zip(sums, (r.cost_before, r.cost_after))):
+            # a model whose program cost is more than its nodes' (fusion groups, layouts, a call's overhead)
+            caption += (f": each node alone, summing to {sums[0]:,.2f} -> {sums[1]:,.2f} {r.unit} (the table's "
+                        f"program costs, {r.cost_before:,.2f} -> {r.cost_after:,.2f}, count the program as it runs)")
+        pictures.append(_figure(charts.cost_bars_svg(r.cost_by_op_before, r.cost_by_op_after, r.unit), caption))
     if r.times:
         pictures.append(_figure(charts.times_svg(r.times), "measured time per phase of this run"))
     if pictures:
@@ -109,7 +115,7 @@ def report_html(report, before=None, after=None, standalone: bool = True) -> str
             parts.append(_table([("rule", "matches")] + [(k, f"{v:,}") for k, v in top]))
     parts.append(f"<p><b>extraction</b>: {escape(r.extraction_text())}</p>")
     if getattr(r, "partition", None) is not None:
-        parts += _partition(r.partition)
+        parts += _partition(r.partition, r.unit)
     check = "NOT RUN: the result is unchecked" if r.verification is None else str(r.verification)
     parts.append(f"<p><b>verification</b>: {escape(check)}</p>")
     if r.memory:

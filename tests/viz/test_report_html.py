@@ -116,3 +116,16 @@ def test_the_drawing_marks_new_only_what_the_input_lacks():
     assert new_ops and not new_ops & {"maxpool", "reshape"}, new_ops
     caption = re.search(r"optimized: (\d+) nodes, (\d+) new", html)
     assert int(caption.group(2)) == sum(fill == "#ffd8a8" for fill, _ in boxes) < int(caption.group(1))
+
+
+def test_per_op_bars_that_do_not_sum_to_the_program_cost_say_what_they_are(result):
+    """Under a model whose program cost is not the sum of its nodes' (measured-cpu: onnxruntime's
+    fusion groups), the per-op bars are each node's own cost: the caption says so and gives their
+    sums beside the table's program costs, in the report's unit."""
+    r = result.report
+    plain = re.sub(r"<[^>]+>", "", report_html(r))
+    assert "modeled cost per op" in plain and "each node alone" not in plain  # additive: they agree
+    fused = dataclasses.replace(r, cost_by_op_before={k: 2 * v for k, v in r.cost_by_op_before.items()})
+    plain = re.sub(r"<[^>]+>", "", report_html(fused))
+    total = sum(fused.cost_by_op_before.values())
+    assert "each node alone" in plain and f"{total:,.2f}" in plain and r.unit in plain

@@ -83,15 +83,21 @@ def test_attention_onnx_export_is_the_chain(masked, causal, rng):
     check_op(Op.ATTENTION, [q, k, v, mask if masked else None], {"scale": 0.3, "causal": causal})
 
 
-def test_costs_count_both_gemms_and_no_scores_in_memory():
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_costs_count_both_gemms_and_the_scores_only_where_no_engine_fuses(dtype):
     d = REGISTRY[Op.ATTENTION]
-    q, k, v = TensorType((2, 12, 128, 64), np.float32), TensorType((2, 12, 256, 64), np.float32), \
-        TensorType((2, 12, 256, 32), np.float32)
-    out = TensorType((2, 12, 128, 32), np.float32)
+    q, k, v = TensorType((2, 12, 128, 64), dtype), TensorType((2, 12, 256, 64), dtype), \
+        TensorType((2, 12, 256, 32), dtype)
+    out = TensorType((2, 12, 128, 32), dtype)
+    mask = TensorType((2, 1, 1, 256), dtype)
     attrs = {"scale": 0.125, "causal": 0}
     scores = 2 * 12 * 128 * 256
+    size = np.dtype(dtype).itemsize
     assert d.flops([q, k, v], [out], attrs) == scores * (2 * 64 + 2 * 32 + 6)
-    assert d.bytes([q, k, v], [out], attrs) == 4 * (2 * 12 * (128 * 64 + 256 * 64 + 256 * 32 + 128 * 32))
+    io = size * 2 * 12 * (128 * 64 + 256 * 64 + 256 * 32 + 128 * 32)
+    fused = dtype == np.float16  # cuDNN's SDPA keeps the scores on chip; fp32 runs unfused
+    assert d.bytes([q, k, v], [out], attrs) == io + (0 if fused else 4 * scores * size)
+    assert d.bytes([q, k, v, mask], [out], attrs) == io + size * 2 * 256 + (0 if fused else 6 * scores * size)
 
 
 def test_bad_attention_inputs_are_named():

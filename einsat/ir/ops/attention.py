@@ -10,7 +10,8 @@ not given); `causal` = 1 lets query i see keys j <= i only (the top-left aligned
 PyTorch's `is_causal` and ONNX's Attention define it). The result is [..., Sq, Dv].
 
 This is what cuDNN's fused attention (flash attention) runs as one kernel: the [Sq, Sk] scores
-are never written to memory, so the op's bytes are its inputs and output only. Rewrites
+are never written to memory, so in fp16/bf16 the op's bytes are its inputs and output only (in
+fp32, which cuDNN's engines do not take, the bytes count the scores of the unfused lowering). Rewrites
 (`einsat.rewrites.algebra.attention`) make it from the matmul-scale-mask-softmax-matmul chain of
 an imported model, and the extraction chooses it where the cost model says it pays. The NumPy
 reference computes the chain in the order ONNX export writes it (MatMul, Mul, Add, Softmax,
@@ -105,6 +106,19 @@ class Attention(OpDef):
         scores, _ = attention_shapes(q.shape, k.shape, v.shape)
         n = int(np.prod(scores))
         return 2 * n * q.shape[-1] + 2 * n * v.shape[-1] + n * (6 + (mask is not None) + bool(attrs["causal"]))
+
+    def bytes(self, ins, outs, attrs):
+        """Inputs and output only, where a fused engine keeps the scores on chip (cuDNN's SDPA:
+        fp16 and bf16). It has no fp32 engine: there einsat's GPU lowering runs unfused, and the
+        scores [.., Sq, Sk] cross memory 4 times (written by the first GEMM, read and written by
+        the softmax, read by the second GEMM), 6 with a mask (its kernel reads and writes them)."""
+        q, k, v = ins[0], ins[1], ins[2]
+        mask = ins[3] if len(ins) > 3 else None
+        moved = super().bytes(ins, outs, attrs)
+        if q.dtype.itemsize <= 2:
+            return moved
+        scores, _ = attention_shapes(q.shape, k.shape, v.shape)
+        return moved + (4 + 2 * (mask is not None)) * int(np.prod(scores)) * q.dtype.itemsize
 
     def to_onnx(self, ctx, node):
         """MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax, MatMul."""

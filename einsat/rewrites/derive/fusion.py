@@ -3,9 +3,10 @@ as one eOperator (EinNet §4.2 traversal merging, §5.2 eOperators), unioned bes
 
 For each value of the source program computed by a fusable op (an element-wise op with an
 expression, softmax, layernorm, reduce_sum / reduce_mean, a memory-bound eop), the generator
-grows the chain that ends there: a child e-class joins when it is computed by a fusable op, is
-no program output, holds no weights alone, and every source value that reads it lies inside the
-chain (its value is needed nowhere else, so fusing it removes its round trip to memory). Each join
+grows the chain that ends there in the source program (`Program`): a child joins when the source
+computes it by a fusable op, it is no program output, holds no weights alone, and every source
+value that reads it lies inside the chain (its value is needed nowhere else, so fusing it
+removes its round trip to memory). Each join
 composes the producer's expression into the consumer's (`ir.expr.compose`): element-wise
 producers are inlined, reductions (a row's max, sum, mean, variance) stay scopes. A child that
 is a one-element weight (a scale, an epsilon, GELU's 0.5) becomes a constant of the expression.
@@ -14,7 +15,7 @@ least two ops; extraction decides by cost whether it runs (under a roofline an u
 charged its external inputs and output once, and one launch).
 
 Bounds: `MAX_OPS` ops per chain, `MAX_TERMS` terms per expression, `MAX_CHAINS` chains per
-round; chains in e-class order, a class's e-nodes in their order: deterministic. A fused eop
+round; chains in e-class order, each op the source's own: deterministic. A fused eop
 keeps its expression, so NumPy, verification and ONNX export work on it as on any eop.
 
 Targets: the fused eOperator pays where einsat's generated kernels run it (the GPU models); on
@@ -66,14 +67,6 @@ def _expression(node: ENode, data: EGraphData, out: TensorType | None) -> Expr |
     return e
 
 
-def _fusable(cid: int, data: EGraphData) -> tuple[ENode, Expr] | None:
-    for node in data.classes[cid].nodes:
-        e = _expression(node, data, data.classes[cid].type)
-        if e is not None:
-            return node, e
-    return None
-
-
 def _scalar(cid: int, data: EGraphData) -> float | None:
     """The value of a one-element weight e-class, else None."""
     for node in data.classes[cid].nodes:
@@ -84,25 +77,52 @@ def _scalar(cid: int, data: EGraphData) -> float | None:
     return None
 
 
-def _consumers(data: EGraphData) -> dict[int, set[int]]:
-    """The source program's values (named e-classes) that read each e-class: the e-classes the
-    rules added in the same step (a distributed product, a reassociated sum) are alternatives of
-    those values, not readers of their own."""
-    out: dict[int, set[int]] = defaultdict(set)
-    for cid, cls in data.classes.items():
-        if cls.name is None:
-            continue
-        for n in cls.nodes:
-            for c in n.children:
-                if c != ABSENT:
-                    out[c].add(cid)
-    return out
+class Program:
+    """The source program as the generator reads it: per value e-class, the e-node that computed
+    it in the source (`producer`) and the value e-classes that read it there (`readers`). Taken
+    from the session's source graphs by value name, so that the rules that ran before the
+    generator in its step (a distributed product, a reassociated sum: alternatives, with
+    readers of their own) neither pick the chain's e-nodes nor count as readers; without source
+    graphs, from the e-graph's e-nodes of values."""
+
+    def __init__(self, session, data: EGraphData):
+        self.data = data
+        self.producer: dict[int, ENode] = {}
+        self.readers: dict[int, set[int]] = defaultdict(set)
+        by_name = {cls.name: cid for cid, cls in data.classes.items() if cls.name is not None}
+        for g in getattr(session, "sources", None) or ():
+            for node in g.nodes:
+                out = by_name.get(node.outputs[0]) if len(node.outputs) == 1 else None
+                kids = [by_name.get(i) if i else ABSENT for i in node.inputs]
+                if out is None or any(k is None for k in kids):
+                    continue
+                self.producer.setdefault(out, ENode(node.op, tuple(kids), dict(node.attrs)))
+                for k in kids:
+                    if k != ABSENT:
+                        self.readers[k].add(out)
+        if not self.producer:  # no source graphs: every e-node of a value reads its children
+            for cid, cls in data.classes.items():
+                if cls.name is None:
+                    continue
+                self.producer[cid] = next((n for n in cls.nodes if n.op in FUSABLE), cls.nodes[0])
+                for n in cls.nodes:
+                    for c in n.children:
+                        if c != ABSENT:
+                            self.readers[c].add(cid)
+
+    def fusable(self, cid: int) -> tuple[ENode, Expr] | None:
+        node = self.producer.get(cid)
+        if node is None:
+            return None
+        e = _expression(node, self.data, self.data.classes[cid].type)
+        return None if e is None else (node, e)
 
 
-def chain(cid: int, data: EGraphData, consumers, fixed: set[int]) -> tuple[Expr, list[int], int] | None:
+def chain(cid: int, program: Program, fixed: set[int]) -> tuple[Expr, list[int], int] | None:
     """(expression, external input e-classes, ops merged) of the chain ending at e-class `cid`
     (see the module doc), or None when `cid` is not computed by a fusable op."""
-    start = _fusable(cid, data)
+    data, consumers = program.data, program.readers
+    start = program.fusable(cid)
     if start is None:
         return None
     node, e = start
@@ -119,7 +139,7 @@ def chain(cid: int, data: EGraphData, consumers, fixed: set[int]) -> tuple[Expr,
                 break
             if c in fixed or c in members or not consumers[c] <= members:
                 continue
-            inner = _fusable(c, data)
+            inner = program.fusable(c)
             if inner is None:
                 continue
             inner_node, inner_e = inner
@@ -140,7 +160,7 @@ def fuse_chains(session, data: EGraphData) -> int:
     eop (see the module doc)."""
     if getattr(session.cost, "folds_weights_at_load", False):
         return 0
-    consumers = _consumers(data)
+    program = Program(session, data)
     const = set(weight_only(data))
     fixed = set(data.roots) | const
     unions = chains = 0
@@ -150,7 +170,7 @@ def fuse_chains(session, data: EGraphData) -> int:
         cls = data.classes[cid]
         if cls.name is None or cid in const:
             continue
-        found = chain(cid, data, consumers, fixed)
+        found = chain(cid, program, fixed)
         if found is None or found[2] < 2:
             continue
         e, children, _ = found

@@ -65,6 +65,19 @@ def partition_summary(report) -> dict | None:
             "fallbacks": [q.fallback for q in p.pieces if q.fallback]}
 
 
+def search_summary(s) -> dict | None:
+    """What the saturation spent its time on: its phases (e-nodes after each) and the rules that
+    took the most time, the generators' rounds, and the stop in words."""
+    if s is None:
+        return None
+    rules = sorted(s.rules.items(), key=lambda kv: -kv[1].get("time_s", 0))[:6]
+    return {"seconds": s.seconds, "stop_text": s.stop_text,
+            "phases": [{k: p.get(k) for k in ("step", "phase", "nodes", "growth", "time_s")} for p in s.phases],
+            "slowest_rules": {k: {"matches": v.get("matches"), "time_s": round(v.get("time_s", 0), 3)}
+                              for k, v in rules},
+            "rounds": [{k: r.get(k) for k in ("step", "generator", "seconds") if k in r} for r in s.rounds]}
+
+
 def onnx_check(graph, optimized, feeds) -> dict:
     """The optimized program's ONNX on onnxruntime against the input program on NumPy."""
     import onnx
@@ -88,8 +101,11 @@ def bench(name: str, args, log=print) -> dict:
     from benchmarks.cpu_bench import time_on_ort
     builder, defaults, description, source = LLM[name]
     rec: dict = {"name": name, "description": description, "source": source, "kwargs": defaults}
+    if args.small:
+        from benchmarks.workloads.llm import TEST_SIZES
+        rec["kwargs"] = {**defaults, **TEST_SIZES[name]}
     t0 = time.perf_counter()
-    graph = build(name)
+    graph = build(name, **rec["kwargs"])
     rec.update(build_s=round(time.perf_counter() - t0, 2), nodes=len(graph), gflop=graph.flops() / 1e9,
                weights_mb=sum(a.nbytes for a in graph.weights.values()) / 1e6)
     feeds = inputs_for(name, graph)
@@ -107,7 +123,7 @@ def bench(name: str, args, log=print) -> dict:
     r = result.report
     rec["h100"] = {**optimize_summary(result), "wall_s": round(wall, 2), "memory": r.memory, "stop": r.stop,
                    "verification_status": "proved" if "proved" in str(r.verification) else str(r.verification),
-                   "partition": partition_summary(r)}
+                   "partition": partition_summary(r), "search": search_summary(r.saturation)}
     log(f"  h100 (modeled): {r.speedup:.3f}x in {wall:.1f} s, "
         f"{rec['h100'].get('stop_reason')} at {rec['h100'].get('enodes')} e-nodes, "
         f"peak {r.memory.get('peak_bytes', 0) / 2**30:.2f} GiB")
@@ -138,6 +154,29 @@ def bench(name: str, args, log=print) -> dict:
     return rec
 
 
+def saturate(name: str, iterations: int, time_s: float, log=print) -> dict:
+    """`name` optimized (cost h100, verified) under limits that let the search run to its end: does
+    it saturate, at how many e-nodes, in what time."""
+    import einsat
+    from einsat.egraph.session import Limits
+    graph = build(name)
+    feeds = inputs_for(name, graph)
+    t0 = time.perf_counter()
+    result = einsat.optimize(graph, feeds if name == "moe" else None, cost="h100", verify="prove",
+                             limits=Limits(iterations=iterations, time_s=time_s))
+    wall = time.perf_counter() - t0
+    r, s = result.report, result.report.saturation
+    out = {"iterations_limit": iterations, "time_s_limit": time_s, "wall_s": round(wall, 2),
+           "speedup": r.speedup, "stop_reason": s.stop_reason, "stop_text": s.stop_text, "enodes": s.enodes,
+           "node_limit": s.node_limit, "iterations": s.iterations,
+           "times": {k: round(v, 2) for k, v in r.times.items()},
+           "memory": r.memory, "verification_status": "proved" if "proved" in str(r.verification) else
+           str(r.verification), "search": search_summary(s)}
+    log(f"{name} to saturation: {s.stop_reason} at {s.enodes} e-nodes after {s.iterations} iterations, "
+        f"{wall:.1f} s, modeled {r.speedup:.3f}x")
+    return out
+
+
 # -- tables ------------------------------------------------------------------------------------------
 def _ms(part: dict) -> str:
     return f"{part['median_ms']:.2f} ({part['p10_ms']:.2f}–{part['p90_ms']:.2f})"
@@ -149,10 +188,12 @@ def markdown(results: dict) -> str:
         "# The workloads people bring in 2026: Llama, GQA, RMSNorm, SwiGLU, LoRA, MoE (`benchmarks.llm_bench`)",
         "",
         f"Commit `{m['commit'][:10]}`{' (with local changes)' if m.get('dirty') else ''}, {m['date']}; "
-        f"machine: {m['machine']}.",
+        f"machine: {m['machine']}"
+        + (f", {m['load_average_end']} at the end." if m.get("load_average_end") is not None else "."),
         "",
         "Workloads: `benchmarks/workloads/llm.py` (shapes and sources in its docstring). Every row is the",
-        "workload at its full size. **Modeled**: `einsat.optimize(cost=\"h100\", verify=\"prove\")`, the",
+        ("workload at the tests' small dimensions (`--small`, a smoke run)." if m.get("small") else
+         "workload at its full size.") + " **Modeled**: `einsat.optimize(cost=\"h100\", verify=\"prove\")`, the",
         "speed-up the committed H100 profile predicts (not a measurement). **Measured CPU**:",
         "`einsat.optimize(cost=\"cpu\")`'s result against the input on onnxruntime CPU, one thread, one",
         "process, interleaved rounds; medians in ms with the 10th–90th percentiles. "
@@ -161,7 +202,12 @@ def markdown(results: dict) -> str:
         "",
         "## Search: time, saturation, memory (cost h100)",
         "",
-        "| workload | nodes | weights MB | optimize s | stop | e-nodes / limit | iterations | peak GiB (limit 4 added) "
+        "Optimize s: from the built graph to the verified result, wall clock. Memory: the process's resident",
+        "peak (one process runs every workload: earlier workloads' freed memory stays resident) and, in",
+        "brackets, what the run added, which `Limits.memory_gb` (4) bounds.",
+        "",
+        "| workload | nodes | weights MB | optimize s | stop | e-nodes / limit | iterations "
+        "| process peak GiB (+ added by the run) "
         "| verification | ONNX on onnxruntime (max rel. error) |",
         "|---|---:|---:|---:|---|---:|---:|---:|---|---:|",
     ]
@@ -174,10 +220,10 @@ def markdown(results: dict) -> str:
         mem = h.get("memory") or {}
         peak = mem.get("peak_bytes", 0) / 2**30
         added = mem.get("added_bytes", 0) / 2**30
-        stop = h.get("stop_reason") or ("partitioned" if h.get("partition") else "–")
-        if h.get("partition"):
-            stop += f" ({', '.join(h['partition']['piece_stops'])} per piece)"
-        enodes = h.get("enodes") if h.get("enodes") is not None else (h.get("partition") or {}).get("max_piece_enodes")
+        stop, enodes = h.get("stop_reason") or "–", h.get("enodes")
+        if h.get("partition"):  # the largest piece's e-graph; each piece's own stop
+            stop = f"partitioned; pieces: {', '.join(h['partition']['piece_stops'])}"
+            enodes = h["partition"]["max_piece_enodes"]
         onnx = w.get("onnx", {})
         lines.append(f"| {w['name']} | {w['nodes']} | {w['weights_mb']:.0f} | {h['wall_s']:.1f} | {stop} | "
                      f"{enodes} / {h.get('node_limit', '–')} | {h.get('iterations', '–')} | "
@@ -192,6 +238,20 @@ def markdown(results: dict) -> str:
                   + ", ".join(f"{k} {v}" for k, v in p["phase_seconds"].items())
                   + f"; the layer's modeled speed-up inside the stack {p['layer_modeled_speedup']:.3f}x"
                   + (f"; fallbacks: {p['fallbacks']}" if p["fallbacks"] else "") + "."]
+    sat = [w for w in results["workloads"] if w.get("saturate")]
+    if sat:
+        lines += ["", "Run to the search's end (the same optimize, cost h100, verified, with the iteration and time "
+                  "limits raised):", "",
+                  "| workload | limits | stop | e-nodes / limit | iterations | optimize s (saturate, extract, verify) "
+                  "| modeled |", "|---|---|---|---:|---:|---|---:|"]
+        for w in sat:
+            t = w["saturate"]
+            ph = t["times"]
+            lines.append(f"| {w['name']} | {t['iterations_limit']} iterations, {t['time_s_limit']:.0f} s | "
+                         f"{t['stop_text']} | {t['enodes']} / {t['node_limit']} | {t['iterations']} | "
+                         f"{t['wall_s']:.1f} "
+                         f"({ph.get('saturate', 0):.1f}, {ph.get('extract', 0):.1f}, {ph.get('verify', 0):.1f}) | "
+                         f"{t['speedup']:.3f}x |")
     lines += ["", "## Speed-ups", "",
               "| workload | GFLOP | modeled h100 | ops after (h100) | CPU input ms | CPU einsat ms | measured CPU "
               "| faster rounds | H100 | torch.compile |",
@@ -230,14 +290,34 @@ def main(argv=None) -> int:
                    "of them, at least 3, for workloads above 50 GFLOP)")
     p.add_argument("--no-cpu", dest="cpu", action="store_false", help="skip the CPU measurements")
     p.add_argument("--profile-budget", type=float, default=60, help="seconds of op profiling (cost cpu)")
+    p.add_argument("--small", action="store_true", help="the tests' small dimensions (llm.TEST_SIZES), not the "
+                   "full sizes: a smoke run")
     p.add_argument("--out", default=RESULTS)
     p.add_argument("--note", help="a file whose text closes the table (where einsat gains, and why)")
     p.add_argument("--resume", action="store_true", help="keep the finished workloads of <out>/llm.json")
+    p.add_argument("--saturate", nargs="+", metavar="NAME",
+                   help="only: optimize these again under --iterations/--saturate-s (cost h100), to the search's "
+                        "end, and add the run to their rows of <out>/llm.json")
+    p.add_argument("--iterations", type=int, default=40)
+    p.add_argument("--saturate-s", type=float, default=120.0, help="the saturation's time limit there")
     args = p.parse_args(argv)
+    if args.saturate:
+        path = os.path.join(args.out, "llm.json")
+        with open(path) as f:
+            results = json.load(f)
+        if args.note:
+            with open(args.note) as f:
+                results["note"] = f.read().strip()
+        rows = {w["name"]: w for w in results["workloads"]}
+        for name in args.saturate:
+            rows[name]["saturate"] = saturate(name, args.iterations, args.saturate_s)
+            write(results, args.out)
+        return 0
     unknown = [n for n in args.names if n not in LLM]
     if unknown:
         p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(LLM)}")
-    results = {"meta": {**metadata("cpu", "h100 (modeled) / cpu (measured)"), "gpu": None}, "workloads": []}
+    results = {"meta": {**metadata("cpu", "h100 (modeled) / cpu (measured)"), "gpu": None, "small": args.small},
+               "workloads": []}
     done = {}
     path = os.path.join(args.out, "llm.json")
     if args.resume and os.path.exists(path):

@@ -1,0 +1,25 @@
+"""benchmarks.llm_bench end to end on two workloads at the tests' sizes: the results it writes say
+what they are (sizes, machine, no GPU) and hold the verified, exported, measured run."""
+
+import json
+
+from benchmarks import llm_bench
+
+
+def test_llm_bench_writes_its_tables(tmp_path):
+    assert llm_bench.main(["mirage_lora", "llama_decode", "--small", "--reps", "3", "--profile-budget", "5",
+                           "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "llm.json").read_text())
+    assert results["meta"]["small"] and results["meta"]["gpu"] is None and results["meta"]["machine"]
+    rows = {w["name"]: w for w in results["workloads"]}
+    assert set(rows) == {"mirage_lora", "llama_decode"}
+    for w in rows.values():
+        assert w["h100"]["verification_status"] == "proved"
+        assert w["h100"]["memory"]["added_bytes"] < w["h100"]["memory"]["limit_bytes"]
+        assert w["onnx"]["onnxruntime_runs"] and w["onnx"]["max_relative_error"] < 1e-4
+        ort = w["cpu"]["ort"]
+        assert ort["input"]["reps"] == 3 and ort["speedup"] > 0
+    assert rows["llama_decode"]["kwargs"]["hidden"] == 64
+    md = (tmp_path / "llm.md").read_text()
+    assert "small dimensions" in md and "not measured this session (no GPU lent)" in md
+    assert "| mirage_lora |" in md and "| llama_decode |" in md

@@ -7,9 +7,10 @@ with the default schedule, twice, and once with the default schedule less the `p
 generator (what `optimize` did before it). The run records each round's counts (subprograms,
 mutants, verified, corrected, admitted, memo hits) and seconds, whether both runs with the
 generator extracted the same program (determinism), whether every round stayed within
-`Limits` (subprograms and mutants, the round's deadline), and the optimize time with and without
-the generator (the target: at most 2x). Results go to `benchmarks/results/mutate.json` and
-`.md`.
+`Limits` (subprograms, verifications: work bounds, no deadline), PET's own seconds and their
+share of the optimize time, and the optimize time with and without the generator (the target,
+#27: at most 1.5x wherever the generator enters nothing the cost model keeps). Results go to
+`benchmarks/results/mutate.json` and `.md`.
 """
 
 from __future__ import annotations
@@ -50,13 +51,14 @@ def bench(name: str, cost: str) -> dict:
     base, t0 = timed(graph, cost, without_mutation())
     lim = Limits()
     rounds = [r for r in first.report.saturation.rounds if r["generator"] == "pet-mutate"]
-    # the bounds the generator enforces by counting, and its deadline, which a round passes by at
-    # most the one mutant it was verifying (seconds: they depend on the machine's load)
-    within = all(r["counts"]["subprograms"] <= lim.subprograms for r in rounds)
-    on_time = all(r["seconds"] <= lim.generator_s + 1.0 for r in rounds)
+    # the bounds the generator enforces by counting (work: no deadline decides a round)
+    within = all(r["counts"]["subprograms"] <= lim.subprograms and r["counts"]["verified"] <= lim.verifications
+                 for r in rounds)
+    pet_s = sum(r["seconds"] for r in rounds)
     return {"workload": name, "model": first.report.model, "nodes": len(graph.nodes), "rounds": rounds,
             "within_limits": within,
-            "within_deadline": on_time,
+            "admitted": sum(r["counts"]["admitted"] for r in rounds),
+            "pet_seconds": pet_s, "pet_share": pet_s / t1 if t1 else 0.0,
             "deterministic": str(first.graph) == str(second.graph),
             "seconds": {"with": min(t1, t2), "without": t0}, "ratio": min(t1, t2) / t0,
             "cost_us": {"before": first.report.cost_before, "with": first.report.cost_after,
@@ -68,16 +70,22 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# PET's mutation generator on PET's models ({meta['cost']}: {meta.get('model', meta['cost'])})", "",
              f"Machine: {meta['machine']}; default rules and limits; optimize time is the faster of two "
              "runs with the generator, against one without it.", "",
-             "| workload | nodes | optimize s: with / without (ratio) | modeled µs: input / with / without | "
-             "deterministic | within limits | rounds within deadline + 1 s |", "|---|---|---|---|---|---|---|"]
+             "| workload | nodes | optimize s: with / without (ratio) | PET's rounds s (share of with) | "
+             "programs entered | modeled µs: input / with / without | deterministic | within limits |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, c = r["seconds"], r["cost_us"]
         lines.append(f"| {r['workload']} | {r['nodes']} | {s['with']:.1f} / {s['without']:.1f} ({r['ratio']:.2f}x) | "
+                     f"{r['pet_seconds']:.2f} ({r['pet_share']:.0%}) | {r['admitted']} | "
                      f"{c['before']:,.1f} / {c['with']:,.1f} / {c['without']:,.1f} | {r['deterministic']} | "
-                     f"{r['within_limits']} | {r['within_deadline']} |")
+                     f"{r['within_limits']} |")
     from einsat.rewrites.mutate.generate import COUNTS
-    lines += ["", f"Rounds (step: {', '.join(COUNTS)}; seconds). A mutant is verified only when its core "
-              "is cheaper than the subprogram under the cost model (the pre-filter):", ""]
+    lines += ["", "The optimize times are wall-clock on a machine shared with other work: the ratio is the "
+              "figure to read, PET's share (its rounds' own seconds) the one that load moves least.",
+              "", f"Rounds (step: {', '.join(COUNTS)}; seconds). A mutant is verified only when its core "
+              "is cheaper than the subprogram under the cost model (the pre-filter); an admitted program "
+              "enters only when the cost model keeps it (cheaper than its subprogram: else 'not kept'), and "
+              "a round that enters nothing backs off:", ""]
     for r in rows:
         text = "; ".join(f"step {x['step'] + 1}: " + ", ".join(str(v) for v in x["counts"].values())
                          + f" ({x['seconds']:.2f} s)" for x in r["rounds"])

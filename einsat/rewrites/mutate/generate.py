@@ -21,10 +21,12 @@ the same input gives the same e-graph. Without a cost model (`Session.cost` None
 does nothing: it could not tell a cheaper mutant.
 
 Bounds are work, never the clock: a round verifies at most `Limits.verifications` mutants (the
-admission proof is most of its time). A round the work bound or the session's deadline (the
-time limit, the run's budget, `Limits.generator_s` when set) cuts short enters what the
-subprogram cut short admitted so far, but that subprogram is neither memoised nor done; a
-deadline says so in the round's counts ("cut short": the one count the clock decides).
+admission proof is most of its time), and the first round probes with `FIRST_VERIFICATIONS`
+of them: the allowance doubles after each round that enters something, up to the limit. A
+round the work bound or the session's deadline (the time limit, the run's budget,
+`Limits.generator_s` when set) cuts short enters what the subprogram cut short admitted so far,
+but that subprogram is neither memoised nor done; a deadline says so in the round's counts
+("cut short": the one count the clock decides).
 
 The generator pays its way: an admitted program enters only when the cost model keeps it (it is
 cheaper than its subprogram, `admit.cheaper`, its corrections included); one it would never
@@ -55,6 +57,7 @@ from einsat.rewrites.mutate.grammar import mutants
 from einsat.rewrites.mutate.subprograms import Mark, Subprogram, source_program, subprograms
 from einsat.verify.corrector import content_key
 
+FIRST_VERIFICATIONS = 2  # the first round's verifications: a probe of whether the generator pays its way
 COUNTS = ("subprograms", "mutants", "verified", "corrected", "fused", "admitted", "memo hits", "not kept",
           "cut short", "backed off")
 
@@ -75,6 +78,7 @@ class _State:
     rounds: int = 0
     fruitless: int = 0  # rounds in a row that entered nothing
     skip: int = 0       # rounds still to skip (back-off)
+    allowance: int = 0  # verifications the next round may make (0: not set yet)
 
 
 _STATES: WeakKeyDictionary = WeakKeyDictionary()
@@ -96,16 +100,17 @@ def mutate(session, data) -> Round:
     else:
         program = dict(session.best(data))
     lim, unions = session.limits, 0
+    allowance = state.allowance or min(FIRST_VERIFICATIONS, lim.verifications)
     for mark, sub in subprograms(program, data, session.cost, lim.subprograms, done=state.done):
         if time.perf_counter() > session.deadline:
             counts["cut short"] = 1
             break
-        if counts["verified"] >= lim.verifications:
+        if counts["verified"] >= allowance:
             break
         counts["subprograms"] += 1
         admitted, complete = state.memo.get(sub.key), True
         if admitted is None:
-            admitted, complete = _explore(session, sub, lim.mutants, lim.verifications, counts)
+            admitted, complete = _explore(session, sub, lim.mutants, allowance, counts)
             if complete:
                 state.memo[sub.key] = admitted
         else:
@@ -124,6 +129,7 @@ def mutate(session, data) -> Round:
             break
     state.fruitless = 0 if unions else state.fruitless + 1
     state.skip = 2 ** state.fruitless if state.fruitless else 0
+    state.allowance = min(2 * allowance, lim.verifications) if unions else allowance
     return Round(unions, counts)
 
 

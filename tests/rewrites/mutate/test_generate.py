@@ -99,7 +99,7 @@ def test_a_round_verifies_at_most_its_limit_of_mutants():
 def test_a_generator_whose_programs_the_cost_model_never_keeps_backs_off():
     """Under a cost model where the wide conv is slower, what PET admits is left out, and after
     each fruitless round the generator skips twice as many rounds (1 round, then 2 skipped, ...)."""
-    from einsat.rewrites.mutate.generate import mutate
+    from einsat.rewrites.mutate.generate import FIRST_VERIFICATIONS, mutate
     slow_wide = paper_cost({((8, 3, 5, 6), (3, 3, 3, 3), (1, 1), 1): 10.0,
                             ((4, 3, 5, 12), (3, 3, 3, 3), (1, 1), 1): 40.0})
     s = Session(Limits(), cost=slow_wide)
@@ -110,6 +110,7 @@ def test_a_generator_whose_programs_the_cost_model_never_keeps_backs_off():
         r = mutate(s, s.export())
         ran.append(not r.counts["backed off"])
         assert r.unions == 0 and r.counts["admitted"] == 0
+        assert r.counts["verified"] <= FIRST_VERIFICATIONS  # a fruitless generator's allowance never grows
     assert ran == [True, False, False, True, False, False, False, False]
     assert s.num_nodes() == before
     # the same program under prices that make the wide conv faster enters it at once

@@ -49,7 +49,7 @@ ALLOWED = {
     "errors": set(),
 }
 # verify modules that may use the runtime; the rest of verify (PET's corrector) stands on ir alone
-VERIFY_ON_RUNTIME = {"einsat.verify", "einsat.verify.numeric"}
+VERIFY_ON_RUNTIME = {"einsat.verify", "einsat.verify.numeric", "einsat.verify.precision"}
 # (importer, imported) pairs that break the rules above, each with why it stays for now
 KNOWN = {
     # the profile database belongs in runtime (DESIGN.md's layout) but extract's cost models are

@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from math import ceil, sqrt
 
+import ml_dtypes
 import numpy as np
 
 from einsat.ir.graph import Graph
@@ -127,10 +128,10 @@ def _accumulation(graph: Graph) -> int:
 
 def tolerance(g1: Graph, g2: Graph, dtype) -> float:
     dtype = np.dtype(dtype)
-    if not np.issubdtype(dtype, np.floating):
+    if not (np.issubdtype(dtype, np.floating) or dtype.name == "bfloat16"):
         return 0.0
     ops = len(g1.nodes) + len(g2.nodes)
-    return float(np.finfo(dtype).eps) * 8 * (ops + sqrt(max(_accumulation(g1), _accumulation(g2))))
+    return float(ml_dtypes.finfo(dtype).eps) * 8 * (ops + sqrt(max(_accumulation(g1), _accumulation(g2))))
 
 
 def _compare(a: np.ndarray, b: np.ndarray, tol: float):

@@ -35,6 +35,7 @@ from einsat.errors import EinsatError, VerificationError
 from einsat.extract.extraction import METHODS
 from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
+from einsat.ir.precision import convert, half_dtype
 from einsat.memory import MemoryWatch
 from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
@@ -69,7 +70,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
              time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
              profile_budget: float | None = None, check_reps: int | None = None, recheck: bool = False,
              recipe: bool = False, partition=None, input_shapes=None, fill_weights: str | None = None,
-             seed: int = 0, threads: int | None = None) -> Result:
+             seed: int = 0, threads: int | None = None, precision: str = "fp32", half_io: bool = False) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -123,6 +124,16 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     threads: the intra-op threads `cost="cpu"` profiles and measures at: the count the program
         will be deployed with (default 1; a verdict taken at one thread says nothing of sixteen).
         The CPU profile is kept per count, and the report says which was measured.
+    precision: "fp32" (the default), "tf32" (the same fp32 program: only a GPU's matrix products
+        would read it, to run on TF32 tensor cores), "bf16" or "fp16": an fp32 program is first
+        converted (`einsat.ir.precision.convert`: weights cast once, products in half with fp32
+        accumulation, statistics in fp32, outputs cast back) and the conversion verified against
+        it (`einsat.verify.precision`: a bound from the precision and the program's depth; past
+        it, `PrecisionError` names the worst output and the first value where the error grows);
+        the half program is then optimized, and the result checked against the fp32 input with
+        the same bound. The error distribution is in `report.precision`. A program already in
+        half is optimized as it is.
+    half_io: with a half precision, the program's inputs and outputs are half too.
     """
     method = extractor
     if method not in METHODS:
@@ -130,6 +141,24 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     model = _with_threads(cost_model(cost), threads, cost)
     run = budgets.of(budget)
     importing = dict(input_shapes=input_shapes, fill_weights=fill_weights, seed=seed)
+    if half_dtype(precision) is not None:  # (an unknown precision is refused here)
+        source = _load(program, example_inputs, importing)
+        half = convert(source, precision, half_io)
+        if half is not source:
+            examples = _examples(source, example_inputs)
+            from einsat.verify.precision import verify_conversion
+
+            conversion = verify_conversion(source, half, precision, inputs=examples, seed=seed)
+            result = optimize(half, _retyped(half, examples), cost=cost, rules=rules, limits=limits,
+                              extractor=extractor, time_limit=time_limit, budget=run, verify=bool(verify),
+                              progress=progress, profile_budget=profile_budget, check_reps=check_reps,
+                              recheck=recheck, recipe=recipe, partition=partition, seed=seed, threads=threads)
+            result.report.precision = conversion
+            if verify:  # the proof: the result against the fp32 input, within the precision's bound
+                result.report.precision = verify_conversion(source, result.graph, precision, inputs=examples,
+                                                            seed=seed)
+                result.report.verification = _precision_verification(result.report.precision, verify)
+            return result
     if partition is not False:
         from einsat.partition import Partitioning, optimize_partitioned
 
@@ -381,6 +410,32 @@ def _before_search(graph: Graph, program, verify, examples) -> None:
         raise VerificationError(f"the verification of {graph.name!r} would be inconclusive (a proof was required): "
                                 f"the input program's outputs do not vary with its inputs, so no comparison with "
                                 f"it could fail. {hint}.\n{reports[-1]}", report=reports[-1], status="inconclusive")
+
+
+def _precision_verification(report, verify) -> Verification:
+    """The verification of a half result: `einsat.verify.precision`'s comparison with the fp32
+    input (the half program's own check against the converted program, within twice the bound,
+    only guards the search). Inconclusive where an output does not vary by u between draws."""
+    from einsat.verify.informative import informative
+
+    worst = report.worst
+    still = [f"output {o.name!r} varies in {o.varying:.1%} of its elements between input draws"
+             for o in report.outputs if not informative(o.varying)]
+    verification = Verification(trials=1, max_error=worst.max, tolerance=worst.bound, output=worst.name,
+                                method=f"einsat.verify.precision against the fp32 input ({report.precision}, "
+                                       "NumPy and ml_dtypes)",
+                                status="inconclusive" if still else "proved", notes=still,
+                                varying={o.name: o.varying for o in report.outputs})
+    if still and verify == "prove":
+        raise VerificationError(f"the {report.precision} verification is inconclusive (a proof was required): "
+                                + "; ".join(still) + f"\n{report}", report=report, status="inconclusive")
+    return verification
+
+
+def _retyped(graph: Graph, examples: dict | None) -> dict | None:
+    """Example inputs in the dtypes of `graph`'s inputs (half, for a half_io conversion)."""
+    return None if examples is None else {n: np.asarray(examples[n]).astype(graph.types[n].dtype)
+                                          for n in graph.inputs}
 
 
 def _examples(graph: Graph, example_inputs) -> dict[str, np.ndarray] | None:

@@ -144,6 +144,9 @@ class Report:
     kept_input: str | None = None
     partition: Any = None      # a partitioned run's `einsat.partition.PartitionSummary`: pieces, cuts, reuse
     model_label: str = ""      # the cost model in a few words (`CostModel.label`): what the cost labels name
+    # a run at a half precision: the returned program against the fp32 input, output by output
+    # (`einsat.verify.precision.PrecisionReport`: error distribution, bound)
+    precision: Any = None
 
     @property
     def speedup(self) -> float:
@@ -232,6 +235,8 @@ class Report:
             lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
         else:
             lines.append(f"  verification: {self.verification}")
+        if self.precision is not None:
+            lines += [f"  precision: {line}" for line in str(self.precision).splitlines()]
         if self.partition is not None:
             lines += ["  partition: " + "\n  ".join(str(self.partition).splitlines())]
         lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))

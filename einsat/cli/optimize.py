@@ -86,6 +86,12 @@ def add_parser(sub) -> None:
                         "vary with the inputs: it could not have failed); by default that is an error")
     p.add_argument("--require-proof", action="store_true", help=argparse.SUPPRESS)  # the default now
     p.add_argument("--extractor", choices=("ilp", "greedy"), default="ilp", help="extraction method (default ilp)")
+    p.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16"), default="fp32",
+                   help="bf16 / fp16: convert an fp32 model to half (weights cast once, products with fp32 "
+                        "accumulation, statistics in fp32), verified against it; tf32: the fp32 program, "
+                        "for a GPU's matrix products (default fp32; a half model is optimized as it is)")
+    p.add_argument("--half-io", action="store_true",
+                   help="with --precision bf16/fp16: the written model's inputs and outputs are half too")
     big = p.add_argument_group("big models (einsat.partition)")
     big.add_argument("--partition-above", type=int, default=None, metavar="N",
                      help="partition models of more than N nodes (default 256; 0: always)")
@@ -138,6 +144,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     partition = _partitioning(args)
     if args.memory_gb is not None and args.memory_gb <= 0:
         raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
+    if args.half_io and args.precision not in ("bf16", "fp16"):
+        raise EinsatError(f"--half-io needs --precision bf16 or fp16, not {args.precision}")
     if args.allow_inconclusive and args.require_proof:
         raise EinsatError("--allow-inconclusive and --require-proof contradict each other")
     from einsat.budget import Budget
@@ -157,7 +165,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
                                      limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
                                      verify=True if args.allow_inconclusive else "prove",
                                      profile_budget=args.profile_budget, recheck=args.recheck, partition=partition,
-                                     threads=args.threads)
+                                     threads=args.threads, precision=args.precision, half_io=args.half_io)
     except KeyboardInterrupt:  # a second Ctrl-C
         if display is not None:
             display.close()

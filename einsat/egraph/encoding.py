@@ -135,7 +135,7 @@ class AttrRefs:
     def key(self, kind: str, value: Any) -> str:
         if isinstance(value, np.ndarray):
             h = hashlib.sha1(f"{value.dtype.str}{value.shape}".encode())
-            h.update(np.ascontiguousarray(value).data)
+            h.update(np.ascontiguousarray(value).view(np.uint8).data)  # bytes (bfloat16 too)
             h = h.hexdigest()
             k = f"{kind}:{h[:20]}"
             self.values.setdefault(k, value)

@@ -81,7 +81,7 @@ class Handles:
             a = a.copy()
             a.setflags(write=False)
         h = hashlib.sha1(f"{a.dtype.str}{a.shape}".encode())
-        h.update(np.ascontiguousarray(a).data)
+        h.update(np.ascontiguousarray(a).view(np.uint8).data)  # as bytes: a buffer cannot hold bfloat16
         h = h.hexdigest()[:12]
         name = f"{hint}_{h}"
         self.session.weights.setdefault(name, a)

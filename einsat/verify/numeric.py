@@ -6,7 +6,10 @@
 Tolerance: for floats, |a − b| ≤ tol · (|b| + max|b|) with tol = eps(dtype) · 8 · (ops + √L), where
 ops counts the nodes of both programs and L is the longest accumulation (a conv's C·k·k, a
 matmul's K): rounding error grows with the number of rounded operations and as √L for sums
-computed in different orders. Integers and booleans must be equal.
+computed in different orders. Where either program stores a value in half (fp16, bf16; its outputs
+may be fp32), eps is the half's and the arithmetic fp32: each program is within 4·u·√ops of the
+exact result (u = eps/2, `einsat.verify.precision`'s probabilistic bound), so tol = 2 · 4 · u · √ops.
+Integers and booleans must be equal.
 
 When the two programs share value names (an ONNX round trip, a renaming pass), the report also
 names the first shared value whose values differ: where the transformation went wrong.
@@ -126,12 +129,21 @@ def _accumulation(graph: Graph) -> int:
     return longest
 
 
+def _floats(g: Graph) -> set[np.dtype]:
+    """The float dtypes `g` stores values in (a half program rounds at half's eps, whatever its
+    outputs' dtype)."""
+    return {t.dtype for t in g.types.values() if t.dtype.kind == "f" or t.dtype.name == "bfloat16"}
+
+
 def tolerance(g1: Graph, g2: Graph, dtype) -> float:
     dtype = np.dtype(dtype)
     if not (np.issubdtype(dtype, np.floating) or dtype.name == "bfloat16"):
         return 0.0
     ops = len(g1.nodes) + len(g2.nodes)
-    return float(ml_dtypes.finfo(dtype).eps) * 8 * (ops + sqrt(max(_accumulation(g1), _accumulation(g2))))
+    eps = max(float(ml_dtypes.finfo(d).eps) for d in {dtype, *_floats(g1), *_floats(g2)})
+    if eps > float(np.finfo(np.float32).eps):  # half storage, fp32 arithmetic: each within 4·u·√ops of exact
+        return 2 * 4 * (eps / 2) * sqrt(ops)   # (`einsat.verify.precision`), so within twice that of each other
+    return eps * 8 * (ops + sqrt(max(_accumulation(g1), _accumulation(g2))))
 
 
 def _compare(a: np.ndarray, b: np.ndarray, tol: float):

@@ -21,6 +21,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from einsat.errors import EinsatError, OnnxError, describe_node
 from einsat.ir.graph import Graph, fresh_name
+from einsat.ir.onnx_opset import types_opset
 from einsat.ir.types import TensorType
 
 EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
@@ -121,8 +122,9 @@ class ExportContext:
 
 
 def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
-    """The ONNX model of `graph` (opset `opset` >= 18, IR version `ir_version`). Raises `OnnxError` naming
-    the node that cannot be exported."""
+    """The ONNX model of `graph` (opset `opset` >= 18, or the newer one its types need:
+    `onnx_opset.types_opset`, bf16 Conv needs 22; IR version `ir_version`). Raises `OnnxError`
+    naming the node that cannot be exported."""
     if opset < MIN_OPSET:
         raise OnnxError(f"einsat exports ONNX opset {MIN_OPSET} or newer, not {opset}")
     ctx = ExportContext(graph, opset)
@@ -148,7 +150,9 @@ def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
         value_info=intermediates,
     )
     opsets = [helper.make_opsetid(d, v) for d, v in sorted(ctx.domains.items())]
-    return helper.make_model(g, opset_imports=opsets, ir_version=ir_version(opsets), producer_name="einsat")
+    model = helper.make_model(g, opset_imports=opsets, ir_version=ir_version(opsets), producer_name="einsat")
+    needed = types_opset(model)  # a half program's types may need a newer opset (bf16 Conv: 22)
+    return to_onnx(graph, needed) if needed > opset else model
 
 
 def ir_version(opsets) -> int:

@@ -87,3 +87,30 @@ def test_a_sound_swap_of_commutative_operands_passes_behind_constant_outputs(mon
                      and g.producer(g.producer(i).inputs[0]).op is Op.SUB
                      for i in g.producer(g.outputs[-1]).inputs)]
     assert len(tails) >= 5  # the case is drawn, not just possible
+
+
+def test_a_weight_inlined_into_an_eop_is_checked_numerically_only():
+    """einsat fuzz --seed 11 (#27): 8x + w fuses into one eop reading w as a constant of its
+    expression; over the field the input's weight is a variable and the constant is not, so only
+    the numeric verdict can judge it (and a wrong constant still fails it)."""
+    import numpy as np
+
+    import einsat
+    from einsat.ir import GraphBuilder
+
+    b = GraphBuilder("random")
+    x0 = b.input("x0", (1,), np.float32)
+    w4 = b.weight("w4", np.array([-0.5751108527183533], dtype=np.float32))
+    add1 = b.add(x0, x0, name="add1")
+    add2 = b.add(add1, add1, name="add2")
+    graph = b.build(b.add(b.add(add2, add2, name="add3"), w4, name="add5"))
+    assert check_transform(fuzz_module.optimize_transform(einsat.optimize), graph) is None
+
+    def wrong_constant(g: Graph) -> Graph:
+        out = fuzz_module.optimize_transform(einsat.optimize)(g)
+        (node,) = out.nodes
+        assert node.op is Op.EOP and "-0.5751108527183533" in node.attrs["expr"]
+        attrs = {**node.attrs, "expr": node.attrs["expr"].replace("-0.5751108527183533", "-0.5")}
+        return out.replace(nodes=[Node(node.op, node.inputs, node.outputs, attrs, node.name)])
+
+    assert check_transform(wrong_constant, graph) is not None

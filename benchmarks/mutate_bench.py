@@ -42,6 +42,12 @@ def timed(graph, cost, rules=None):
     return result, time.perf_counter() - t0
 
 
+def stopped_by(report) -> str:
+    """What ended saturation and the ILP: a time limit there makes the program depend on the load."""
+    sat = report.saturation.stop_reason if report.saturation is not None else "-"
+    return f"{sat} / {report.extraction.status}"
+
+
 def bench(name: str, cost: str) -> dict:
     from einsat.egraph.session import Limits
 
@@ -60,6 +66,7 @@ def bench(name: str, cost: str) -> dict:
             "admitted": sum(r["counts"]["admitted"] for r in rounds),
             "pet_seconds": pet_s, "pet_share": pet_s / t1 if t1 else 0.0,
             "deterministic": str(first.graph) == str(second.graph),
+            "stopped_by": [stopped_by(first.report), stopped_by(second.report)],
             "seconds": {"with": min(t1, t2), "without": t0}, "ratio": min(t1, t2) / t0,
             "cost_us": {"before": first.report.cost_before, "with": first.report.cost_after,
                         "without": base.report.cost_after},
@@ -80,6 +87,9 @@ def markdown(rows: list[dict], meta: dict) -> str:
                      f"{c['before']:,.1f} / {c['with']:,.1f} / {c['without']:,.1f} | {r['deterministic']} | "
                      f"{r['within_limits']} |")
     from einsat.rewrites.mutate.generate import COUNTS
+    lines += ["", "Stopped by (saturation / extraction), each run with the generator: where a time limit "
+              "stopped one, the program depends on the machine's load, and the report of that run says so:",
+              ""] + [f"- {r['workload']}: " + "; ".join(r["stopped_by"]) for r in rows]
     lines += ["", "The optimize times are wall-clock on a machine shared with other work: the ratio is the "
               "figure to read, PET's share (its rounds' own seconds) the one that load moves least.",
               "", f"Rounds (step: {', '.join(COUNTS)}; seconds). A mutant is verified only when its core "

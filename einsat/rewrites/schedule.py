@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from einsat.egraph.rules import Rule, Ruleset, Schedule
 from einsat.rewrites.algebra.attention import attention_generator, attention_rules
+from einsat.rewrites.algebra.casts import cast_rules
 from einsat.rewrites.algebra.concat import concat_rules
 from einsat.rewrites.algebra.conv import conv_rules
 from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
@@ -44,7 +45,7 @@ from einsat.rewrites.post.layout import layout_post_rules
 
 def default_rulesets() -> list[Ruleset]:
     return [ac_rules(), elementwise_rules(), matmul_rules(), layout_rules(), concat_rules(), conv_rules(),
-            merge_rules(), layout_post_rules(), fusion_rules(), correct_fusion_rules(), attention_rules()]
+            merge_rules(), layout_post_rules(), fusion_rules(), correct_fusion_rules(), attention_rules(), cast_rules()]
 
 
 def default_rules() -> list[Rule]:

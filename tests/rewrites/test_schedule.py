@@ -12,7 +12,7 @@ from einsat.egraph import Generator, Session
 from einsat.rewrites.schedule import default_rules, default_rulesets, default_schedule
 from tests.egraph.checks import canonical
 
-THEORIES = ["elementwise", "matmul", "layout", "concat", "conv", "merge", "fusion", "correct", "attention"]
+THEORIES = ["elementwise", "matmul", "layout", "concat", "conv", "merge", "fusion", "correct", "attention", "casts"]
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -32,6 +32,8 @@ def _type_str(elem_type: int) -> str:
 
 
 def _takes(schema, node: onnx.NodeProto, types: dict[str, str]) -> bool:
+    if schema is None:
+        return True
     allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
     formals = list(schema.inputs)
     for k, name in enumerate(node.input):
@@ -48,14 +50,30 @@ def types_opset(model: onnx.ModelProto) -> int:
     """The least default-domain opset, at least the model's, whose schema of every default-domain
     node takes that node's input types (the model's own where none needs more)."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    if not _has_half(model):  # einsat's other types are taken at the opset it writes
+        return opset
     newest = defs.onnx_opset_version()
     types = _value_types(model)
     need = opset
     for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx") or _takes(defs.get_schema(node.op_type, opset, ""), node, types):
+        if node.domain not in ("", "ai.onnx") or _takes(_schema(node.op_type, opset), node, types):
             continue
         for version in range(opset + 1, newest + 1):
-            if _takes(defs.get_schema(node.op_type, version, ""), node, types):
+            if _takes(_schema(node.op_type, version), node, types):
                 need = max(need, version)
                 break
     return need
+
+
+def _schema(op_type: str, version: int):
+    try:
+        return defs.get_schema(op_type, version, "")
+    except defs.SchemaError:  # not an op of this opset: nothing to check here (the checker says)
+        return None
+
+
+def _has_half(model: onnx.ModelProto) -> bool:
+    half = {onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
+    g = model.graph
+    return any(t.data_type in half for t in g.initializer) or any(
+        vi.type.tensor_type.elem_type in half for vi in (*g.input, *g.output, *g.value_info))

@@ -105,3 +105,18 @@ def test_cli_half_io_needs_a_half_precision(tmp_path, capsys):
 def test_an_unknown_precision_is_a_clear_error():
     with pytest.raises(einsat.EinsatError, match="unknown precision 'int8'"):
         einsat.optimize(block(), precision="int8")
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_a_half_model_imports_and_optimizes_as_it_is(tmp_path, precision):
+    """A model already in half (its casts included) is not converted again: its types stay, and
+    the result is checked against it by the numeric verification."""
+    half = convert(block(), precision, half_io=True)
+    path = tmp_path / "half.onnx"
+    einsat.save_onnx(half, path)
+    loaded = einsat.load_onnx(path)
+    assert loaded.input_types() == half.input_types() and loaded.output_types() == half.output_types()
+    assert sum(n.op.value == "cast" for n in loaded.nodes) == sum(n.op.value == "cast" for n in half.nodes)
+    result = einsat.optimize(loaded, precision=precision, budget=20, partition=False)
+    assert result.report.precision is None  # nothing converted
+    assert result.graph.input_types() == half.input_types() and result.report.verification.status == "proved"

@@ -129,10 +129,10 @@ def _accumulation(graph: Graph) -> int:
     return longest
 
 
-def _floats(g: Graph) -> set[np.dtype]:
-    """The float dtypes `g` stores values in (a half program rounds at half's eps, whatever its
+def _halves(g: Graph) -> set[np.dtype]:
+    """The half dtypes `g` stores values in (a half program rounds at half's eps, whatever its
     outputs' dtype)."""
-    return {t.dtype for t in g.types.values() if t.dtype.kind == "f" or t.dtype.name == "bfloat16"}
+    return {t.dtype for t in g.types.values() if t.dtype == np.float16 or t.dtype.name == "bfloat16"}
 
 
 def tolerance(g1: Graph, g2: Graph, dtype) -> float:
@@ -140,7 +140,7 @@ def tolerance(g1: Graph, g2: Graph, dtype) -> float:
     if not (np.issubdtype(dtype, np.floating) or dtype.name == "bfloat16"):
         return 0.0
     ops = len(g1.nodes) + len(g2.nodes)
-    eps = max(float(ml_dtypes.finfo(d).eps) for d in {dtype, *_floats(g1), *_floats(g2)})
+    eps = max(float(ml_dtypes.finfo(d).eps) for d in {dtype, *_halves(g1), *_halves(g2)})
     if eps > float(np.finfo(np.float32).eps):  # half storage, fp32 arithmetic: each within 4·u·√ops of exact
         return 2 * 4 * (eps / 2) * sqrt(ops)   # (`einsat.verify.precision`), so within twice that of each other
     return eps * 8 * (ops + sqrt(max(_accumulation(g1), _accumulation(g2))))

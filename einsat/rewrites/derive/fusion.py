@@ -11,8 +11,10 @@ composes the producer's expression into the consumer's (`ir.expr.compose`): elem
 producers are inlined, reductions (a row's max, sum, mean, variance) stay scopes. A child that
 is a one-element weight (a scale, an epsilon, GELU's 0.5) becomes a constant of the expression.
 The chain's eop, over its external inputs, is unioned into the value's e-class when it merged at
-least two ops; extraction decides by cost whether it runs (under a roofline an unmeasured eop is
-charged its external inputs and output once, and one launch).
+least two ops and its reductions are over trailing dims, each read at its row (`row_form`: what
+the row kernel runs; a softmax along a leading axis stays unfused); extraction decides by cost
+whether it runs (under a roofline an unmeasured eop is charged its external inputs and output
+once, and one launch).
 
 Bounds: `MAX_OPS` ops per chain, `MAX_TERMS` terms per expression, `MAX_CHAINS` chains per
 round; chains in e-class order, each op the source's own: deterministic. A fused eop
@@ -34,9 +36,9 @@ from einsat.egraph.data import ABSENT, EGraphData, ENode
 from einsat.egraph.rules import Generator
 from einsat.egraph.terms import Term
 from einsat.errors import EinsatError
-from einsat.ir.expr.compose import compact, compose, constant_input, size
+from einsat.ir.expr.compose import compact, compose, constant_input, row_form, size
 from einsat.ir.expr.measure import is_memory_bound
-from einsat.ir.expr.nodes import Expr
+from einsat.ir.expr.nodes import Expr, scopes
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
@@ -177,6 +179,8 @@ def fuse_chains(session, data: EGraphData) -> int:
         out_t = cls.type
         if any(data.classes[c].type.dtype != out_t.dtype for c in children) or not children:
             continue
+        if scopes(e) and row_form(e) is None:
+            continue  # reductions a row kernel cannot run (not over the trailing dims): no fused kernel pays
         chains += 1
         text = fingerprint(e)
         if any(n.op is Op.EOP and n.attrs.get("expr") == text and list(n.children) == children for n in cls.nodes):

@@ -230,3 +230,10 @@ def test_a_fused_eop_exports_to_onnx_as_its_ops_and_runs_on_onnxruntime(form):
     g = check_op(Op.EOP, arrays, {"expr": eop.attrs["expr"]}, rtol=1e-5, atol=1e-5)  # NumPy vs onnxruntime
     ops = {n.op_type for n in to_onnx(g).graph.node}
     assert not ops & {"Gather", "Range"}, ops  # element-wise ops and reductions, no index grid
+
+
+def test_a_reduction_along_a_leading_axis_is_not_fused():
+    b = GraphBuilder("lead")
+    x = b.input("x", (4, 6), F)
+    _, data, root = _session_of(b.build(b.softmax(b.mul(x, b.const(0.5, F)), axis=0)))
+    assert not any(n.op is Op.EOP for n in data.classes[root].nodes)  # no row kernel runs it

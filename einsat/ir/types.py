@@ -13,6 +13,13 @@ _SHORT = {
 }
 
 
+def is_float(dtype) -> bool:
+    """A floating-point dtype: NumPy's (kind 'f') or ml_dtypes' bfloat16, which NumPy files under
+    kind 'V' (`np.issubdtype(bfloat16, np.floating)` is False)."""
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
 @dataclass(frozen=True, slots=True)
 class TensorType:
     """A tensor's static shape and element type. Dims are non-negative ints."""

@@ -32,6 +32,7 @@ import numpy as np
 
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Op
+from einsat.ir.types import is_float
 
 MIN_VARYING = 0.1  # of an output's elements, varying between two input draws
 # ops whose operands can be exchanged without changing the result (element-wise, broadcasting)
@@ -44,7 +45,7 @@ def varying(a0: np.ndarray, a1: np.ndarray, tol: float) -> float:
     more than the allowed error `tol * (|a0| + max|a0|)` (exactly, for `tol == 0`)."""
     if a0.size == 0 or a0.shape != a1.shape:
         return 0.0
-    if tol == 0.0 or not np.issubdtype(a0.dtype, np.floating):
+    if tol == 0.0 or not is_float(a0.dtype):
         return float(np.mean(a0 != a1))
     x, y = a0.astype(np.float64), a1.astype(np.float64)
     finite = np.isfinite(x) & np.isfinite(y)
@@ -84,7 +85,7 @@ def _same_attrs(a: Node, b: Node) -> bool:
 
 def _comparable(reference: Graph, candidate: Graph, a: str, b: str) -> bool:
     return bool(a) and bool(b) and reference.producer(a) is not None and candidate.producer(b) is not None \
-        and reference.types[a] == candidate.types[b] and np.issubdtype(reference.types[a].dtype, np.floating)
+        and reference.types[a] == candidate.types[b] and is_float(reference.types[a].dtype)
 
 
 def feeding_orders(reference: Graph, candidate: Graph, out_ref: str, out_cand: str) -> list[list[tuple[str, str]]]:

@@ -100,3 +100,13 @@ def test_every_float_op_of_a_block_runs_in_half_on_the_reference(dtype):
                       {"x": x.astype(np.float32)})["y"]
     u = unit_roundoff(dtype)
     assert np.max(np.abs(out.astype(np.float64) - wide) / (np.abs(wide) + np.abs(wide).max())) < 16 * u
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+def test_clip_and_relu6_take_half(dtype):
+    """Clip (MobileNet's relu6) is a float op in bf16 too (NumPy files bfloat16 under kind 'V')."""
+    b = GraphBuilder("relu6")
+    g = b.build(b.clip(b.input("x", (2, 8), dtype), low=0.0, high=6.0), names=["y"])
+    x = (np.arange(16, dtype=np.float32).reshape(2, 8) - 4).astype(dtype)
+    y = einsat.run(g, {"x": x})["y"]
+    assert y.dtype == dtype and np.array_equal(y.astype(np.float32), np.clip(x.astype(np.float32), 0, 6))

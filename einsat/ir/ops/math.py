@@ -14,7 +14,7 @@ import numpy as np
 from einsat.ir.ops.elementwise import _Binary, _Unary
 from einsat.ir.ops.onnx_args import const_input
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register, same_dtype
-from einsat.ir.types import TensorType
+from einsat.ir.types import TensorType, is_float
 
 
 def _unary(name: str, op: Op, onnx: str, fn, cost: int = 1, doc: str = "", multilinear: bool = False) -> type[OpDef]:
@@ -62,7 +62,7 @@ class Clip(_Unary):
     attrs = {"low": Attr("float", float("-inf")), "high": Attr("float", float("inf"))}
 
     def infer(self, types, attrs):
-        if types[0].dtype.kind != "f":
+        if not is_float(types[0].dtype):
             raise ShapeError(f"clip takes a floating-point input, got {types[0]}")
         return [types[0]]
 
@@ -71,7 +71,7 @@ class Clip(_Unary):
         return [np.minimum(np.maximum(x, x.dtype.type(attrs["low"])), x.dtype.type(attrs["high"]))]
 
     def from_onnx(self, ctx, onode):
-        if ctx.type(onode.input[0]).dtype.kind != "f":
+        if not is_float(ctx.type(onode.input[0]).dtype):
             raise ctx.not_representable(f"Clip of {ctx.type(onode.input[0])} (einsat's clips floating point)")
         bounds = {}
         for k, name, default in ((1, "low", -np.inf), (2, "high", np.inf)):

@@ -72,3 +72,24 @@ def test_depth_counts_roundings_not_layout():
     # the input's cast rounds (1), relu and transpose are exact (0), add rounds (1), the cast out widens (0)
     assert d["y"] == 2
     assert check_conversion(g, h, "bf16").outputs[0].depth == 2
+
+
+def rotary(seq: int = 256, half_dim: int = 8):
+    """A rotary embedding's tables: cos and sin of positions times frequencies (angles up to 255)."""
+    b = GraphBuilder("rope")
+    pos = b.cast(b.unsqueeze(b.input("positions", (1, seq), np.int64), axes=[-1]), dtype="float32")
+    inv_freq = b.weight("inv_freq", 10000.0 ** (-np.arange(half_dim, dtype=np.float32) / half_dim))
+    angle = b.mul(pos, inv_freq)
+    x = b.input("x", (1, seq, half_dim))
+    return b.build(b.add(b.mul(x, b.cos(angle)), b.mul(x, b.sin(angle))), names=["y"])
+
+
+def test_rotary_angles_stay_fp32_and_a_half_angle_is_refused():
+    g = rotary()
+    examples = {"positions": np.arange(256, dtype=np.int64)[None], "x": np.ones((1, 256, 8), np.float32)}
+    assert verify_conversion(g, convert(g, "bf16"), "bf16", inputs=examples).ok
+    from einsat.ir.precision import KEPT, STATISTICS
+    planted = convert(g, "bf16", policy=Policy(fp32=STATISTICS | KEPT, trig=frozenset()))  # angles in bf16
+    with pytest.raises(PrecisionError) as err:
+        verify_conversion(g, planted, "bf16", inputs=examples)
+    assert err.value.report.first_growth_op in ("cos", "sin")

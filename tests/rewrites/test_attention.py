@@ -18,6 +18,9 @@ from einsat.ir.registry import Op
 from einsat.rewrites.algebra.attention import attention_generator
 from tests.rewrites.harness import F64, Case, check_sound, dims, fill, leaves, parametrize
 
+# a fully masked row (-inf mask) is NaN in softmax, as the guarded forms expect
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+
 
 def _qkv(rank: int):
     """q [.., Sq, D], k [.., Sk, D], v [.., Sk, Dv], m [.., 1, Sk] (batch dims equal)."""
@@ -58,6 +61,23 @@ def _finite_mask(b, t):
                    b.const(-1e4, F64, name="drop"))
 
 
+def _inf_mask(b, t):
+    """The legacy (TorchScript) exports' mask: where(cond, 0, -inf), and query 0 sees no key (its
+    softmax row is NaN, the guard zeroes it)."""
+    cut = np.zeros((t["q"].type.shape[-2], 1))
+    cut[0] = np.inf
+    return b.where(b.greater(t["m"], b.const(cut, F64, name="cut")), b.const(0.0, F64, name="keep"),
+                   b.const(-np.inf, F64, name="drop"))
+
+
+def _guarded_inf_chain(b, t, p):
+    """HF's legacy-exported attention: the scale split over q and kᵀ (√scale each there; here 0.5 and
+    2·scale, exact in float64), a -inf mask, the isnan guard."""
+    scores = b.matmul(b.mul(t["q"], b.const(0.5, F64, name="sq")),
+                      b.mul(_kt(b, t["k"]), b.const(2 * p["scale"], F64, name="sk")))
+    return b.matmul(_guarded(b, b.softmax(b.add(scores, _inf_mask(b, t)), axis=-1)), t["v"])
+
+
 FORMS = [  # (name, lhs, rhs)
     ("times-scalar", lambda b, t, p: _chain(b, t, p, b.mul(b.matmul(t["q"], _kt(b, t["k"])), b.const(p["scale"], F64))),
      lambda b, t, p: _att(b, t, p, p["scale"])),
@@ -81,6 +101,9 @@ FORMS = [  # (name, lhs, rhs)
                                                                 b.const(p["scale"], F64)), _finite_mask(b, t)),
                                                     axis=-1)), t["v"]),
      lambda b, t, p: b.attention(t["q"], t["k"], t["v"], _finite_mask(b, t), scale=p["scale"])),
+    ("isnan-guard-inf-mask",  # the guard over a mask with -inf: the same guard on the output
+     _guarded_inf_chain,
+     lambda b, t, p: _guarded(b, b.attention(t["q"], t["k"], t["v"], _inf_mask(b, t), scale=p["scale"]))),
 ]
 CASES = [Case("attention", QKV, lhs, rhs, variant=name) for name, lhs, rhs in FORMS]
 
@@ -121,11 +144,34 @@ def test_float64_scales_that_are_no_float32_stay_chains(p):
 
 @settings(max_examples=3, deadline=None)
 @given(QKV)
-def test_an_isnan_guard_over_a_mask_that_may_be_infinite_stays(p):
-    """A mask input may hold -inf: a fully masked row is NaN in the chain, 0 under the guard."""
+def test_an_isnan_guard_over_a_mask_that_may_be_infinite_is_kept_on_the_output(p):
+    """A mask input may hold -inf: a fully masked row is NaN in the chain, 0 under the guard. The
+    class gets where(isnan(attention), 0, attention), never the bare attention."""
     case = Case("attention", QKV, lambda b, t, p: _chain(b, t, p, b.matmul(t["q"], _kt(b, t["k"])), guard=True), None)
-    _, _, report = run_generator(case, p)
-    assert not report.rules.get("attention") or report.rules["attention"].matches == 0
+    s, left, report = run_generator(case, p)
+    assert report.rules["attention"].matches >= 1
+    (guarded,) = s.add_graph(case.program(lambda b, t, p: _guarded(b, _att(b, t, p, 1.0)), p, "guarded"), root=False)
+    (bare,) = s.add_graph(case.program(lambda b, t, p: _att(b, t, p, 1.0), p, "bare"), root=False)
+    assert s.equivalent(left, guarded) and not s.equivalent(left, bare)
+
+
+def test_the_guarded_form_zeroes_a_fully_masked_row_where_bare_attention_is_nan():
+    """The case `isnan-guard-inf-mask` does exercise a NaN row (query 0 sees no key)."""
+    rng = np.random.default_rng(1)
+    shapes = {"q": (2, 3, 4), "k": (2, 5, 4), "v": (2, 5, 6), "m": (2, 1, 5)}
+    feeds = {n: rng.standard_normal(sh) for n, sh in shapes.items()}
+    outs = []
+    for name, f in (("lhs", _guarded_inf_chain), ("rhs", FORMS[-1][2]),
+                    ("bare", lambda b, t, p: b.attention(t["q"], t["k"], t["v"], _inf_mask(b, t), scale=0.5))):
+        b = einsat.GraphBuilder(name)
+        t = {n: b.input(n, sh, F64) for n, sh in shapes.items()}
+        g = b.build(f(b, t, {"scale": 0.5}))
+        with np.errstate(invalid="ignore"):
+            outs.append(einsat.run(g, feeds)[g.outputs[0]])
+    lhs, rhs, bare = outs
+    assert np.isnan(bare[:, 0]).all() and not np.isnan(bare[:, 1:]).any()
+    assert (lhs[:, 0] == 0).all() and (rhs[:, 0] == 0).all()
+    np.testing.assert_allclose(rhs, lhs, rtol=1e-12, atol=1e-12)
 
 
 def test_softmax_over_another_axis_stays():
@@ -164,3 +210,18 @@ def test_bert_tensat_under_h100_extracts_attention():
     want = einsat.run(g, {g.inputs[0]: x})[g.outputs[0]]
     got = einsat.run(out, {out.inputs[0]: x})[out.outputs[0]]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_legacy_llama_prefill_under_h100_extracts_attention():
+    """The TorchScript export: √scale on q and on kᵀ, a Where-built -inf mask, the isnan guard."""
+    from tests.ir.test_hf_llm_models import feeds
+    from tests.ir.test_models import MODELS
+    inputs = feeds("llama_prefill_legacy")
+    g = einsat.load_onnx(MODELS / "hf_llama_prefill_legacy.onnx", fill_weights="random",
+                         input_shapes={k: v.shape for k, v in inputs.items()})
+    assert Op.ATTENTION not in [n.op for n in g.nodes]
+    softmaxes = sum(n.op is Op.SOFTMAX for n in g.nodes)
+    result = einsat.optimize(g, inputs, cost="h100", limits=Limits(iterations=1))
+    ops = [n.op for n in result.graph.nodes]
+    assert ops.count(Op.ATTENTION) == softmaxes == 2 and Op.SOFTMAX not in ops
+    assert result.report.verification.status == "proved"

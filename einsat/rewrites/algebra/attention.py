@@ -19,6 +19,11 @@ over the last axis, it reads, in the e-graph:
   construction (absent, a finite constant, or `where(cond, a, b)` of finite scalar constants: HF
   BERT's and GPT-2's padding and causal masks): the scores are then finite for finite q and k,
   no softmax row is NaN, and the guard is the identity;
+- the same guard over a mask that may hold -inf (the legacy TorchScript exports of HF's LLMs:
+  `where(cond, 0, -inf)`, the scale split as √scale on q and on kᵀ): a softmax row is all NaN
+  (every score -inf, or a NaN among them: the row's sum is NaN) or has none, so the guard zeroes
+  whole rows of p, and for finite v the rows of p @ v it zeroes are those NaN in attention's
+  result: the class gets `where(isnan(attention(..)), 0, attention(..))` (a scalar 0);
 
 and unions the class with `attention(q, k, v, mask; scale)`. Scales are float32 attributes: in a
 float64 program the rewrite fires only where the scale is exactly a float32 (0.125, 1/sqrt(64)),
@@ -130,7 +135,9 @@ def _broadcasts(mask_shape, scores_shape) -> bool:
 
 
 def _forms(r: _Reader, cid: int):
-    """(q, k or None (transpose kt), kt, v, mask, scale) for each attention the class computes."""
+    """(q, k or None (transpose kt), kt, v, mask, scale, zero) for each attention the class computes:
+    zero None for `attention(..)` itself, else the class of the scalar 0 in PyTorch's guard over a
+    mask that may hold -inf, for `where(isnan(attention(..)), 0, attention(..))`."""
     out = []
     t = r.type(cid)
     if t is None or t.rank < 2 or not np.issubdtype(t.dtype, np.floating):
@@ -140,10 +147,10 @@ def _forms(r: _Reader, cid: int):
         tp, tv = r.type(p), r.type(v)
         if tp is None or tv is None or tp.rank < 2 or tv.rank < 2:
             continue
-        probs = [(p, False)] + [(n.children[2], True) for n in r.nodes(p, Op.WHERE)
-                                if n.children[2] in [c for m in r.nodes(n.children[0], Op.ISNAN) for c in m.children]
-                                and r.zero(n.children[1])]
-        for pc, guarded in probs:
+        probs = [(p, None)] + [(n.children[2], n.children[1]) for n in r.nodes(p, Op.WHERE)
+                               if n.children[2] in [c for m in r.nodes(n.children[0], Op.ISNAN) for c in m.children]
+                               and r.zero(n.children[1])]
+        for pc, guard in probs:
             for sm in r.nodes(pc, Op.SOFTMAX):
                 if sm.attrs["axis"] != tp.rank - 1:
                     continue
@@ -156,8 +163,13 @@ def _forms(r: _Reader, cid: int):
                                 and _broadcasts(tm.shape, tp.shape):
                             masked.append((s, m))
                 for s, m in masked:
-                    if guarded and m is not None and not r.finite(m):
-                        continue
+                    zero = None
+                    if guard is not None and m is not None and not r.finite(m):
+                        # a row of softmax is all NaN or none: the guard zeroes whole rows, which
+                        # the same guard on the output does (for finite v); it needs a scalar 0
+                        if r.scalar(guard) != 0.0:
+                            continue
+                        zero = guard
                     for raw, f0 in r.scaled(s):
                         for prod in r.nodes(raw, Op.MATMUL):
                             for q, f1 in r.scaled(prod.children[0]):
@@ -170,7 +182,7 @@ def _forms(r: _Reader, cid: int):
                                     scale = _scale_attr(f0 * f1 * f2, t.dtype)
                                     if scale is None:
                                         continue
-                                    out.extend((q, k, kt, v, m, scale) for k in ks)
+                                    out.extend((q, k, kt, v, m, scale, zero) for k in ks)
     return out
 
 
@@ -180,20 +192,23 @@ def attention_terms(session, data: EGraphData) -> int:
                   for n in cls.nodes if n.op is Op.TRANSPOSE}
     unions = 0
     for cid in sorted(data.classes):
-        have = {(n.children, n.attrs["scale"]) for n in r.nodes(cid, Op.ATTENTION)}
+        have = {(n.children, n.attrs["scale"], None) for n in r.nodes(cid, Op.ATTENTION)}
+        have |= {(a.children, a.attrs["scale"], w.children[1]) for w in r.nodes(cid, Op.WHERE)
+                 for a in r.nodes(w.children[2], Op.ATTENTION)}
         added = 0
-        for q, k, kt, v, m, scale in _forms(r, cid):
+        for q, k, kt, v, m, scale, zero in _forms(r, cid):
             if added >= MAX_FORMS:
                 break
             perm = _swap_last(r.type(kt).rank)
             if k is None:
                 k = transposes.get((kt, perm))
             kids = (q, k, v) if m is None else (q, k, v, m)  # an export leaves trailing absent inputs out
-            if k is not None and (kids, scale) in have:
+            if k is not None and (kids, scale, zero) in have:
                 continue
             kterm = k if k is not None else Term(Op.TRANSPOSE, (kt,), {"perm": perm})
-            session.union(cid, Term(Op.ATTENTION, (q, kterm, v, m), {"scale": scale, "causal": 0}))
-            have.add((kids, scale))
+            att = Term(Op.ATTENTION, (q, kterm, v, m), {"scale": scale, "causal": 0})
+            session.union(cid, att if zero is None else Term(Op.WHERE, (Term(Op.ISNAN, (att,)), zero, att)))
+            have.add((kids, scale, zero))
             unions += 1
             added += 1
     return unions
@@ -202,7 +217,7 @@ def attention_terms(session, data: EGraphData) -> int:
 def attention_generator() -> Generator:
     return Generator("attention", "softmax(q @ kᵀ · s + mask) @ v = attention(q, k, v, mask; s)  (s a scalar "
                      "weight: · s, s ·, / s, or split over q and kᵀ; PyTorch's where(isnan(p), 0, p) when "
-                     "the mask is finite)", attention_terms)
+                     "the mask is finite; else the guard on the output)", attention_terms)
 
 
 def _expand(r: int, masked: bool) -> str:

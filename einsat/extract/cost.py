@@ -80,6 +80,37 @@ def flops_and_bytes(op: Op, attrs, ins, outs) -> tuple[float, float]:
     return flops, float(d.bytes(ins, outs, attrs))
 
 
+FUSED_CORE = {Op.FUSED_MATMUL: Op.MATMUL, Op.FUSED_CONV: Op.CONV}
+
+
+def separate_epilogue(op: Op, attrs, ins, outs) -> tuple[tuple[Op, dict, list, list], tuple[float, float]] | None:
+    """Where einsat's GPU runtime runs an op as a vendor call plus an element-wise kernel of its
+    own after it: ((the core op, its attrs, inputs, outputs), (the kernel's FLOPs, its bytes)),
+    else None.
+
+    The facts are the lowering's (`einsat.gpu.lower.fused`, `conv`): `fused_matmul` is a cuBLAS
+    GEMM (alpha/beta only) and `fused_conv` a cuDNN convolution forward, each followed by one
+    kernel reading the product, the bias and the residual present and writing act(y + bias +
+    residual); with neither addend nor activation there is no kernel after. A `conv` or
+    `conv_transpose` with a bias runs its bias add as a kernel after cuDNN's call. The kernel
+    pays a launch and its bytes, so a fused op's epilogue is not free beside the ops it replaces.
+    """
+    out = outs[0] if outs else None
+    if op in FUSED_CORE:
+        addends = [t for t in ins[2:4] if t is not None]
+        activation = attrs.get("activation", "none")
+        if not addends and activation == "none":
+            return None
+        from einsat.ir.ops.fused import activation_flops
+        core_attrs = {k: v for k, v in attrs.items() if k != "activation"}
+        flops = len(addends) * out.size + activation_flops(activation, out)
+        moved = 2 * out.nbytes + sum(t.nbytes for t in addends)
+        return (FUSED_CORE[op], core_attrs, list(ins[:2]), list(outs)), (float(flops), float(moved))
+    if op in (Op.CONV, Op.CONV_TRANSPOSE) and len(ins) > 2 and ins[2] is not None:
+        return (op, dict(attrs), list(ins[:2]), list(outs)), (float(out.size), float(2 * out.nbytes + ins[2].nbytes))
+    return None
+
+
 class RooflineCost(CostModel):
     """Roofline time of one kernel: `launch + max(flops / peak, bytes / bandwidth)`.
 
@@ -109,8 +140,17 @@ class RooflineCost(CostModel):
             return 0.0
         if d.view:
             return self.device.view_us
+        split = separate_epilogue(op, attrs, ins, outs)
+        if split is not None:  # the vendor call, then the runtime's element-wise kernel
+            (core, core_attrs, core_ins, core_outs), (flops, moved) = split
+            dtype = core_outs[0].dtype
+            return self.node_cost(core, core_attrs, core_ins, core_outs) + self.kernel_us(dtype, flops, moved, False)
         flops, moved = flops_and_bytes(op, attrs, ins, outs)
         ref = next((t for t in outs if t is not None), None) or next(t for t in ins if t is not None)
-        peak = self.device.peak_flops(ref.dtype, d.tensor_core is not None, self.tf32)
+        return self.kernel_us(ref.dtype, flops, moved, d.tensor_core is not None)
+
+    def kernel_us(self, dtype, flops: float, moved: float, tensor_core: bool) -> float:
+        """One kernel's roofline time."""
+        peak = self.device.peak_flops(dtype, tensor_core, self.tf32)
         seconds = max(flops / peak, moved / self.device.bandwidth)
         return self.device.launch_us + seconds * 1e6

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from einsat.errors import EinsatError
-from einsat.extract.cost import CostModel, RooflineCost, flops_and_bytes
+from einsat.extract.cost import CostModel, RooflineCost, flops_and_bytes, separate_epilogue
 from einsat.extract.devices import CPU, DEVICES, H100, Device
 from einsat.extract.profile_db import MODES, ProfileDB, committed_profile
 from einsat.ir.registry import Op, opdef
@@ -217,6 +217,11 @@ class CalibratedRoofline(CostModel):
         fam = family(op)
         if fam == "view":
             return self.view_us
+        split = separate_epilogue(op, attrs, ins, outs)
+        if split is not None:  # the vendor call, then the runtime's element-wise kernel
+            (core, core_attrs, core_ins, core_outs), (flops, moved) = split
+            return self.node_cost(core, core_attrs, core_ins, core_outs) + float(
+                self.families["kernel"].time(flops, moved))
         flops, moved = flops_and_bytes(op, attrs, ins, outs)
         return float(self.families[fam].time(flops, moved))
 

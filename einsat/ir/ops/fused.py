@@ -5,7 +5,9 @@
 
 These are what cuDNN's conv-bias-activation and cuBLASLt's epilogues run as one kernel: the
 intermediate tensors are never written. The rewrites of `einsat.rewrites.post.fusion` create
-them; the cost model sees the saved bytes and launches. `activation` is one of `none`, `relu`,
+them; the cost model sees the saved bytes and launches. einsat's own GPU runtime runs the vendor
+call, then the epilogue as one element-wise kernel of its own (`gpu/lower/fused.py`), and its cost
+models charge that kernel (`extract.cost.separate_epilogue`). `activation` is one of `none`, `relu`,
 `sigmoid`, `tanh`. A residual has the output's shape; fused_matmul's bias broadcasts to the
 output's shape (a [N] vector, typically). ONNX has no such ops: export expands each into Conv or
 MatMul, Add and the activation.

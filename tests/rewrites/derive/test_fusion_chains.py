@@ -186,6 +186,21 @@ def test_a_gelu_chain_after_a_linear_layer_is_one_eop_under_h100():
     assert not any(n.op in (Op.ERF, Op.DIV) for n in result.graph.nodes)
 
 
+def test_a_bert_layer_extracts_its_layernorms_as_eops_under_h100():
+    """Each residual add and layernorm (and the projection's bias add) is one eop: fused_matmul's
+    epilogue runs as a kernel of its own on the GPU runtime, so taking the adds into it does not
+    leave the norm alone for free (#29)."""
+    import einsat
+    from benchmarks.workloads.transformer import bert
+    g = bert(seq=16, hidden=64, heads=2, layers=1, ffn=256)
+    result = einsat.optimize(g, cost="h100", rules=_without_attention())
+    norms = [e for e in _kept_eops(result.graph) if "(sqrt " in e]
+    assert len(norms) == 2
+    assert not any(n.op is Op.LAYERNORM for n in result.graph.nodes)
+    model = cost_model("h100")
+    assert model.graph_cost(result.graph) < model.graph_cost(g)
+
+
 def test_an_unmeasured_fused_eop_is_charged_its_external_inputs_and_output():
     from einsat.extract.cost import RooflineCost
     from einsat.extract.devices import H100

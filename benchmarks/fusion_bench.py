@@ -118,15 +118,14 @@ def write(rows: list[dict], cost: str, seq: int, commit: str | None = None) -> N
     lines += ["", "## What the modeled figures say", "",
               "- A fused eop is charged one launch and its external inputs and output once (its roofline); "
               "an unfused chain a launch and a round trip per op.",
-              "- Where a GEMM precedes a layernorm or a masked softmax, the residual, bias and mask adds go into "
-              "`fused_matmul`'s epilogue, which the model charges next to nothing (no measured signature; "
-              "`gpu/lower/fused.py` runs that epilogue as a kernel of its own), and the norm or softmax stays "
-              "alone: the fused eop is in the e-graph but loses by about half a µs per layer. Charged its "
-              "epilogue kernel (a launch and its bytes; tried at 3c3b06d, not committed: the vendor-fusion work "
-              "may make that epilogue part of the library call), the same run kept every chain fused: BERT-base "
-              "norm 25, softmax 12, GELU 12 (1505.8 → 1334.8 µs modeled, 263 → 201 kernels), GPT-2 softmax 12, "
-              "GELU 12 (1543.4 → 1326.7 µs; its 25 layernorms read a residual sum the next residual add reads "
-              "too, so they stay alone).",
+              "- `fused_matmul` and `fused_conv` are charged what the GPU runtime runs (`gpu/lower/fused.py`): "
+              "the vendor call (cuBLAS GEMM, cuDNN convolution) and, where there is a bias, a residual or an "
+              "activation, one element-wise kernel after it, a launch and its bytes "
+              "(`extract.cost.separate_epilogue`; a measured signature times both). Taking the residual, bias "
+              "and mask adds into that epilogue thus costs what running them beside the norm or softmax "
+              "costs, and the fused eop that takes them wins: BERT-base keeps every chain fused. GPT-2's 25 "
+              "layernorms stay alone: each reads a residual sum that the next residual add reads too, and an "
+              "eop has one output (it cannot hand the sum on), so the generator offers no eop holding the sum.",
               "- bert_tensat's gain is mostly one measured figure: the profile's standalone softmax of "
               "[16, 64, 64] took 41 µs on the H100 (`reduce.softmax_kernel` runs a thread per 64-long row, its "
               "loads a row apart), against the fused eop's roofline of about 2 µs (its row kernel runs a warp "

@@ -107,7 +107,9 @@ def test_llama_uses_grouped_query_heads_and_the_8b_dimensions():
     g = small("llama_decode")
     d = 64 // 4
     assert g.types["past_key"].shape == (1, 2, 16, d)
-    widths = sorted(g.types[n.inputs[1]].shape for n in g.nodes if n.op is einsat.Op.MATMUL and n.inputs[1] in g.weights)
+    widths = sorted(
+        g.types[n.inputs[1]].shape for n in g.nodes if n.op is einsat.Op.MATMUL and n.inputs[1] in g.weights
+    )
     assert widths == sorted([(64, 64), (64, 2 * d), (64, 2 * d), (64, 64), (64, 96), (64, 96), (96, 64)])
     assert LLAMA3_8B == {"hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336, "theta": 500000.0}
     assert LLM["llama_prefill"].defaults["seq"] == 512 and LLM["llama_decode"].defaults["past"] == 2048

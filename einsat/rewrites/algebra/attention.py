@@ -32,7 +32,12 @@ is the program's own.
 
 The backward direction is an egglog rule (`attention-expand`): a non-causal attention equals its
 chain, with the scale as a `Fill` scalar. Causal attention keeps its op (its triangle is no
-e-graph term).
+e-graph term). It runs in the first step only, before the generator: it expands the attention
+ops the input program holds (so the extraction may still choose their chain), never the
+generator's, whose class already holds the chain it was read from. Expanding those too made a
+second chain per attention (a `Fill` scale, kᵀ as a transpose of a transpose) for the scalar and
+AC rules to work over: on a BERT-base layer 22% more e-nodes, 52% more matches, and no
+saturation within the default 10 steps.
 """
 
 from __future__ import annotations
@@ -238,4 +243,4 @@ def attention_rules() -> Ruleset:
     return Ruleset("attention", (
         Rule("attention-expand", "attention(q, k, v, mask; s) = softmax(q @ kᵀ · s + mask) @ v  (not causal)",
              "\n".join(_expand(r, masked) for r in (2, 3, 4) for masked in (False, True))),
-    ))
+    ), first_steps=1)

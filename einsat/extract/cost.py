@@ -118,7 +118,9 @@ class RooflineCost(CostModel):
     `tf32=True`; einsat's GPU backend runs strict fp32 by default), everything else the CUDA-core
     peak. Views cost the device's `view_us`; sources cost 0 (the registry's `tensor_core`, `view`
     and `source` facts). FLOPs and bytes come from the op registry, which counts more of both for
-    larger tensors: the model is monotone.
+    larger tensors: the model is monotone. An op the GPU runtime runs as a vendor call and an
+    element-wise kernel after it (`separate_epilogue`: a fused op's epilogue, a conv's bias) is
+    charged both kernels.
     """
 
     def __init__(self, device: Device | str, tf32: bool = False):

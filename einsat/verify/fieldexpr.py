@@ -104,8 +104,8 @@ class Eop(Rule):
         return F.sum_mod(body, axis=-1)
 
     def _body(self, node, b, values, ins, shapes, done) -> np.ndarray:
-        if isinstance(b, Const):
-            return F.embed(np.float64(b.value))
+        if isinstance(b, Const):  # a folded 1/n is the fraction it rounds from, as the reference's exact
+            return F.embed_constant(np.float64(b.value))  # division by n and its constants are (`embed_constant`)
         if isinstance(b, Guard):
             i = np.asarray(b.idx.evaluate(values))
             inner = self._body(node, b.value, values, ins, shapes, done)

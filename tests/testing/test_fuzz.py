@@ -114,3 +114,28 @@ def test_a_weight_inlined_into_an_eop_is_checked_numerically_only():
         return out.replace(nodes=[Node(node.op, node.inputs, node.outputs, attrs, node.name)])
 
     assert check_transform(wrong_constant, graph) is not None
+
+
+def test_a_mean_folded_into_an_eop_is_exact_over_the_field():
+    """einsat fuzz --seed 2 (#27): mean(x + x) over 3 elements fuses into an eop multiplying by
+    the literal 0.3333333333333333; over the field it is 1/3, as the reference's exact division
+    by 3 is (a literal 0.3 is 3/10 and still differs)."""
+    import numpy as np
+
+    import einsat
+    from einsat.ir import GraphBuilder
+
+    b = GraphBuilder("random")
+    x0 = b.input("x0", (3,), np.float32)
+    graph = b.build(b.reduce_mean(b.add(x0, x0, name="add1"), axes=(0,), keepdims=0, name="reduce_mean2"))
+    optimized = fuzz_module.optimize_transform(einsat.optimize)
+    assert check_transform(optimized, graph) is None
+
+    def wrong_mean(g: Graph) -> Graph:
+        (node,) = optimized(g).nodes
+        assert node.op is Op.EOP and "0.3333333333333333" in node.attrs["expr"]
+        attrs = {**node.attrs, "expr": node.attrs["expr"].replace("0.3333333333333333", "0.3")}
+        return g.replace(nodes=[Node(node.op, node.inputs, node.outputs, attrs, node.name)])
+
+    message = check_transform(wrong_mean, graph)
+    assert message is not None

@@ -36,6 +36,7 @@ from einsat.extract.extraction import METHODS
 from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
 from einsat.ir.precision import convert, half_dtype
+from einsat.ir.types import is_float
 from einsat.memory import MemoryWatch
 from einsat.optimize_report import Report, SaturationSummary, Verification
 from einsat.progress import ProgressEvent
@@ -507,7 +508,7 @@ def verification_plan(reference: Graph, trials: int | None = None, examples: dic
     trials) each; see there."""
     if trials is None:
         trials = 2 if reference.flops() < 2e9 else 1
-    indexed = any(not np.issubdtype(t.dtype, np.floating) for t in reference.input_types().values())
+    indexed = any(not is_float(t.dtype) for t in reference.input_types().values())
     plan = [] if examples is None else [(examples, trials)]
     if not (examples is not None and indexed):
         plan.append((None, trials))
@@ -598,7 +599,7 @@ def weights_hint(graph: Graph) -> str | None:
                 "not hold them): import it with fill_weights='random' (--fill-weights random on the command "
                 "line) to give them seeded random values")
     flat = sorted(n for n, a in graph.weights.items()
-                  if a.size > 1 and np.issubdtype(a.dtype, np.floating) and np.all(a == a.reshape(-1)[0]))
+                  if a.size > 1 and is_float(a.dtype) and np.all(a == a.reshape(-1)[0]))
     if flat:
         shown = ", ".join(map(repr, flat[:3])) + (", ..." if len(flat) > 3 else "")
         return (f"{len(flat)} of its weights {'holds' if len(flat) == 1 else 'hold'} one value in every element "

@@ -326,3 +326,19 @@ def test_optimize_prints_nothing_on_stdout():
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
+
+
+def test_bfloat16_values_count_as_floats_in_the_verification_plan_and_the_weights_hint():
+    """bfloat16 (ml_dtypes) is a float though NumPy files it under kind 'V': a half program's
+    bf16 inputs are drawn at random beside given examples, as float inputs are, and its
+    placeholder weights (one value everywhere) are named, as fp32 ones are."""
+    from einsat.optimize import verification_plan, weights_hint
+
+    bf16 = np.dtype("bfloat16")
+    b = GraphBuilder("bf16_dense")
+    x = b.input("x", (4, 8), dtype=bf16)
+    g = b.build(b.matmul(x, b.weight("w", np.full((8, 3), 0.5, dtype=bf16))))
+    examples = {"x": np.ones((4, 8), bf16)}
+    assert [inputs is None for inputs, _ in verification_plan(g, examples=examples)] == [False, True]
+    hint = weights_hint(g)
+    assert hint is not None and "'w'" in hint

@@ -111,3 +111,19 @@ def test_bad_attention_inputs_are_named():
         b.attention(q, k, b.input("v3", (2, 5, 3)), b.input("m", (2, 4, 4)))
     with pytest.raises(AttributeValueError, match="causal"):
         b.attention(q, k, b.input("v4", (2, 5, 3)), causal=2)
+
+
+def test_attention_takes_bfloat16_as_a_float(rng):
+    """bfloat16 is a float (ml_dtypes; NumPy files it under kind 'V'): the op infers on it and the
+    reference computes in fp32 from the half operands and rounds once, as the half programs do."""
+    bf16 = np.dtype("bfloat16")
+    q, k, v = (rng.standard_normal(s).astype(np.float32).astype(bf16) for s in ((2, 5, 8), (2, 7, 8), (2, 7, 4)))
+    b = GraphBuilder("bf16_attention")
+    out = b.attention(*(b.input(n, a.shape, dtype=a.dtype) for n, a in zip("qkv", (q, k, v))))
+    g = b.build(out)
+    assert g.types[g.outputs[0]] == TensorType((2, 5, 4), bf16)
+    (got,) = einsat.run(g, dict(zip("qkv", (q, k, v)))).values()
+    want = reference(*(a.astype(np.float64) for a in (q, k, v)), None, 1 / math.sqrt(8), False)
+    assert got.dtype == bf16
+    # one rounding to bfloat16 (8 significand bits) of a value computed exactly from the same operands
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=2**-8, atol=2**-8 * np.abs(want).max())

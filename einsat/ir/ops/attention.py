@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, one_of, register, same_dtype
-from einsat.ir.types import TensorType
+from einsat.ir.types import TensorType, is_float
 
 _BIT = one_of(0, 1)
 
@@ -90,7 +90,7 @@ class Attention(OpDef):
         mask = types[3] if len(types) > 3 else None
         _, out = attention_shapes(q.shape, k.shape, v.shape, mask.shape if mask is not None else None)
         dt = same_dtype(types)
-        if not np.issubdtype(dt, np.floating):
+        if not is_float(dt):
             raise ShapeError(f"attention needs float inputs, got {dt.name}")
         return [TensorType(out, dt)]
 

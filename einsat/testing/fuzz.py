@@ -100,10 +100,18 @@ def _inlined_weights(graph: Graph, out: Graph) -> list[str]:
     eop reads a scalar weight as a constant of its expression (over the field a weight is a
     variable, a constant is not, so the two programs differ there by construction)."""
     from einsat.ir.registry import Op
-    if not any(n.op is Op.EOP for n in out.nodes):
+    exprs = [str(n.attrs.get("expr", "")) for n in out.nodes if n.op is Op.EOP]
+    if not exprs:
         return []
     have = {content_key(np.asarray(a)) for a in out.weights.values()}
-    return [n for n, a in graph.weights.items() if content_key(np.asarray(a)) not in have]
+
+    def inlined(a: np.ndarray) -> bool:
+        # a one-element weight may also stay a weight elsewhere in `out` (one reader fused, another
+        # not: seed 9's (x + w) * (x + w)); its value then stands in an expression as a literal
+        return a.size == 1 and any(repr(float(a.reshape(-1)[0])) in e for e in exprs)
+
+    return [n for n, a in graph.weights.items()
+            if content_key(np.asarray(a)) not in have or inlined(np.asarray(a))]
 
 
 def check_transform(fn: Callable[[Graph], Graph], graph: Graph) -> str | None:

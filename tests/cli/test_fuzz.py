@@ -41,3 +41,21 @@ def test_bad_arguments(capsys):
     assert main(["fuzz", "--budget", "0"]) == 2
     assert main(["fuzz", "--budget", "3", "--target", "nope"]) == 2
     assert "unknown fuzz target" in capsys.readouterr().err
+
+
+def test_a_scalar_weight_inlined_into_an_eop_and_kept_as_a_weight_is_judged_numerically():
+    """`einsat fuzz --budget 2000 --seed 9`: (x + w) * (x + w) optimized into add(w, x) feeding an eop
+    that also reads w as the literal -1.43...; over the field the weight is a variable and the
+    literal is not, so only the numeric verdict may judge the pair (it passes)."""
+    import numpy as np
+
+    import einsat
+    from einsat import GraphBuilder
+
+    b = GraphBuilder("random")
+    x0 = b.input("x0", (1, 1, 1, 1), np.float32)
+    w3 = b.weight("w3", np.array([-1.4308730363845825], dtype=np.float32).reshape((1, 1, 1)))
+    add4 = b.add(b.unsqueeze(x0, axes=(0,)), w3)
+    graph = b.build(b.mul(add4, add4))
+    fuzz_module.available_targets(einsat.optimize)
+    assert fuzz_module.TARGETS["optimize"].check(graph) is None

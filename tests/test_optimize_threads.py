@@ -13,16 +13,11 @@ import einsat.optimize  # noqa: F401  (the module, for _with_threads)
 from einsat.errors import EinsatError
 from einsat.extract.models import cost_model
 from einsat.extract.target import cpu_model
-from einsat.ir import GraphBuilder
+from tests.test_optimize_measured import double_transpose
 
 pytest.importorskip("onnxruntime")
 
 
-def double_transpose():
-    b = GraphBuilder("tt")
-    x = b.input("x", (32, 48))
-    t = b.transpose(b.transpose(x, perm=(1, 0)), perm=(1, 0))
-    return b.build(b.relu(b.matmul(t, b.weight("w", (48, 16)))))
 
 
 def test_the_cpu_profile_is_kept_per_thread_count(tmp_path, monkeypatch):

@@ -44,7 +44,7 @@ def schedule(attention: bool):
 
 def run(name: str, seq: int, cost: str, reps: int = 1) -> dict:
     import einsat
-    from einsat.extract.models import cost_model
+    from einsat.cost.models import cost_model
     model = cost_model(cost)
     g = load(name, seq)
     row = {"workload": name, "nodes": len(g.nodes), "input_us": model.graph_cost(g)}

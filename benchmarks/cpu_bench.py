@@ -70,7 +70,7 @@ def naive_sum_us(model, graph) -> float:
 
 def predictions(graph, optimized, ort: dict) -> dict:
     """The cost model's predictions (µs -> ms) next to the measured medians, with relative errors."""
-    from einsat.extract.target import cpu_model
+    from einsat.cost.target import cpu_model
     from einsat.measure import profile
 
     model = cpu_model()  # the profile the optimize run filled (XDG_CACHE_HOME of this process)
@@ -94,7 +94,7 @@ def same_run_prediction(graph, reps: int) -> dict:
     the units (their kernels' shares are its)."""
     import copy
 
-    from einsat.extract.target import cpu_model
+    from einsat.cost.target import cpu_model
     from einsat.ir.registry import opdef
     from einsat.ir.signature import signature_of
     from einsat.runtime.profiler import CHAIN, MIN_US, call_overhead_graph, chain_graph, ort_signature_runner
@@ -137,7 +137,7 @@ def same_run_prediction(graph, reps: int) -> dict:
 
 def weights_mb(graph) -> float:
     """The bytes of the graph's ONNX initializers (what the exported file carries), in MB."""
-    from einsat.ir.onnx_export import to_onnx
+    from einsat.ir.onnx.export import to_onnx
     model = to_onnx(graph)
     return sum(len(t.raw_data) or np.prod(t.dims) * 4 for t in model.graph.initializer) / 1e6
 

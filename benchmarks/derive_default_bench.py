@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks.workloads import build
-from einsat.extract.cost import RooflineCost
+from einsat.cost.model import RooflineCost
 from einsat.ir.registry import Op
 
 RESULTS = Path(__file__).parent / "results"

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 from benchmarks.workloads import CPU_SIZES, WORKLOADS, zoo
-from einsat.extract.models import DEFAULT_COST
+from einsat.cost.models import DEFAULT_COST
 from einsat.runtime import random_inputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -168,7 +168,7 @@ def _version(pkg: str) -> str | None:
 
 
 def metadata(kind: str, cost: str) -> dict:
-    from einsat.extract.profile_db import cpu_name
+    from einsat.cost.profile_db import cpu_name
 
     cpu = cpu_name()
     versions = {"python": platform.python_version()}

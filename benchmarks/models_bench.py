@@ -183,7 +183,7 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"unknown model(s) {unknown}; choose from {', '.join(NAMES)}")
     from benchmarks.harness import metadata
-    from einsat.extract.models import DEFAULT_COST
+    from einsat.cost.models import DEFAULT_COST
 
     meta = metadata("cpu", DEFAULT_COST) | {"budget": args.budget, "small": args.small}
     stem = "models_small" if args.small else "models"

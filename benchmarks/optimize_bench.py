@@ -21,7 +21,7 @@ from pathlib import Path
 from benchmarks.workloads import build
 from benchmarks.workloads.inception import inception_a
 from benchmarks.workloads.layers import Net
-from einsat.extract.models import DEFAULT_COST
+from einsat.cost.models import DEFAULT_COST
 
 RESULTS = Path(__file__).parent / "results"
 

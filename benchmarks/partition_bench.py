@@ -72,7 +72,7 @@ def feeds_for(graph, given):
 def ort_session(graph):
     import onnxruntime as ort
 
-    from einsat.ir.onnx_io import to_onnx
+    from einsat.ir.onnx.io import to_onnx
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -325,7 +325,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown {bad}; models: {', '.join(NAMES)}; ways: {', '.join(WAYS)}")
     warm_up()
     meta = metadata("cpu", "h100")
-    from einsat.extract.models import cost_model
+    from einsat.cost.models import cost_model
     meta["cost_model_name"] = cost_model(meta["cost_model"]).name  # measured-h100 once its profile is committed
     if args.commit:  # run from a snapshot of the tree (git archive), which has no repository
         meta.update(commit=args.commit, dirty=False)

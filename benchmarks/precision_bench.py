@@ -21,7 +21,7 @@ import onnx
 
 import einsat
 from einsat.ir.builder import GraphBuilder
-from einsat.ir.onnx_weights import fill_random_weights
+from einsat.ir.onnx.weights import fill_random_weights
 from einsat.ir.precision import convert
 from einsat.runtime.profiler import interleaved, ort_runner, summarize
 from einsat.verify.precision import check_conversion

@@ -44,7 +44,7 @@ def build(name: str):
 
 
 def predict_one(name: str, reps: int, budget: float | None, same_run: bool, kernels: bool) -> dict:
-    from einsat.extract.target import cpu_model
+    from einsat.cost.target import cpu_model
     from einsat.measure import profile
     from einsat.runtime.profiler import THREADS, call_overhead_graph, interleaved, ort_runner, reference_graph
 
@@ -87,7 +87,7 @@ def machine() -> dict:
     import numpy as np
     import onnxruntime as ort
 
-    from einsat.extract.profile_db import cpu_name
+    from einsat.cost.profile_db import cpu_name
     return {"machine": f"{cpu_name()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
             "versions": {"python": platform.python_version(), "numpy": np.__version__, "onnxruntime": ort.__version__},
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

@@ -61,7 +61,7 @@ def feeds(name: str, model: onnx.ModelProto, small: bool = False) -> dict[str, n
 def real_model(name: str, small: bool = False, seed: int = 0):
     """(filled ONNX model, einsat graph, feeds) of `name` (see the module docstring)."""
     import einsat
-    from einsat.ir.onnx_weights import fill_random_weights
+    from einsat.ir.onnx.weights import fill_random_weights
 
     model = fill_random_weights(onnx.load(path(name)), seed=seed)
     inputs = feeds(name, model, small)

@@ -22,7 +22,7 @@ def functionalize(fn, example_inputs, **kwargs) -> Graph:
 
 def load_onnx(path_or_model, **kwargs) -> Graph:
     """Import an ONNX model (a path, bytes or a ModelProto) as an `einsat.Graph`."""
-    from einsat.ir.onnx_io import load_onnx as _load
+    from einsat.ir.onnx.io import load_onnx as _load
     return _load(path_or_model, **kwargs)
 
 
@@ -36,7 +36,7 @@ def register_onnx_op(op_class) -> None:
 
 def save_onnx(graph: Graph, path, **kwargs) -> None:
     """Write `graph` as an ONNX model; nothing is left at `path` if it fails."""
-    from einsat.ir.onnx_io import save_onnx as _save
+    from einsat.ir.onnx.io import save_onnx as _save
     _save(graph, path, **kwargs)
 
 

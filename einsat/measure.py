@@ -34,9 +34,9 @@ from datetime import datetime, timezone
 
 import numpy as np
 
+from einsat.cost.profiled import signatures_of_egraph
+from einsat.cost.target import TargetCost
 from einsat.errors import EinsatError
-from einsat.extract.profiled import signatures_of_egraph
-from einsat.extract.target import TargetCost
 from einsat.ir.graph import Graph
 from einsat.ir.signature import Signature, atomic_write_json, signature_of, signatures_of_graph
 from einsat.runtime.profiler import Comparison, compare_programs, profile_signatures

@@ -16,7 +16,7 @@ program found so far is extracted, verified and returned (`report.interrupted`).
 Ctrl-C raises `KeyboardInterrupt`. Phases are logged on the `einsat.optimize` logger.
 
 This module imports HiGHS and egglog only when `optimize` runs: `import einsat` stays light
-(the GPU machine has neither); the cost models' names (`einsat.extract.models`) need neither.
+(the GPU machine has neither); the cost models' names (`einsat.cost.models`) need neither.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import numpy as np
 
 from einsat import budget as budgets
 from einsat import measure
+from einsat.cost.models import DEFAULT_COST, cost_model
 from einsat.errors import EinsatError, VerificationError
 from einsat.extract.extraction import METHODS
-from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.ir.graph import Graph
 from einsat.ir.precision import convert, half_dtype
 from einsat.ir.types import is_float
@@ -80,7 +80,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         random ones. Index-valued inputs need them: random integers may fall out of range, so
         a program with integer inputs and example inputs is verified on the examples only.
 
-    cost: a cost model or its name (`einsat.extract.models`: "h100", "h200", "cpu", ...). A model
+    cost: a cost model or its name (`einsat.cost.models`: "h100", "h200", "cpu", ...). A model
         that measures its target ("cpu": onnxruntime on this machine) is profiled: the input's
         signatures before saturation (the search's generators cost by them), the candidates'
         after it (`einsat.measure`: those the cached profile lacks, within `profile_budget`
@@ -348,7 +348,7 @@ def _with_threads(model, threads: int | None, cost):
     if cost != "cpu":
         raise EinsatError(f"the cost model given measures at {model.threads} intra-op thread(s), not threads={threads}:"
                           f" pass cost=\"cpu\" with threads=, or einsat.extract.cpu_model(threads={threads})")
-    from einsat.extract.target import cpu_model
+    from einsat.cost.target import cpu_model
     return cpu_model(threads=threads)
 
 
@@ -380,7 +380,7 @@ def _load(program, example_inputs, importing=None) -> Graph:
     if isinstance(program, Graph):
         return program
     if onnx_model:
-        from einsat.ir.onnx_io import load_onnx
+        from einsat.ir.onnx.io import load_onnx
         return load_onnx(program, **importing)
     if callable(program):
         if example_inputs is None or isinstance(example_inputs, dict):

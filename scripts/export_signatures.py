@@ -21,8 +21,8 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.workloads import WORKLOADS, build  # noqa: E402
+from einsat.cost.profiled import signatures_of_egraph  # noqa: E402
 from einsat.egraph.session import Limits, Session  # noqa: E402
-from einsat.extract.profiled import signatures_of_egraph  # noqa: E402
 from einsat.ir.signature import signatures_of_graph, write_signatures  # noqa: E402
 from einsat.rewrites.schedule import default_schedule  # noqa: E402
 

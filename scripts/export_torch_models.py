@@ -4,7 +4,7 @@ The test suite compares einsat with onnxruntime on models that no one here wrote
 ONNX: these two come out of PyTorch's own exporter. Their weights are stripped (each floating
 weight becomes a graph input, listed in the metadata entry `einsat.stripped_weights`), so the
 files stay small; the tests fill them with seeded random values
-(`einsat.ir.onnx_weights.fill_random_weights`). Integer initializers (position ids) are kept.
+(`einsat.ir.onnx.weights.fill_random_weights`). Integer initializers (position ids) are kept.
 
 torch exists here only for Python 3.11, einsat needs 3.12: run this in the side environment
 `make torch-venv` creates, with the exporter's own dependencies added,
@@ -31,7 +31,7 @@ import torch
 from onnx import helper
 from torch import nn
 
-STRIPPED_KEY = "einsat.stripped_weights"  # as in einsat/ir/onnx_weights.py
+STRIPPED_KEY = "einsat.stripped_weights"  # as in einsat/ir/onnx/weights.py
 OPSET = 18
 
 

@@ -27,8 +27,8 @@ sys.path.insert(0, ROOT)
 import numpy as np  # noqa: E402
 
 from benchmarks.workloads import build  # noqa: E402
-from einsat.extract.profile_db import PROFILES_DIR, ProfileDB  # noqa: E402
-from einsat.extract.profiled import MeasuredCost, calibrated_fallback  # noqa: E402
+from einsat.cost.profile_db import PROFILES_DIR, ProfileDB  # noqa: E402
+from einsat.cost.profiled import MeasuredCost, calibrated_fallback  # noqa: E402
 from einsat.ir.signature import atomic_write_json  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "benchmarks", "results")

@@ -113,7 +113,7 @@ def phase_env(s: Session, args) -> dict:
 def phase_tests(s: Session, args) -> dict:
     budget = max(60, min(args.test_budget, s.left() - 60))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-           "tests/gpu", "tests/extract/test_profiled.py"]
+           "tests/gpu", "tests/cost/test_profiled.py"]
     try:
         import xdist  # noqa: F401
         cmd += ["-n", str(min(8, os.cpu_count() or 1))]
@@ -137,7 +137,7 @@ def signature_files(args) -> list[str]:
 
 
 def _profile_db(s: Session, kind: str):
-    from einsat.extract.profile_db import ProfileDB, committed_profile
+    from einsat.cost.profile_db import ProfileDB, committed_profile
     path = os.path.join(s.out, f"profile-{kind}.json")
     if os.path.exists(path):
         return ProfileDB.load(path), path
@@ -450,7 +450,7 @@ def _torch_cell(r: dict, kind: str) -> str:
 
 
 def phase_optimized(s: Session, args) -> dict:
-    from einsat.extract.profiled import MeasuredCost, calibrated_fallback
+    from einsat.cost.profiled import MeasuredCost, calibrated_fallback
     kind, db = _device_profile(s)
     cost = MeasuredCost(db, fallback=calibrated_fallback(db, kind)) if len(db) else None  # fitted once
     return each_workload(s, "optimized", optimized_records(args), 20,

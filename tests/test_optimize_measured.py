@@ -7,7 +7,7 @@ import pytest
 
 import einsat
 from einsat import measure
-from einsat.extract.target import cpu_model
+from einsat.cost.target import cpu_model
 from einsat.ir import GraphBuilder
 from einsat.runtime.profiler import judge
 
@@ -93,7 +93,7 @@ def test_a_second_run_times_nothing(tmp_path, monkeypatch):
     """The work a cached run does, counted (not timed): no signature profiled, no calibration
     fitted, no program timed (the verdict on the same two programs is kept); `recheck` times
     them again."""
-    from einsat.extract import profiled
+    from einsat.cost import profiled
     calls = {"profile": 0, "check": 0, "fit": 0}
 
     def counting(name, real):
@@ -217,7 +217,7 @@ def test_choose_times_the_ops_the_extraction_chose_unmeasured_and_extracts_again
     """`b`'s ops are left to the roofline, which guesses them cheap: the extraction chooses `b`,
     its ops are timed (their true, larger times: injected, no timing luck), and the extraction
     chooses again, `a` now."""
-    from einsat.extract.target import TargetCost
+    from einsat.cost.target import TargetCost
     from einsat.ir.signature import signatures_of_graph
     a, b = two_programs()
     model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"}, tmp_path / "p.json")
@@ -248,7 +248,7 @@ def test_choose_times_the_ops_the_extraction_chose_unmeasured_and_extracts_again
 
 
 def test_choose_stops_when_nothing_could_be_timed_or_nothing_is_missing(tmp_path, monkeypatch):
-    from einsat.extract.target import TargetCost
+    from einsat.cost.target import TargetCost
     a, _ = two_programs()
     model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"}, tmp_path / "p.json")
     timed = []
@@ -285,8 +285,8 @@ def test_choose_explores_the_ops_the_calibrated_guess_overestimates(tmp_path, mo
     """`b`'s ops are unmeasured and the calibrated guess makes them dear, so an extraction on it
     keeps `a`; on the optimistic bound `b` is chosen, timed (truly cheaper: injected), and
     returned, its every op measured, without another extraction."""
-    from einsat.extract import profiled
-    from einsat.extract.target import TargetCost
+    from einsat.cost import profiled
+    from einsat.cost.target import TargetCost
     from einsat.ir.signature import signatures_of_graph
     a, b = two_programs()
     sig_a = signatures_of_graph(a)
@@ -326,8 +326,8 @@ def test_the_optimistic_bound_is_the_familys_measured_rate_and_never_above_the_g
     """Every timed MatMul ran at one rate (FLOPs and bytes per µs): an unmeasured MatMul costs at
     best its FLOPs or bytes at that rate, unless the calibrated guess says less; a timing under
     `MIN_US` (mostly call overhead) does not count."""
-    from einsat.extract.profiled import OptimisticBound
-    from einsat.extract.target import TargetCost
+    from einsat.cost.profiled import OptimisticBound
+    from einsat.cost.target import TargetCost
     from einsat.ir.signature import signature_of
     from einsat.ir.types import TensorType
     model = TargetCost("onnxruntime", {"kind": "cpu", "backend": "onnxruntime", "name": "test"}, tmp_path / "p.json")

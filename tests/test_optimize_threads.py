@@ -10,9 +10,9 @@ import pytest
 
 import einsat
 import einsat.optimize  # noqa: F401  (the module, for _with_threads)
+from einsat.cost.models import cost_model
+from einsat.cost.target import cpu_model
 from einsat.errors import EinsatError
-from einsat.extract.models import cost_model
-from einsat.extract.target import cpu_model
 from tests.test_optimize_measured import double_transpose
 
 pytest.importorskip("onnxruntime")

@@ -51,7 +51,7 @@ def make_device(tf32: bool = False):
 
 def device_kind(dev) -> str | None:
     """The profile kind of `dev` ("h100", ...), None for a device without CUDA properties."""
-    from einsat.extract.profile_db import device_kind as kind
+    from einsat.cost.profile_db import device_kind as kind
     props = getattr(dev, "properties", None)
     if not props or "name" not in props:
         return None
@@ -116,7 +116,7 @@ def verdict_path(args) -> str | None:
 
 
 def cmd_check(args) -> int:
-    from einsat.extract.profile_db import ProfileDB, committed_profile
+    from einsat.cost.profile_db import ProfileDB, committed_profile
     from einsat.gpu.check import check_programs
     from einsat.ir.signature import atomic_write_json
 

@@ -2,7 +2,7 @@
 
 The bundled ResNet-18 (PyTorch's export, weights stripped and filled with seeded random values)
 is summarized like `einsat info`, run on a seeded random image, optimized for the default cost
-model (`einsat.extract.models.DEFAULT_COST`), and the optimizer's report and the optimized
+model (`einsat.cost.models.DEFAULT_COST`), and the optimizer's report and the optimized
 program's run are printed.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from einsat.extract.models import DEFAULT_COST
+from einsat.cost.models import DEFAULT_COST
 
 # the search bounded by work alone, so that the demo prints the same numbers on every machine: an
 # iteration limit ends it (not the clock), PET's rounds stop on counts (not their deadline: under

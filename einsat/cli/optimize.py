@@ -1,6 +1,6 @@
 """`einsat optimize in.onnx -o out.onnx`: the optimizer from the command line.
 
-`--cost` names the cost model as `einsat.optimize(cost=...)` does (`einsat.extract.models`;
+`--cost` names the cost model as `einsat.optimize(cost=...)` does (`einsat.cost.models`;
 `--device` is its deprecated old name). Progress goes to stderr (one redrawn line on a terminal,
 plain lines otherwise; `-q` for none); the summary table goes to stdout. The output paths (`-o`,
 `--report`) are checked before any work. `--time-limit` is the budget of the whole run (reading
@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 from einsat.cli.info import add_model_options, load_model
+from einsat.cost.models import COST_MODELS, DEFAULT_COST
 from einsat.errors import EinsatError, VerificationError
-from einsat.extract.models import COST_MODELS, DEFAULT_COST
 
 
 class _Deprecated(argparse.Action):

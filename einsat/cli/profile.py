@@ -4,7 +4,7 @@
 
 Sources are ONNX models (every node's signature) or signature files (`einsat-signatures/1`,
 e.g. every e-node of an e-graph, written on a CPU machine by
-`einsat.extract.profiled.export_signatures`). Signatures the output profile already holds are
+`einsat.cost.profiled.export_signatures`). Signatures the output profile already holds are
 skipped (`--force` re-times them); the file is rewritten after each source, atomically.
 Needs CuPy and a CUDA device; never egglog.
 """
@@ -43,7 +43,7 @@ def read_sources(paths: list[str]):
 
 
 def cmd_profile(args) -> int:
-    from einsat.extract.profile_db import PROFILES_DIR, ProfileDB
+    from einsat.cost.profile_db import PROFILES_DIR, ProfileDB
     from einsat.gpu.device import CupyDevice
     from einsat.gpu.profiler import Profiler, device_info
 

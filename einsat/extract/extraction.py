@@ -13,14 +13,14 @@ import time
 from dataclasses import dataclass, field, fields
 
 from einsat.budget import Budget
+from einsat.cost.model import CostModel
+from einsat.cost.models import DEFAULT_COST, cost_model
 from einsat.egraph.data import EGraphData
 from einsat.errors import ExtractionError
-from einsat.extract.cost import CostModel
 from einsat.extract.from_graph import selection_of_graph
 from einsat.extract.greedy import greedy_dag, greedy_tree
 from einsat.extract.ilp import solve_ilp
 from einsat.extract.local import improve
-from einsat.extract.models import DEFAULT_COST, cost_model
 from einsat.extract.problem import Problem, Selection
 from einsat.extract.rebuild import rebuild
 from einsat.ir.graph import Graph

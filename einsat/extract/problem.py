@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from einsat.cost.model import CostModel
 from einsat.egraph.data import EClass, EGraphData, ENode
 from einsat.egraph.weights import closure, output_types, parents, weight_only
 from einsat.errors import ExtractionError
-from einsat.extract.cost import CostModel
 from einsat.ir.registry import opdef
 from einsat.ir.types import TensorType
 

@@ -38,7 +38,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from einsat.extract.profile_db import ProfileDB, device_kind
+from einsat.cost.profile_db import ProfileDB, device_kind
 from einsat.gpu.program import CompiledProgram
 from einsat.gpu.timing import event_times
 from einsat.ir.graph import Graph, Node

@@ -77,7 +77,7 @@ class Graph:
     >>> g = Graph(nodes, inputs={"x": TensorType((1, 3))}, outputs=["y"], weights={"w": w})
 
     `stripped_weights`: the inputs that stand for weights the model's file does not hold (an
-    ONNX model committed without them, `ir.onnx_weights.STRIPPED_KEY`), so that errors about
+    ONNX model committed without them, `ir.onnx.weights.STRIPPED_KEY`), so that errors about
     them can say so.
     """
 

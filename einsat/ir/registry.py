@@ -287,7 +287,7 @@ class OpDef:
         """(einsat inputs, attributes) for an ONNX node of type `onnx_type`.
 
         Default: the same inputs, and the ONNX attributes of the same names. `ctx` is the
-        import context of `einsat.ir.onnx_io` (`ctx.attrs(onode)`, `ctx.constant(name)`,
+        import context of `einsat.ir.onnx.io` (`ctx.attrs(onode)`, `ctx.constant(name)`,
         `ctx.type(name)`, `ctx.opset`, `ctx.emit(...)`); raise `ctx.not_representable(reason)`
         to keep the node opaque instead.
         """

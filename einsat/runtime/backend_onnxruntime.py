@@ -1,6 +1,6 @@
 """The onnxruntime backend: a whole graph as one onnxruntime CPU session.
 
-`einsat.run(graph, inputs, backend="onnxruntime")` exports the graph (`ir.onnx_export.to_onnx`,
+`einsat.run(graph, inputs, backend="onnxruntime")` exports the graph (`ir.onnx.export.to_onnx`,
 with the values named in `keep` as extra outputs) and runs it in an `InferenceSession` on the CPU
 execution provider: the interpreter loop sees one step, the whole graph. Sessions are cached
 twice: per graph object (and outputs), so running a graph again costs one `session.run`, and per
@@ -96,7 +96,7 @@ class OnnxruntimeBackend:
 
     def session(self, graph, outputs: tuple[str, ...]):
         """The session running `graph` to `outputs` (built on first use, then cached)."""
-        from einsat.ir.onnx_export import to_onnx  # here, not at import: `import einsat` does not load onnx
+        from einsat.ir.onnx.export import to_onnx  # here, not at import: `import einsat` does not load onnx
 
         per_graph = self._by_graph.setdefault(graph, {})
         if outputs not in per_graph:

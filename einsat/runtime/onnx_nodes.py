@@ -126,7 +126,7 @@ def _session(key: tuple):
     import onnx  # here, not at import: `import einsat` does not load onnx
     from onnx import helper
 
-    from einsat.ir.onnx_export import EXPORT_OPSET, IR_VERSION
+    from einsat.ir.onnx.export import EXPORT_OPSET, IR_VERSION
 
     proto, domain, opset, in_dtypes, out_dtypes = key
     one = onnx.NodeProto()

@@ -96,7 +96,7 @@ def ort_session(graph: Graph, threads: int = THREADS, profile_prefix: str | None
     """An onnxruntime CPU session of `graph` with onnxruntime's own optimizations on (what a
     user runs), the unsafe optimizers of `backend_onnxruntime` off, `threads` intra-op threads
     (0: onnxruntime's default, one per core); `profile_prefix`: onnxruntime's profiler on."""
-    from einsat.ir.onnx_export import to_onnx
+    from einsat.ir.onnx.export import to_onnx
     from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
     return new_session(to_onnx(graph).SerializeToString(), threads=threads,
                        disabled_optimizers=unsafe_optimizers(graph), profile_prefix=profile_prefix)

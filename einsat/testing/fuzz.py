@@ -29,14 +29,14 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from einsat.ir.graph import Graph
-from einsat.ir.onnx_io import load_onnx, to_onnx
+from einsat.ir.onnx.io import load_onnx, to_onnx
 from einsat.testing.codegen import builder_code
 from einsat.testing.mutants import mutant_pairs
 from einsat.testing.programs import chains, programs
 from einsat.verify.correction import correct
 from einsat.verify.corrector import content_key, find_differences
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.fieldtable import exact_over_field
+from einsat.verify.field.table import exact_over_field
 from einsat.verify.numeric import equivalent
 
 

@@ -18,9 +18,9 @@ import traceback
 
 from hypothesis import strategies as st
 
+from einsat.cost.model import RooflineCost
 from einsat.egraph.rules import Schedule
 from einsat.egraph.session import Limits, Session
-from einsat.extract.cost import RooflineCost
 from einsat.extract.problem import freeze
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.graph import Graph

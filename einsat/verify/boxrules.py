@@ -36,7 +36,7 @@ def batchnorm(node, ins, xs, ys, ctx):
     """x·A[c] + B[c]. Exact coefficients change where any of the four parameters does; random
     ones (one per distinct parameter tuple) are uniform when all tuples are equal or all differ,
     and split at every channel otherwise."""
-    from einsat.verify.fieldeval import fold_constant
+    from einsat.verify.field.evaluate import fold_constant
     out = [set(s) for s in ins[0]]
     if ctx.env is None or ctx.env.batchnorm_key is None:
         for s in ins[1:]:

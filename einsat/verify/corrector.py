@@ -44,7 +44,7 @@ from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
 from einsat.verify import boxes, boxviews
 from einsat.verify.field import NotMultilinearError, P, Source, embed, mix_key
-from einsat.verify.fieldeval import FieldEnv, degrees, evaluate, evaluate_at
+from einsat.verify.field.evaluate import FieldEnv, degrees, evaluate, evaluate_at
 from einsat.verify.regions import Region, cover_mask, mask_of, merge_cells
 from einsat.verify.splits import cells, count_cells, none, uniform_splits
 

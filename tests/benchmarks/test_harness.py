@@ -161,7 +161,7 @@ def test_the_same_run_prediction_is_the_model_on_the_runs_own_times(tmp_path, mo
     """`same_run_prediction` is `graph_cost` with the units' times of its own rounds: layout
     reorders between two convolutions are taken off as the profile's shares say (fixed times)."""
     from benchmarks import cpu_bench
-    from einsat.extract.target import cpu_model
+    from einsat.cost.target import cpu_model
     from einsat.ir.builder import GraphBuilder
     from einsat.runtime.profiler import CHAIN
 

@@ -6,7 +6,7 @@ import re
 
 from einsat.cli import main
 from einsat.cli.demo import demo_model_path
-from einsat.extract.models import DEFAULT_COST
+from einsat.cost.models import DEFAULT_COST
 from tests.cli.test_optimize import assert_self_contained_report
 
 

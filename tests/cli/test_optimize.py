@@ -1,7 +1,7 @@
 import pytest
 
 from einsat.cli import main, parser
-from einsat.extract.models import COST_MODELS, DEFAULT_COST
+from einsat.cost.models import COST_MODELS, DEFAULT_COST
 
 
 def test_missing_input_is_a_clear_error(tmp_path, capsys):

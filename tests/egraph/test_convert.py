@@ -132,8 +132,8 @@ def test_random_programs_round_trip(g):
 
 def test_extraction_rebuild_gives_the_program_back():
     """The extraction side's rebuild, on the e-graph of a program, finds that program again."""
+    from einsat.cost.models import cost_model
     from einsat.extract.from_graph import selection_of_graph
-    from einsat.extract.models import cost_model
     from einsat.extract.problem import Problem
     from einsat.extract.rebuild import rebuild
     g = zoo()

@@ -10,9 +10,9 @@ import itertools
 
 from hypothesis import strategies as st
 
+from einsat.cost.model import CostModel
 from einsat.egraph.data import EClass, EGraphData, ENode
 from einsat.errors import ExtractionError
-from einsat.extract.cost import CostModel
 from einsat.extract.problem import Problem
 from einsat.ir.registry import Op
 from einsat.ir.types import TensorType

@@ -6,8 +6,8 @@ start read 41,215.68 beside the table's 27,413.32 for the same program under `--
 import pytest
 
 import einsat
+from einsat.cost.model import RooflineCost
 from einsat.egraph import Limits
-from einsat.extract.cost import RooflineCost
 from einsat.ir import GraphBuilder
 
 

@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 
 import einsat
+from einsat.cost.model import RooflineCost
 from einsat.egraph.data import EClass, EGraphData, ENode
 from einsat.errors import ExtractionError
 from einsat.extract import Problem, egraph_data_from_graph, extract, greedy_tree, rebuild
-from einsat.extract.cost import RooflineCost
 from einsat.ir import GraphBuilder, Op, TensorType
 
 

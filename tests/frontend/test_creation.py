@@ -12,7 +12,7 @@ import pytest
 import einsat
 from einsat.errors import FrontendError
 from einsat.ir import Op
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from tests.frontend.oracle import check
 
 

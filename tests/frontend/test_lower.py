@@ -11,7 +11,7 @@ from einsat.frontend import functionalize
 from einsat.frontend.lower import free_values
 from einsat.frontend.program import Block, OpStmt
 from einsat.ir import Op
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from tests.frontend.oracle import feeds_of
 from tests.ir.onnx_check import ort_run
 

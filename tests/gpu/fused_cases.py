@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from einsat.cost.models import cost_model
 from einsat.egraph import Limits, Schedule, Session
-from einsat.extract.models import cost_model
 from einsat.ir import Graph, GraphBuilder, Op
 from einsat.rewrites.derive.fusion import fusion_generator
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import einsat
-from einsat.extract.profile_db import ProfileDB
+from einsat.cost.profile_db import ProfileDB
 from einsat.gpu.check import check_programs, rel_error, stale_signatures
 from einsat.gpu.device import CHOICE_TIMER
 from einsat.gpu.profiler import stale

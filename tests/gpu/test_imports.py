@@ -34,7 +34,7 @@ def run_blocked(blocked: set[str], extra: list[str]) -> str:
 
 def test_gpu_package_imports_without_egglog_or_cupy():
     out = run_blocked({"egglog", "cupy", "cupyx", "cupy_backends"},
-                      ["einsat.gpu.backend_cupy", "einsat.gpu.profiler", "einsat.extract.profile_db"])
+                      ["einsat.gpu.backend_cupy", "einsat.gpu.profiler", "einsat.cost.profile_db"])
     count, loaded = out.split(" ", 1)
     assert int(count) >= 20 and loaded.strip() == "[]"
 
@@ -43,7 +43,7 @@ def test_cost_models_import_without_egglog_or_highspy():
     """The GPU machine computes MeasuredCost's predictions itself: the cost models, the e-graph
     data format and greedy extraction need neither egglog nor HiGHS."""
     out = run_blocked({"egglog", "highspy", "cupy", "cupyx", "cupy_backends"},
-                      ["einsat.extract", "einsat.extract.profiled", "einsat.egraph.data",
+                      ["einsat.extract", "einsat.cost.profiled", "einsat.egraph.data",
                        # what scripts/gpu_session.py's phases import on the GPU machine
                        "scripts.export_optimized", "benchmarks.workloads", "benchmarks.gpu_bench",
                        "einsat.runtime", "einsat.cli"])  # `einsat profile` runs there

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from einsat.cost.profile_db import ProfileDB, device_kind
 from einsat.errors import EinsatError
-from einsat.extract.profile_db import ProfileDB, device_kind
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.registry import REGISTRY, Op
 from einsat.ir.signature import (

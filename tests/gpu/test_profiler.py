@@ -41,7 +41,7 @@ def test_profile_command_without_a_gpu_fails_cleanly(tmp_path, capsys):
 
 @pytest.mark.gpu
 def test_profiler_times_scale_with_work():
-    from einsat.extract.profile_db import ProfileDB
+    from einsat.cost.profile_db import ProfileDB
     from einsat.gpu.profiler import Profiler
     small = signature_of(Op.MATMUL, {}, [TensorType((256, 256)), TensorType((256, 256))])
     big = signature_of(Op.MATMUL, {}, [TensorType((2048, 2048)), TensorType((2048, 2048))])
@@ -143,7 +143,7 @@ def test_candidates_far_slower_in_the_screen_are_not_timed_further():
 
 
 def test_entries_whose_cudnn_choice_was_timed_otherwise_are_profiled_again():
-    from einsat.extract.profile_db import ProfileDB
+    from einsat.cost.profile_db import ProfileDB
     from einsat.gpu.device import CHOICE_TIMER
     from einsat.gpu.profiler import Profiler, stale
     sigs = [signature_of(Op.RELU, {}, [TensorType((4, k))]) for k in (1, 2, 3, 4)]

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from benchmarks.workloads import build
-from einsat.extract.profile_db import ProfileDB
-from einsat.extract.profiled import MeasuredCost, calibration_key
+from einsat.cost.profile_db import ProfileDB
+from einsat.cost.profiled import MeasuredCost, calibration_key
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.signature import signatures_of_graph
 from tests.gpu.host_device import HostDevice, library_for

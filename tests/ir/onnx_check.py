@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper
 
 import einsat
 from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from einsat.ir.registry import REGISTRY, normalize_attrs, opdef
 
 RTOL, ATOL = 1e-4, 1e-5  # fp32, a few hundred terms per sum at most

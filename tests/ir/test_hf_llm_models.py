@@ -27,7 +27,7 @@ import pytest
 import einsat
 from einsat.egraph.session import Limits
 from einsat.ir import Op
-from einsat.ir.onnx_weights import fill_random_weights
+from einsat.ir.onnx.weights import fill_random_weights
 from tests.ir.test_models import MODELS, assert_fp32_close, ort_run
 
 LAYERS, KV_HEADS, HEAD_DIM, VOCAB = 2, 2, 16, 512  # scripts/export_hf_llms.py's small config
@@ -36,7 +36,7 @@ PAST = 9                # the decode step's cache length (the export's example: 
 NAMES = [f"{model}_{phase}_{exporter}" for model in ("llama", "qwen2", "mistral")
          for phase in ("prefill", "decode") for exporter in ("dynamo", "legacy")]
 
-pytestmark = [pytest.mark.filterwarnings("error::einsat.ir.onnx_import.OpaqueFallbackWarning"),
+pytestmark = [pytest.mark.filterwarnings("error::einsat.ir.onnx.importer.OpaqueFallbackWarning"),
               # a padded query attends to nothing: its softmax row is NaN, which the export zeroes
               pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")]
 

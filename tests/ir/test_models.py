@@ -29,7 +29,7 @@ from onnx import helper
 
 import einsat
 from einsat.ir import Op
-from einsat.ir.onnx_weights import fill_random_weights
+from einsat.ir.onnx.weights import fill_random_weights
 
 REL_TOL = 1e-5
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -40,7 +40,7 @@ SLOW = {"vgg19", "zfnet512", "bvlc_alexnet"}  # 60M-140M parameters: seconds to 
 
 ort.set_default_logger_severity(3)  # the zoo files carry unused initializers ORT warns about
 # every node einsat has an op for imports as that op: no fallback to opaque on a real model
-pytestmark = pytest.mark.filterwarnings("error::einsat.ir.onnx_import.OpaqueFallbackWarning")
+pytestmark = pytest.mark.filterwarnings("error::einsat.ir.onnx.importer.OpaqueFallbackWarning")
 
 
 def assert_fp32_close(actual: np.ndarray, expected: np.ndarray, what: str) -> None:

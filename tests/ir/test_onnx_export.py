@@ -11,7 +11,7 @@ from onnx import helper
 import einsat
 from einsat.errors import OnnxError
 from einsat.ir import GraphBuilder, Op
-from einsat.ir.onnx_export import IR_VERSION, ExportContext, save_onnx, to_onnx
+from einsat.ir.onnx.export import IR_VERSION, ExportContext, save_onnx, to_onnx
 from einsat.ir.registry import opdef
 from tests.ir.onnx_check import ort_run
 
@@ -113,7 +113,7 @@ def test_raw_nodes_declare_their_domain():
 
 
 def test_round_trip_through_load_onnx(rng):
-    from einsat.ir.onnx_io import load_onnx
+    from einsat.ir.onnx.io import load_onnx
 
     g = block()
     back = load_onnx(to_onnx(g))

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 import einsat
 from einsat.errors import AttributeValueError, GraphError, OnnxError, ShapeError
 from einsat.ir import Op
-from einsat.ir.onnx_weights import STRIPPED_KEY, fill_random_weights, random_weight
+from einsat.ir.onnx.weights import STRIPPED_KEY, fill_random_weights, random_weight
 from einsat.ir.registry import opdef
 
 F = TensorProto.FLOAT
@@ -154,7 +154,7 @@ def test_not_representable_keeps_the_node_opaque(monkeypatch):
 
 
 def test_einsat_bugs_on_valid_nodes_fall_back_to_opaque_with_a_warning(monkeypatch):
-    from einsat.ir.onnx_import import OpaqueFallbackWarning
+    from einsat.ir.onnx.importer import OpaqueFallbackWarning
 
     m = make([helper.make_node("Relu", ["a"], ["y"])], [("a", [2, 3])], [("y", [2, 3])])
     relu = opdef(Op.RELU)

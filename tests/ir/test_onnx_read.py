@@ -1,4 +1,4 @@
-"""What the import refuses, clearly, and what it recovers (einsat/ir/onnx_read.py, onnx_import.py).
+"""What the import refuses, clearly, and what it recovers (einsat/ir/onnx/read.py, onnx.importer.py).
 
 Refused with an `OnnxError` naming the model and the value: element types einsat does not compute
 with, a version conversion that changes the model's inputs, an opaque node whose subgraph reads
@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 import einsat
 from einsat.errors import OnnxError
 from einsat.ir import Op
-from einsat.ir.onnx_read import outer_names
+from einsat.ir.onnx.read import outer_names
 from tests.ir.test_onnx_import import check_against_ort, make, ort_outputs, x
 
 
@@ -92,7 +92,7 @@ def test_reciprocal_imports_as_a_division_of_one(elem, dtype):
     one = g.weights[node.inputs[0]]
     assert one.shape == () and one.dtype == dtype and one == 1
     assert einsat.run(g, {"a": a})["y"].dtype == dtype
-    from einsat.ir.onnx_export import to_onnx
+    from einsat.ir.onnx.export import to_onnx
     saved = to_onnx(g)  # exported back as a Div of a scalar 1
     assert [n.op_type for n in saved.graph.node] == ["Div"]
     np.testing.assert_array_equal(ort_outputs(saved, {"a": a})[0], ort_outputs(m, {"a": a})[0])

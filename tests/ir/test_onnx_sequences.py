@@ -1,4 +1,4 @@
-"""Sequence and optional values at import (einsat/ir/onnx_sequences.py), and the values refused.
+"""Sequence and optional values at import (einsat/ir/onnx/sequences.py), and the values refused.
 
 Models that build and read sequences at positions known at import run, and equal onnxruntime;
 a sequence or optional einsat cannot follow is an `OnnxError` naming the value and its type.

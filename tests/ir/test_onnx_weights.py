@@ -1,4 +1,4 @@
-"""Random weights by role (`einsat.ir.onnx_weights`): each weight of a small model gets the
+"""Random weights by role (`einsat.ir.onnx.weights`): each weight of a small model gets the
 distribution of its role where it is consumed, with the fan-in of the axis its consumer sums."""
 
 import numpy as np
@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import einsat
-from einsat.ir.onnx_weights import random_weight, random_weights, weight_roles
+from einsat.ir.onnx.weights import random_weight, random_weights, weight_roles
 
 F = TensorProto.FLOAT
 
@@ -81,7 +81,7 @@ def test_a_filled_model_opens_in_onnxruntime_whatever_ir_version_onnx_gave_it():
     the filled model ("any ONNX runtime can run") declares the IR version its opsets need."""
     import onnxruntime as ort
 
-    from einsat.ir.onnx_weights import fill_random_weights
+    from einsat.ir.onnx.weights import fill_random_weights
     m = model()
     m.ir_version = onnx.IR_VERSION  # as helper.make_model writes it by default
     filled = fill_random_weights(m, seed=0)

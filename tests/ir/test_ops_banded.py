@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import einsat
 from einsat import GraphBuilder
 from einsat.errors import AttributeValueError, ShapeError
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 
 
 def g2bmm_loops(a, b, width, dilation):

@@ -7,7 +7,7 @@ import pytest
 import einsat
 from einsat.errors import EinsatError
 from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from tests.ir.onnx_check import ort_run
 
 F = np.float32

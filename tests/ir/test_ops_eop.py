@@ -11,7 +11,7 @@ from einsat.ir import GraphBuilder, Op, TensorType
 from einsat.ir.expr import Call, Const, Expr, Guard, Iter, fingerprint, var
 from einsat.ir.expr.build import read
 from einsat.ir.expr.onnx import MAX_OFFSET_TERMS, MIN_RUN, offset_sum
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from einsat.ir.registry import opdef
 from tests.gpu.cases import strategy
 from tests.ir.onnx_check import check_op

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 import einsat
 from einsat.errors import AttributeValueError, ExecutionError, ShapeError
 from einsat.ir import Graph, Node, Op, TensorType
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from einsat.ir.ops.opaque import run_onnx_node
 
 F = TensorProto.FLOAT

@@ -9,7 +9,7 @@ from onnx import helper
 
 from einsat.errors import AttributeValueError, ShapeError
 from einsat.ir import GraphBuilder, Op
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from einsat.testing.strategies import arrays, seeds, shapes
 from tests.ir.onnx_check import check_op, import_node
 

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from einsat.errors import EinsatError
 from einsat.ir import Graph, Node, Op, TensorType
-from einsat.ir.onnx_export import to_onnx
+from einsat.ir.onnx.export import to_onnx
 from einsat.ir.ops.views import apply_spec, spec_shapes
 from einsat.testing.strategies import arrays, seeds
 from tests.ir.onnx_check import check_op

@@ -14,9 +14,9 @@ from onnx.reference import ReferenceEvaluator
 
 import einsat
 from einsat.cli import main
-from einsat.ir.onnx_export import EXPORT_OPSET, to_onnx
-from einsat.ir.onnx_opset import types_opset
-from einsat.ir.onnx_weights import fill_random_weights
+from einsat.ir.onnx.export import EXPORT_OPSET, to_onnx
+from einsat.ir.onnx.opset import types_opset
+from einsat.ir.onnx.weights import fill_random_weights
 from einsat.ir.precision import HALF_DTYPES, convert, unit_roundoff
 from einsat.verify.precision import KAPPA, check_conversion, depths
 from tests.ir.test_precision import block

@@ -17,7 +17,7 @@ import pytest
 
 import einsat
 from einsat.ir import Op
-from einsat.ir.onnx_weights import fill_random_weights
+from einsat.ir.onnx.weights import fill_random_weights
 from tests.ir.test_models import MODELS, assert_fp32_close, image, ort_run
 
 SEQ = 32  # the exports' example length is 128: another one checks the dims are really dynamic
@@ -28,7 +28,7 @@ IMAGES = ("vit_b16", "resnet50", "mobilenet_v2")
 NAMES = [*TEXT, *IMAGES]
 SLOW = {"bert_base", "gpt2", "vit_b16"}  # 86M-124M parameters: seconds to fill, run and save
 
-pytestmark = pytest.mark.filterwarnings("error::einsat.ir.onnx_import.OpaqueFallbackWarning")
+pytestmark = pytest.mark.filterwarnings("error::einsat.ir.onnx.importer.OpaqueFallbackWarning")
 
 
 def feeds(name: str) -> dict[str, np.ndarray]:

@@ -10,8 +10,8 @@ import pytest
 
 import einsat
 from einsat import measure
+from einsat.cost.target import cpu_model
 from einsat.egraph import Limits
-from einsat.extract.target import cpu_model
 from einsat.partition import Partitioning
 from einsat.runtime.profiler import judge
 from tests.partition.common import assert_same_function, stacked

@@ -279,8 +279,8 @@ def test_a_layer_inside_a_partitioned_model_costs_no_more_than_the_layer_optimiz
 
 
 def test_a_cut_is_costed_on_the_bandwidth_of_the_models_device_or_its_fallbacks():
-    from einsat.extract.models import cost_model
-    from einsat.extract.profiled import MeasuredCost
+    from einsat.cost.models import cost_model
+    from einsat.cost.profiled import MeasuredCost
     from einsat.partition.driver import crossing_cost
 
     roofline = cost_model("h100-roofline")

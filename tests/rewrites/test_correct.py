@@ -12,8 +12,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from einsat import GraphBuilder, Op
+from einsat.cost.model import RooflineCost
 from einsat.egraph import Limits, Schedule, Session
-from einsat.extract.cost import RooflineCost
 from einsat.extract.extraction import extract
 from einsat.rewrites.mutate.admit import admit
 from einsat.rewrites.post.correct import correct_fusion_rules

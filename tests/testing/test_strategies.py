@@ -8,7 +8,7 @@ from einsat.ir import Op
 from einsat.ir.registry import normalize_attrs, opdef
 from einsat.ir.types import TensorType
 from einsat.testing import strategies as es
-from einsat.verify.fieldtable import exact_over_field
+from einsat.verify.field.table import exact_over_field
 
 
 @given(es.programs(max_nodes=5))

@@ -16,7 +16,7 @@ from einsat.verify import Region, correct, find_differences
 from einsat.verify import corrector as corrector_module
 from einsat.verify.corrector import assign_sources
 from einsat.verify.field import NotMultilinearError, P
-from einsat.verify.fieldeval import evaluate
+from einsat.verify.field.evaluate import evaluate
 from einsat.verify.numeric import equivalent
 
 W32 = np.float32

@@ -7,8 +7,8 @@ import pytest
 import einsat
 from einsat.ir import GraphBuilder
 from einsat.verify.field import Source, embed
-from einsat.verify.fieldconv import Conv
-from einsat.verify.fieldeval import Context, FieldEnv, degrees, evaluate_at
+from einsat.verify.field.conv import Conv
+from einsat.verify.field.evaluate import Context, FieldEnv, degrees, evaluate_at
 
 F64 = np.float64
 

@@ -13,11 +13,11 @@ import einsat
 from einsat.ir import GraphBuilder
 from einsat.ir.registry import REGISTRY
 from einsat.testing.strategies import multilinear_programs
-from einsat.verify import fieldeval
 from einsat.verify.field import NotMultilinearError, P, Source, embed, unique
-from einsat.verify.fieldbase import digit_map
-from einsat.verify.fieldeval import FieldEnv, Known, evaluate, evaluate_at
-from einsat.verify.fieldtable import AFFINE, NOT_YET_EVALUABLE, RULES, exact_over_field
+from einsat.verify.field import evaluate as fieldeval
+from einsat.verify.field.base import digit_map
+from einsat.verify.field.evaluate import FieldEnv, Known, evaluate, evaluate_at
+from einsat.verify.field.table import AFFINE, NOT_YET_EVALUABLE, RULES, exact_over_field
 
 F64 = np.float64
 

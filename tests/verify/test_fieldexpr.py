@@ -10,7 +10,7 @@ from einsat.ir.expr import Call, Expr, Iter, fingerprint, var
 from einsat.ir.expr.build import read
 from einsat.verify import find_differences
 from einsat.verify.field import NotMultilinearError, Source
-from einsat.verify.fieldeval import FieldEnv, evaluate
+from einsat.verify.field.evaluate import FieldEnv, evaluate
 from tests.verify.test_fieldeval import F64, assert_field_matches_numpy, ints
 
 

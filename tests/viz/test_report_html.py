@@ -82,7 +82,7 @@ def test_the_measured_line_speaks_the_tables_unit_and_figures(result):
 def test_the_cost_label_names_the_model_used():
     """The default model is the committed H100 profile (per-op times measured on an H100, not
     on this machine): the label says so, not just "measured-h100"."""
-    from einsat.extract.models import DEFAULT_COST, cost_model
+    from einsat.cost.models import DEFAULT_COST, cost_model
     model = cost_model(DEFAULT_COST)
     b = GraphBuilder("one")
     r = einsat.optimize(b.build(b.relu(b.input("x", (4, 4)))), verify=False).report

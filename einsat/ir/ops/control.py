@@ -185,7 +185,7 @@ def _subgraph(ctx, body: Graph, prefix: str, outer: list[str], skip: int, head=(
     every other value gets `prefix`."""
     from onnx import helper
 
-    from einsat.ir.onnx_export import ExportContext, value_info
+    from einsat.ir.onnx.export import ExportContext, value_info
 
     names = {n: prefix + n for n in body.types}
     names.update(dict(zip(body.inputs[skip:], outer)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.extract.cost import CostModel, RooflineCost
+from einsat.cost.model import CostModel, RooflineCost
 from einsat.ir import GraphBuilder, Op
 from einsat.ir.graph import Graph
 

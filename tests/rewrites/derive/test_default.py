@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import einsat
+from einsat.cost.model import RooflineCost
 from einsat.egraph import Limits, Schedule, Session
-from einsat.extract.cost import RooflineCost
 from einsat.ir import Op
 from einsat.rewrites.derive import generator
 from einsat.rewrites.derive.generator import DEFAULT_LIMITS, can_pay, default_derive_generator, floors

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from einsat.cost.models import cost_model
 from einsat.egraph import Limits, Schedule, Session
 from einsat.egraph.data import EGraphData
-from einsat.extract.models import cost_model
 from einsat.ir import GraphBuilder, Op
 from einsat.ir.expr import evaluate
 from einsat.ir.expr.compose import compose, inline, size
@@ -202,8 +202,8 @@ def test_a_bert_layer_extracts_its_layernorms_as_eops_under_h100():
 
 
 def test_an_unmeasured_fused_eop_is_charged_its_external_inputs_and_output():
-    from einsat.extract.cost import RooflineCost
-    from einsat.extract.devices import H100
+    from einsat.cost.devices import H100
+    from einsat.cost.model import RooflineCost
     from einsat.ir.expr.measure import flops
     _, data, root = _session("layernorm_residual", (64, 768))
     (eop,) = [n for n in data.classes[root].nodes if n.op is Op.EOP]
@@ -236,7 +236,7 @@ def test_a_folded_scalar_keeps_its_rank():
 
 @pytest.mark.parametrize("form", sorted(set(FORMS) - WHOLE))
 def test_a_fused_eop_exports_to_onnx_as_its_ops_and_runs_on_onnxruntime(form):
-    from einsat.ir.onnx_export import to_onnx
+    from einsat.ir.onnx.export import to_onnx
     from tests.ir.onnx_check import check_op
     _, data, root = _session(form, (3, 7))
     eop = max((n for n in data.classes[root].nodes if n.op is Op.EOP), key=lambda n: len(n.attrs["expr"]))

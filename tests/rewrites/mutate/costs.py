@@ -13,8 +13,8 @@ corrections are small convs of the original's kind, and a mutant is cheaper only
 table says so. Ops of kinds it does not list are priced by the H100 roofline.
 """
 
-from einsat.extract.cost import RooflineCost
-from einsat.extract.devices import H100
+from einsat.cost.devices import H100
+from einsat.cost.model import RooflineCost
 from einsat.ir import Op, TensorType, opdef
 
 TABLE_4 = {

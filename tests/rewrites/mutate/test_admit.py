@@ -3,7 +3,7 @@
 import numpy as np
 
 from einsat import GraphBuilder, Op
-from einsat.extract.cost import RooflineCost
+from einsat.cost.model import RooflineCost
 from einsat.rewrites.mutate import admit as admit_module
 from einsat.rewrites.mutate.admit import admit, cheaper
 from einsat.testing.mutants import batch_to_width

@@ -12,9 +12,9 @@ import numpy as np
 from hypothesis import given, settings
 
 from einsat import GraphBuilder, Op
+from einsat.cost.model import RooflineCost
 from einsat.egraph import Limits, Schedule, Session
 from einsat.egraph.rules import Generator
-from einsat.extract.cost import RooflineCost
 from einsat.extract.extraction import extract
 from einsat.ir.graph import Graph
 from einsat.ir.types import TensorType

@@ -4,8 +4,8 @@ groups, single ops first, canonical keys."""
 import numpy as np
 
 from einsat import GraphBuilder, Op
+from einsat.cost.model import RooflineCost
 from einsat.egraph import Session
-from einsat.extract.cost import RooflineCost
 from einsat.rewrites.mutate.subprograms import source_program, subprograms
 
 COST = RooflineCost("h100")

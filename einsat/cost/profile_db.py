@@ -183,7 +183,7 @@ def cpu_machine(threads: int = 1) -> dict[str, Any]:
     import platform
     from importlib import metadata
 
-    from einsat.ir.onnx_export import EXPORT_REVISION
+    from einsat.ir.onnx.export import EXPORT_REVISION
 
     cpu = cpu_name()
     versions = {}

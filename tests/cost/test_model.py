@@ -3,11 +3,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from einsat.cost.devices import H100, H200
+from einsat.cost.model import RooflineCost
+from einsat.cost.models import COST_MODELS, DEFAULT_COST, cost_model, register_cost_model
+from einsat.cost.profiled import MeasuredCost
 from einsat.errors import EinsatError
-from einsat.extract.cost import RooflineCost
-from einsat.extract.devices import H100, H200
-from einsat.extract.models import COST_MODELS, DEFAULT_COST, cost_model, register_cost_model
-from einsat.extract.profiled import MeasuredCost
 from einsat.ir import GraphBuilder, Op, TensorType
 
 MODELS = [RooflineCost("h100"), RooflineCost("h200"), RooflineCost("h100", tf32=True)]

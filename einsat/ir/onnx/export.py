@@ -21,7 +21,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from einsat.errors import EinsatError, OnnxError, describe_node
 from einsat.ir.graph import Graph, fresh_name
-from einsat.ir.onnx_opset import types_opset
+from einsat.ir.onnx.opset import types_opset
 from einsat.ir.types import TensorType
 
 EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
@@ -123,7 +123,7 @@ class ExportContext:
 
 def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
     """The ONNX model of `graph` (opset `opset` >= 18, or the newer one its types need:
-    `onnx_opset.types_opset`, bf16 Conv needs 22; IR version `ir_version`). Raises `OnnxError`
+    `onnx.opset.types_opset`, bf16 Conv needs 22; IR version `ir_version`). Raises `OnnxError`
     naming the node that cannot be exported."""
     if opset < MIN_OPSET:
         raise OnnxError(f"einsat exports ONNX opset {MIN_OPSET} or newer, not {opset}")

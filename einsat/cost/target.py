@@ -27,9 +27,8 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from einsat.errors import EinsatError
-from einsat.extract.cost import CostModel
-from einsat.extract.fusion import (
+from einsat.cost.model import CostModel
+from einsat.cost.ort_fusion import (
     EPILOGUE_KERNELS,
     LAYOUT_OPS,
     REORDER_IN,
@@ -41,8 +40,9 @@ from einsat.extract.fusion import (
     unit_outputs,
     unit_residuals,
 )
-from einsat.extract.profile_db import ProfileDB, cache_path, cpu_machine
-from einsat.extract.profiled import MeasuredCost, OptimisticBound, calibrated_fallback
+from einsat.cost.profile_db import ProfileDB, cache_path, cpu_machine
+from einsat.cost.profiled import MeasuredCost, OptimisticBound, calibrated_fallback
+from einsat.errors import EinsatError
 from einsat.ir.registry import opdef
 from einsat.ir.signature import Signature, signature_of
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from einsat.extract.cost import RooflineCost
-from einsat.extract.profile_db import cache_dir, cache_path, cpu_machine, machine_key
-from einsat.extract.profiled import CalibratedRoofline, calibrated_fallback
-from einsat.extract.target import TargetCost, cpu_model
+from einsat.cost.model import RooflineCost
+from einsat.cost.profile_db import cache_dir, cache_path, cpu_machine, machine_key
+from einsat.cost.profiled import CalibratedRoofline, calibrated_fallback
+from einsat.cost.target import TargetCost, cpu_model
 from einsat.ir.builder import GraphBuilder
-from einsat.ir.onnx_export import EXPORT_REVISION
+from einsat.ir.onnx.export import EXPORT_REVISION
 from einsat.ir.registry import Op
 from einsat.ir.signature import signature_of
 from einsat.ir.types import TensorType

@@ -3,9 +3,9 @@
     g = load_onnx("resnet50.onnx")
     g = load_onnx("light_resnet50.onnx", fill_weights="random", seed=0)   # zoo models
 
-After `onnx_read.prepare` (checker, opset 13-21, static shapes, shape inference), the nodes are
-read in topological order. Sequence and optional ops are followed statically (`onnx_sequences`).
-A node whose inputs are all constants is evaluated (`onnx_fold`) and its outputs become
+After `onnx.read.prepare` (checker, opset 13-21, static shapes, shape inference), the nodes are
+read in topological order. Sequence and optional ops are followed statically (`onnx.sequences`).
+A node whose inputs are all constants is evaluated (`onnx.fold`) and its outputs become
 constants; Identity and inference-mode Dropout alias their input; Sum becomes a chain of adds,
 CastLike a cast, Reciprocal a division of 1. Every other node goes to the registry op with its `onnx_type`, whose
 `from_onnx(ctx, onode)` returns the einsat inputs and attributes through the context below. An
@@ -32,8 +32,8 @@ from onnx import numpy_helper
 
 from einsat.errors import AttributeValueError, EinsatError, OnnxError, ShapeError
 from einsat.ir.graph import Graph, Node, _frozen, _typed_node, fresh_name
-from einsat.ir.onnx_fold import fold, foldable
-from einsat.ir.onnx_read import (
+from einsat.ir.onnx.fold import fold, foldable
+from einsat.ir.onnx.read import (
     DEFAULT_DOMAINS,
     attr_value,
     default_opset,
@@ -46,8 +46,8 @@ from einsat.ir.onnx_read import (
     type_text,
     value_type,
 )
-from einsat.ir.onnx_sequences import HANDLERS as SEQUENCE_OPS
-from einsat.ir.onnx_weights import detach_weights, random_weights, stripped_weights
+from einsat.ir.onnx.sequences import HANDLERS as SEQUENCE_OPS
+from einsat.ir.onnx.weights import detach_weights, random_weights, stripped_weights
 from einsat.ir.registry import REGISTRY, Op, normalize_attrs, opdef
 from einsat.ir.types import TensorType
 
@@ -67,7 +67,7 @@ class _Disagreement(OnnxError):
 
 def load_onnx(src, *, fill_weights: str | None = None, seed: int = 0, input_shapes=None) -> Graph:
     """Import an ONNX model. `fill_weights="random"` first gives its floating-point weights
-    seeded random values (`onnx_weights`); `input_shapes={name: shape}` fixes symbolic dims."""
+    seeded random values (`onnx.weights`); `input_shapes={name: shape}` fixes symbolic dims."""
     model, label = read_model(src)
     weights: dict[str, np.ndarray] = {}
     if fill_weights == "random":
@@ -104,7 +104,7 @@ class ImportContext:
         self.types: dict[str, TensorType] = dict(self.inputs)
         self.onnx_types = {vi.name: t for vi in (*g.value_info, *g.output) if (t := static_type(vi))}
         self.kinds = {vi.name: type_text(vi.type) for vi in (*g.value_info, *g.output, *g.input)}
-        self.sequences: dict[str, tuple[str, ...]] = {}  # onnx_sequences: followed at import
+        self.sequences: dict[str, tuple[str, ...]] = {}  # onnx.sequences: followed at import
         self.optionals: dict[str, tuple[str, ...]] = {}
         self.nodes: list[Node] = []
         self.alias: dict[str, str] = {}

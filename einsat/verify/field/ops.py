@@ -1,9 +1,9 @@
-"""Field semantics of the layout ops, as pull/compute rules (see `fieldbase.Rule`).
+"""Field semantics of the layout ops, as pull/compute rules (see `field.base.Rule`).
 
 `Move`: each output position copies one position of one input or a constant fill (transpose,
 reshape, slice, pad, concat, split, expand, correct, gather, access, ...). Element-wise ops,
-batchnorm and windows are in `fieldwindows.py`, the contractions in `fieldcontract.py` (conv in
-`fieldconv.py`); `fieldtable.RULES` collects them all.
+batchnorm and windows are in `field.windows.py`, the contractions in `field.contract.py` (conv in
+`field.conv.py`); `field.table.RULES` collects them all.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from math import prod
 import numpy as np
 
 from einsat.verify import field as F
-from einsat.verify.fieldbase import Rule, broadcast_flat, digit_map, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, broadcast_flat, digit_map, node_shapes, ravel, unravel
 
 # -- moves ---------------------------------------------------------------------------------------
 

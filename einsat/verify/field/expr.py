@@ -20,7 +20,7 @@ from einsat.ir.expr.nodes import Call, Const, Expr, Guard, Read, products, reads
 from einsat.ir.ops.eop import expression_of
 from einsat.verify import field as F
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.fieldbase import Rule, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, node_shapes, ravel, unravel
 
 FIELD_FNS = {"add": F.add, "sub": F.sub, "mul": F.mul, "neg": lambda a: F.sub(0, a)}
 

@@ -1,4 +1,4 @@
-"""Field semantics of the contractions: matmul, batchmatmul, gemm, g2bmm, gbmm (conv: `fieldconv`).
+"""Field semantics of the contractions: matmul, batchmatmul, gemm, g2bmm, gbmm (conv: `field.conv`).
 
 Every contraction is out[v] = Σ_r a[row(v), r] · b[col(v), r] for rows of one input and columns
 of the other. `contract` computes it at the requested positions only: when few distinct rows and
@@ -12,7 +12,7 @@ import numpy as np
 
 from einsat.ir.registry import Op
 from einsat.verify import field as F
-from einsat.verify.fieldbase import Rule, broadcast_flat, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, broadcast_flat, node_shapes, ravel, unravel
 
 PAIR_CHUNK = 1 << 22  # elements gathered at once on the pairwise path
 BLOCK_WASTE = 16      # a BLAS block may compute this many products per wanted one and still win
@@ -151,5 +151,5 @@ class GBMM(Contraction):
         return ka[:, None] * jj + np.arange(jj)[None, :], ra, b_idx, rb
 
 
-CONTRACTIONS = {Op.MATMUL: MatMul(), Op.BATCHMATMUL: MatMul(), Op.GEMM: Gemm(), Op.G2BMM: G2BMM(),  # conv: fieldconv.py
+CONTRACTIONS = {Op.MATMUL: MatMul(), Op.BATCHMATMUL: MatMul(), Op.GEMM: Gemm(), Op.G2BMM: G2BMM(),  # conv: conv.py
                 Op.GBMM: GBMM()}

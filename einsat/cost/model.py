@@ -1,6 +1,6 @@
 """Cost models: the modeled run time of one e-node, in microseconds.
 
-The contract every `CostModel` keeps (extractors rely on it, `tests/extract/test_cost.py` checks it):
+The contract every `CostModel` keeps (extractors rely on it, `tests/cost/test_model.py` checks it):
 
 - **from the node alone**: the cost of an e-node depends only on its op, its attributes and the
   types (shape, dtype) of its input e-classes and of its outputs, never on other choices;
@@ -9,8 +9,8 @@ The contract every `CostModel` keeps (extractors rely on it, `tests/extract/test
 - **monotone**: growing any input or output tensor never lowers the cost;
 - **additive**: a program costs the sum of its distinct nodes (a shared value is paid once).
 
-`RooflineCost(device)` is the analytic model; `MeasuredCost` (`einsat.extract.profiled`) reads
-per-op timings. The names `optimize(cost=...)` accepts are in `einsat.extract.models`.
+`RooflineCost(device)` is the analytic model; `MeasuredCost` (`einsat.cost.profiled`) reads
+per-op timings. The names `optimize(cost=...)` accepts are in `einsat.cost.models`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from einsat.cost.devices import DEVICES, Device
 from einsat.errors import EinsatError
-from einsat.extract.devices import DEVICES, Device
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from einsat.extract.cost import RooflineCost
-from einsat.extract.devices import H100
-from einsat.extract.models import cost_model
+from einsat.cost.devices import H100
+from einsat.cost.model import RooflineCost
+from einsat.cost.models import cost_model
 from einsat.gpu.backend_cupy import GpuBackend
 from einsat.gpu.interpreter import run
 from einsat.ir import GraphBuilder, Op, TensorType

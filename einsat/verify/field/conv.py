@@ -27,8 +27,8 @@ from math import prod
 import numpy as np
 
 from einsat.verify import field as F
-from einsat.verify.fieldbase import node_shapes, ravel, unravel
-from einsat.verify.fieldcontract import BLOCK_WASTE, Contraction, _keys, contract
+from einsat.verify.field.base import node_shapes, ravel, unravel
+from einsat.verify.field.contract import BLOCK_WASTE, Contraction, _keys, contract
 
 
 class Conv(Contraction):

@@ -14,12 +14,12 @@ from einsat.errors import describe_node
 from einsat.ir.registry import Op
 from einsat.verify import field as F
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.fieldbase import Rule
-from einsat.verify.fieldcontract import CONTRACTIONS
-from einsat.verify.fieldconv import Conv
-from einsat.verify.fieldexpr import Eop
-from einsat.verify.fieldops import Concat, Constant, Correct, Expand, Generic, Pad, Same, Slice, Split, Transpose
-from einsat.verify.fieldwindows import AvgPool, BatchNorm, Divide, Elementwise, GlobalAvgPool, Reduce
+from einsat.verify.field.base import Rule
+from einsat.verify.field.contract import CONTRACTIONS
+from einsat.verify.field.conv import Conv
+from einsat.verify.field.expr import Eop
+from einsat.verify.field.ops import Concat, Constant, Correct, Expand, Generic, Pad, Same, Slice, Split, Transpose
+from einsat.verify.field.windows import AvgPool, BatchNorm, Divide, Elementwise, GlobalAvgPool, Reduce
 
 # exact over the field though not multi-linear in the registry's sense (linear in each input
 # separately): affine maps whose parameters come from weights only, and a select

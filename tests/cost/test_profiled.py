@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from einsat.extract.from_graph import egraph_data_from_graph
-from einsat.extract.profile_db import ProfileDB
-from einsat.extract.profiled import (
+from einsat.cost.profile_db import ProfileDB
+from einsat.cost.profiled import (
     FLOP_SLOPE,
     CalibratedRoofline,
     MeasuredCost,
@@ -16,6 +15,7 @@ from einsat.extract.profiled import (
     family,
     fit_roofline,
 )
+from einsat.extract.from_graph import egraph_data_from_graph
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.registry import Op
 from einsat.ir.signature import read_signatures, signatures_of_graph
@@ -135,7 +135,8 @@ def test_export_signatures_of_an_egraph(tmp_path):
 
 
 def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
-    from einsat.extract import RooflineCost, cost_model, profile_db
+    from einsat.cost import profile_db
+    from einsat.extract import RooflineCost, cost_model
     monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
     assert isinstance(cost_model("h100"), RooflineCost)  # nothing committed: the analytic roofline
     db, *_ = calibration_profile(np.random.default_rng(5))
@@ -146,8 +147,9 @@ def test_device_name_picks_the_committed_profile(tmp_path, monkeypatch):
 
 
 def test_a_committed_profile_carries_its_fit_and_is_fitted_again_only_when_it_changed(tmp_path, monkeypatch):
-    from einsat.extract import cost_model, profile_db
-    from einsat.extract import profiled as profiled_mod
+    from einsat.cost import profile_db
+    from einsat.cost import profiled as profiled_mod
+    from einsat.extract import cost_model
     monkeypatch.setattr(profile_db, "PROFILES_DIR", str(tmp_path))
     db, *_ = calibration_profile(np.random.default_rng(7))
     fitted = profiled_mod.calibrated_fallback(db, "h100")  # what scripts/gpu_report.py does before saving
@@ -194,7 +196,7 @@ def conv_profile(rng, count=60):
 
 
 def test_an_unmeasured_conv_is_costed_from_its_nearest_measured_one():
-    from einsat.extract.profiled import ConvNeighbours
+    from einsat.cost.profiled import ConvNeighbours
     db, truth = conv_profile(np.random.default_rng(11), count=120)
     model_ = MeasuredCost(db)
     queries, want = conv_profile(np.random.default_rng(13), count=40)  # other shapes, the same law
@@ -220,8 +222,8 @@ def test_an_unmeasured_conv_is_costed_from_its_nearest_measured_one():
 def test_on_the_h100_profile_neighbours_beat_the_conv_roofline_for_shapes_it_lacks():
     """Each measured convolution predicted from the others, its own shapes left out (as an
     unseen model's would be): the nearest neighbour against the calibrated roofline."""
-    from einsat.extract.profile_db import committed_profile
-    from einsat.extract.profiled import CONV_OPS, ConvNeighbours
+    from einsat.cost.profile_db import committed_profile
+    from einsat.cost.profiled import CONV_OPS, ConvNeighbours
     db = ProfileDB.load(committed_profile("h100"))
     db.mode = "warm_us"
     cal = CalibratedRoofline.fit(db)

@@ -78,7 +78,7 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=()) -> onnx.ModelProto:
     """A copy of `model` ready for import (see the module docstring). `weights` names the graph
-    inputs that stand for weights held outside the proto (`onnx_weights.detach_weights`)."""
+    inputs that stand for weights held outside the proto (`onnx.weights.detach_weights`)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     sort_nodes(m.graph, label)

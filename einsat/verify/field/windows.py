@@ -15,7 +15,7 @@ import numpy as np
 
 from einsat.verify import field as F
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.fieldbase import Rule, broadcast_flat, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, broadcast_flat, node_shapes, ravel, unravel
 
 # -- element-wise --------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.extract.fusion import ort_units
+from einsat.cost.ort_fusion import ort_units
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.registry import Op, opdef
 from einsat.runtime import random_inputs, run

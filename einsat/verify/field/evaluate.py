@@ -3,7 +3,7 @@
 `evaluate_at(graph, env, {output: positions})` never computes whole tensors unless asked to: a
 backward pass computes, for every value, the flat positions that the requested outputs read
 (their receptive field: a conv pulls its windows, a transpose permutes coordinates, ...), then a
-forward pass computes each value at just those positions. Every op's rule (`fieldtable.RULES`)
+forward pass computes each value at just those positions. Every op's rule (`field.table.RULES`)
 has two halves: `pull` (which input positions an output position reads) and `compute`.
 
 `evaluate(graph, env)` is the same at every position. All tests share the env's random inputs
@@ -21,7 +21,7 @@ import numpy as np
 
 from einsat.ir.graph import Graph
 from einsat.verify.field import NotMultilinearError, Source, embed_constant, unique
-from einsat.verify.fieldtable import rule_for
+from einsat.verify.field.table import rule_for
 
 
 @dataclass

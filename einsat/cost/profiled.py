@@ -15,7 +15,7 @@ convolutions, the conv roofline for 18%). `db` may be a `ProfileDB`, a path, or 
 
 `export_signatures` writes every e-node of an e-graph as a signature file: the CPU machine
 runs it, the GPU machine (no egglog) profiles the file with `einsat profile`. The profile and
-signature formats are defined beside the profiler (`einsat.extract.profile_db`,
+signature formats are defined beside the profiler (`einsat.cost.profile_db`,
 `einsat.ir.signature`, pure Python).
 """
 
@@ -28,10 +28,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from einsat.cost.devices import CPU, DEVICES, H100, Device
+from einsat.cost.model import CostModel, RooflineCost, flops_and_bytes, separate_epilogue
+from einsat.cost.profile_db import MODES, ProfileDB, committed_profile
 from einsat.errors import EinsatError
-from einsat.extract.cost import CostModel, RooflineCost, flops_and_bytes, separate_epilogue
-from einsat.extract.devices import CPU, DEVICES, H100, Device
-from einsat.extract.profile_db import MODES, ProfileDB, committed_profile
 from einsat.ir.registry import Op, opdef
 from einsat.ir.signature import Signature, signature_of, write_signatures
 from einsat.ir.types import TensorType

@@ -245,10 +245,10 @@ def detach_weights(model: onnx.ModelProto, min_size: int = 65) -> tuple[onnx.Mod
 def fill_random_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     """A copy of `model` with `random_weights` as initializers: what `load_onnx(...,
     fill_weights="random", seed=seed)` imports, as a model any ONNX runtime can run (its IR
-    version lowered to what its opsets need, `onnx_export.ir_version`, where it declares more)."""
+    version lowered to what its opsets need, `onnx.export.ir_version`, where it declares more)."""
     m, values = random_weights(model, seed)
     out = attach_weights(m, values)
-    from einsat.ir.onnx_export import ir_version  # onnx's default IR version may be past onnxruntime's
+    from einsat.ir.onnx.export import ir_version  # onnx's default IR version may be past onnxruntime's
     out.ir_version = min(out.ir_version, ir_version(out.opset_import))
     return out
 

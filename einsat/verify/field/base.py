@@ -2,7 +2,7 @@
 
 A rule gives one op's field semantics at requested positions only: `pull` maps the flat output
 positions asked for to the input positions they read, `compute` computes the outputs there from
-the inputs' known values (`fieldeval.Known`), `degree` is the output's polynomial degree in the
+the inputs' known values (`field.evaluate.Known`), `degree` is the output's polynomial degree in the
 random variables. Positions are flat row-major indices; `unravel` / `ravel` convert them to and
 from coordinates (-1 for a coordinate outside the tensor), `digit_map` evaluates an affine map of
 the coordinates, `broadcast_flat` follows NumPy broadcasting back to an input.

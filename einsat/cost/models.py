@@ -5,7 +5,7 @@
     cost_model("h100-roofline")  # the H100 datasheet roofline (fp32), profile or not
     cost_model("h100-tf32")  # the H100 roofline with TF32 tensor cores
     cost_model("cpu")        # onnxruntime on this machine's CPU: measured on demand, cached
-                             # (`einsat.extract.target`; `optimize` profiles the candidates)
+                             # (`einsat.cost.target`; `optimize` profiles the candidates)
     cost_model(my_model)     # a CostModel passes through
 
 `register_cost_model(name, factory)` adds a name (a profile measured elsewhere, a model of your
@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from einsat.cost.model import CostModel, RooflineCost
+from einsat.cost.profile_db import ProfileDB, committed_profile
+from einsat.cost.profiled import MeasuredCost, calibrated_fallback
+from einsat.cost.target import cpu_model
 from einsat.errors import EinsatError
-from einsat.extract.cost import CostModel, RooflineCost
-from einsat.extract.profile_db import ProfileDB, committed_profile
-from einsat.extract.profiled import MeasuredCost, calibrated_fallback
-from einsat.extract.target import cpu_model
 
 DEFAULT_COST = "h100"
 

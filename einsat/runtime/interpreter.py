@@ -25,28 +25,14 @@ from einsat.errors import EinsatError, ExecutionError, InputError, describe_node
 from einsat.ir.graph import Graph
 from einsat.ir.types import TensorType
 from einsat.runtime import backend_numpy, backend_onnxruntime
+from einsat.runtime.backend import get_backend, register_backend
 from einsat.runtime.hooks import GraphRuns, Hooks
 
 NO_HOOKS = Hooks()
-BACKENDS = ("numpy", "onnxruntime", "cupy")
 
-
-def get_backend(name: str):
-    """The backend called `name`:
-
-        numpy        the executable specification (`backend_numpy`)
-        onnxruntime  the whole graph as one onnxruntime CPU session (`backend_onnxruntime`)
-        cupy         every op on a CUDA device (`einsat.gpu.backend_cupy`, imported on first use:
-                     CuPy is optional; `einsat.gpu` is the backend kept outside this package)
-    """
-    if name == "numpy":
-        return backend_numpy.BACKEND
-    if name == "onnxruntime":
-        return backend_onnxruntime.BACKEND
-    if name == "cupy":
-        from einsat.gpu.backend_cupy import BACKEND
-        return BACKEND
-    raise EinsatError(f"unknown backend {name!r}; choose one of {list(BACKENDS)}")
+# the runtime's own backends; `cupy` registers itself from above the runtime (`einsat.backends`)
+register_backend("numpy", lambda: backend_numpy.BACKEND)                  # the executable specification
+register_backend("onnxruntime", lambda: backend_onnxruntime.BACKEND)      # the graph as one CPU session
 
 
 def evaluate(graph: Graph, inputs: Mapping[str, object], backend, hooks: Hooks = NO_HOOKS,
@@ -131,8 +117,9 @@ def check_inputs(graph: Graph, inputs: Mapping[str, object]) -> None:
 
 def run(graph: Graph, inputs: Mapping[str, object], backend="numpy", keep: tuple[str, ...] = (),
         hooks: Hooks = NO_HOOKS) -> dict[str, np.ndarray]:
-    """Run `graph` on `inputs` (NumPy arrays) on `backend` ("numpy", "onnxruntime", "cupy" or a
-    backend object); returns its outputs (and the values named in `keep`) as NumPy arrays."""
+    """Run `graph` on `inputs` (NumPy arrays) on `backend` (a registered name, `backend_names()`:
+    "numpy", "onnxruntime", "cupy", or a backend object); returns its outputs (and the values
+    named in `keep`) as NumPy arrays."""
     be = get_backend(backend) if isinstance(backend, str) else backend
     check_inputs(graph, inputs)
     values = evaluate(graph, {n: be.from_numpy(np.asarray(inputs[n])) for n in graph.inputs}, be, hooks, keep)

@@ -13,7 +13,7 @@ import pytest
 from einsat.errors import EinsatError, ExecutionError
 from einsat.ir import GraphBuilder, Op
 from einsat.ir.registry import opdef
-from einsat.runtime import GraphRuns, Hooks, evaluate, get_backend, graph_runs, run
+from einsat.runtime import GraphRuns, Hooks, backend_names, evaluate, get_backend, graph_runs, register_backend, run
 from einsat.runtime.backend_numpy import NumpyBackend
 
 F = np.float32
@@ -73,6 +73,50 @@ def test_kept_values_come_back_after_the_outputs():
 def test_unknown_backend_names_the_choices():
     with pytest.raises(EinsatError, match="numpy.*onnxruntime.*cupy"):
         run(chain(1), {"x": np.ones(3, F)}, backend="tpu")
+
+
+def test_a_registered_backend_is_found_by_name(monkeypatch):
+    """A backend registers itself by name; `run` and `get_backend` then find it."""
+    from einsat.runtime import backend as registry
+    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))  # leave the real table alone
+    made = []
+
+    class Doubling(NumpyBackend):
+        name = "doubling"
+
+        def run_node(self, node, args, graph):
+            return [2 * o for o in super().run_node(node, args, graph)]
+
+    register_backend("doubling", lambda: made.append(1) or Doubling())
+    assert backend_names()[-1] == "doubling" and {"numpy", "onnxruntime", "cupy"} <= set(backend_names())
+    out = run(chain(2), {"x": np.array([-1, 1, 3], F)}, backend="doubling")
+    np.testing.assert_array_equal(out["r1"], [0, 4, 12])
+    assert made == [1]
+    with pytest.raises(EinsatError, match="callable"):
+        register_backend("broken", None)
+
+
+def test_the_cupy_backend_is_registered_from_above_the_runtime():
+    """The runtime does not import `einsat.gpu`: `cupy` is registered by `einsat.backends`
+    (the top level), and asking for it loads the GPU package; a fresh interpreter shows both."""
+    code = ("import sys; from einsat.runtime import backend_names, get_backend; "
+            "assert 'einsat.gpu' not in sys.modules, 'importing the runtime loaded einsat.gpu'; "
+            "names = backend_names(); be = get_backend('cupy'); "
+            "print(names, type(be).__module__, 'cupy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["('numpy',", "'onnxruntime',", "'cupy')", "einsat.gpu.backend_cupy", "False"]
+
+
+def test_the_cupy_backend_without_cupy_says_to_install_the_gpu_extra():
+    pytest.importorskip("einsat.gpu.backend_cupy")
+    try:
+        import cupy  # noqa: F401
+        pytest.skip("CuPy is installed: this checks the message where it is not")
+    except ImportError:
+        pass
+    with pytest.raises(EinsatError, match=r"einsat\[gpu\]"):
+        run(chain(1), {"x": np.ones(3, F)}, backend="cupy")
 
 
 def test_loop_bodies_run_through_the_loop_with_the_callers_hooks():

@@ -5,6 +5,7 @@
     outs = einsat.run(g, {"x": x})
 """
 
+from einsat import backends  # noqa: F401  (registers the backends kept outside einsat.runtime: cupy)
 from einsat.errors import EinsatError
 from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
 from einsat.optimize import Result, optimize  # binds `einsat.optimize` to the function (not the module)

@@ -1,0 +1,351 @@
+"""Saved fingerprints of the programs `einsat.optimize` extracts for ten workloads (#26).
+
+What a user sees of a run is the program it hands back. This script optimizes ten small
+workloads that between them take every path of the run (a CNN, TASO's BERT, an LLM decoder
+layer, NasRNN, a PET mutant, an EinNet derivation, a partitioned model, the measured CPU model
+on a scripted profile, the fusion generator, an imperative function) and reduces each result to
+a fingerprint: `einsat.partition.fingerprint.canonical`'s structural key (ops, attributes,
+wiring, types, constants by value; value names left out), a SHA-256 of the weights' bytes in the
+canonical order, and the op counts and modeled cost as a readable summary. Each run is bounded by
+work (e-nodes, iterations, the ILP's nodes), never by the clock: the time limits lie far off,
+and a run that stops on one is an error here, not a fingerprint.
+
+    python scripts/fingerprints.py             # recompute, compare with tests/data/fingerprints.json
+    python scripts/fingerprints.py --write     # recompute twice (they must agree), save, print changes
+    python scripts/fingerprints.py bert_tensat nasrnn    # only these
+
+The reference was generated at commit a187c90 (before #26's refactor of the orchestration);
+`tests/test_fingerprints.py` recomputes them and fails naming the workload that changed. Run
+from the repository root (or with it on PYTHONPATH): the workloads come from `benchmarks/` and
+`tests/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PATH = ROOT / "tests" / "data" / "fingerprints.json"
+ILP_SECONDS = 60.0  # far off: the ILP stops on its branch-and-bound work, not on this
+
+
+def _limits(**kw):
+    from einsat.egraph import Limits
+    return Limits(**{"nodes": 30_000, "iterations": 10, "time_s": 120.0, **kw})
+
+
+def _optimize(program, example_inputs=None, **kw):
+    import einsat
+    kw.setdefault("limits", _limits())
+    kw.setdefault("partition", False)
+    return einsat.optimize(program, example_inputs, time_limit=ILP_SECONDS, **kw)
+
+
+# -- the workloads: name -> a function returning `einsat.optimize`'s result ------------------------
+
+def cnn_squeezenet():
+    """SqueezeNet 1.1 at 32x32 (convs, concat of fire modules, pooling) under the default model."""
+    from benchmarks.workloads.convnets import squeezenet
+    return _optimize(squeezenet(image=32, classes=10))
+
+
+def bert_tensat():
+    """TASO's BERT layer (Q/K/V merged by folding their weights), attention rewrites included."""
+    from benchmarks.workloads.transformer import bert_tensat
+    return _optimize(bert_tensat(seq=16, hidden=64, heads=4, layers=1))
+
+
+def llama_decode():
+    """A Llama decoder layer against a KV cache at the tests' sizes: rmsnorm, rotary, GQA, SwiGLU."""
+    from benchmarks.workloads.llm import TEST_SIZES, llama_decode
+    return _optimize(llama_decode(**TEST_SIZES["llama_decode"]))
+
+
+def nasrnn():
+    """NasRNN, two steps of hidden 32: TASO's matmul merging."""
+    from benchmarks.workloads.rnn import nasrnn
+    return _optimize(nasrnn(steps=2, hidden=32))
+
+
+def pet_mutant():
+    """PET's Figure 1: a conv over a batch of images as one conv on images side by side, under a
+    stub profile that prices the wide conv cheaper (PET's forms, no EinNet derivations)."""
+    from einsat import GraphBuilder
+    from einsat.rewrites.schedule import default_schedule
+    from tests.rewrites.mutate.costs import paper_cost
+    x, f = (4, 3, 5, 6), 2
+    n, c, h, w = x
+    b = GraphBuilder("fig1")
+    g = b.build(b.conv(b.input("x", x), b.weight("w", (f, c, 3, 3)), padding=1))
+    cost = paper_cost({(x, (f, c, 3, 3), (1, 1), 1): 40.0, ((n // 2, c, h, 2 * w), (f, c, 3, 3), (1, 1), 1): 12.0})
+    return _optimize(g, cost=cost, rules=default_schedule(derivations=False),
+                     limits=_limits(nodes=30_000, iterations=10, generator_s=120.0, time_s=300.0))
+
+
+def einnet_derivation():
+    """EinNet's Figure 3: a 3x3 conv derived into a matmul and an eOperator, under a model where
+    the derived program pays (`tests.rewrites.derive.cases.DerivedCheaper`)."""
+    from tests.rewrites.derive import cases
+    g = cases.conv3x3(1, 16, 8, 8, np.float64)
+    return _optimize(g, cost=cases.DerivedCheaper(), limits=_limits(nodes=30_000, iterations=6))
+
+
+def partitioned():
+    """Three TASO BERT layers cut into pieces of at most 64 nodes: one optimized, two reused."""
+    from benchmarks.workloads.transformer import bert_tensat
+    from einsat.partition import Partitioning
+    g = bert_tensat(seq=16, hidden=64, heads=4, layers=3, softmax=True)
+    return _optimize(g, partition=Partitioning(above=0, piece_nodes=64, executor="serial"))
+
+
+def fusion_layernorm():
+    """One BERT layer under h100 without the attention rewrites: its layernorms, residual adds and
+    softmax become eops (the fusion generator)."""
+    from benchmarks.workloads.transformer import bert
+    from einsat.egraph import Schedule
+    from einsat.rewrites.schedule import default_schedule
+    rules = Schedule(tuple(p for p in default_schedule().phases if "attention" not in getattr(p, "name", "")))
+    return _optimize(bert(seq=16, hidden=64, heads=2, layers=1, ffn=256), cost="h100", rules=rules)
+
+
+def imperative_attention():
+    """An imperative NumPy function (in-place causal mask and softmax), functionalized to TensorSSA."""
+    from benchmarks.imperative.attention import attention_inputs, masked_attention
+    args = attention_inputs(np.random.default_rng(0))
+    return _optimize(masked_attention, args)
+
+
+# The scripted CPU profile: each signature the run asks to time gets a time from a formula of its
+# FLOPs and bytes, never from a clock, and the side-by-side check finds the candidate at half the
+# input's time. The two functions that time (`runtime.profiler.profile_signatures` and
+# `check_measured`) are replaced wherever an einsat module holds them, so a move of either does
+# not lose the patch; a run that finds neither is an error, not a fingerprint.
+def cpu_scripted():
+    """cost="cpu"'s path (the input's profile, the candidates', the measured choice, the
+    side-by-side verdict) on a scripted profile: an MLP whose two branches share an input."""
+    import einsat
+    from einsat import GraphBuilder
+
+    b = GraphBuilder("mlp", seed=5)
+    x = b.input("x", (16, 32))
+    h = b.relu(b.add(b.matmul(x, b.weight("w1", (32, 64))), b.weight("b1", (64,))))
+    k = b.relu(b.add(b.matmul(x, b.weight("w2", (32, 64))), b.weight("b2", (64,))))
+    g = b.build(b.matmul(b.mul(h, k), b.weight("w3", (64, 16))))
+    with scripted_timing(), tempfile.TemporaryDirectory() as tmp:
+        model = _cpu_model(os.path.join(tmp, "profile.json"))
+        result = einsat.optimize(g, cost=model, limits=_limits(), time_limit=ILP_SECONDS, partition=False)
+    if not result.report.profile or not result.report.profile.get("measured"):
+        raise RuntimeError(f"cpu_scripted: the scripted profile timed nothing ({result.report.profile})")
+    return result
+
+
+def _cpu_model(path):
+    for name in ("einsat.cost.target", "einsat.extract.target"):  # extract/ before #26 item 2
+        module = _own_module(name)
+        if module is not None:
+            return module.cpu_model(path=path)
+    raise RuntimeError("cpu_scripted: no cpu_model in einsat.cost.target or einsat.extract.target")
+
+
+def _inside_einsat(module) -> bool:
+    return _inside_einsat_path(module.__file__)
+
+
+def _inside_einsat_path(path: str) -> bool:
+    import einsat
+    return os.path.abspath(path).startswith(os.path.dirname(os.path.abspath(einsat.__file__)) + os.sep)
+
+
+def _own_module(name: str):
+    """The module `name` of the imported einsat's tree, or None where that tree has none (an
+    editable install of another checkout would otherwise fill it in: find_spec says where from
+    before anything is run)."""
+    import importlib
+    import importlib.util
+    parts = name.split(".")
+    for k in range(2, len(parts) + 1):
+        try:
+            spec = importlib.util.find_spec(".".join(parts[:k]))
+        except ImportError:
+            return None
+        if spec is None or not spec.origin or not _inside_einsat_path(spec.origin):
+            return None
+    return importlib.import_module(name)
+
+
+def foreign_modules() -> list[str]:
+    """Loaded einsat modules that come from outside the imported einsat's tree (an editable install
+    of another checkout filling in a package this one lacks): a fingerprint made so is not this
+    tree's."""
+    return sorted(n for n, m in sys.modules.items() if n.startswith("einsat.") and getattr(m, "__file__", None)
+                  and not _inside_einsat(m))
+
+
+def _scripted_profile(sigs, *args, **kw):
+    from einsat.runtime.profiler import ProfileRun
+    out = ProfileRun(method={"reps": 15, "statistic": "median", "order": "scripted", "call_overhead_us": 3.0,
+                             "node_overhead_us": 0.5, "stream_bytes_per_us": 8000.0, "cache_bytes": 32 << 20,
+                             "nchwc_block": 8})
+    out.call_overhead_us = 3.0
+    for sig in sigs:
+        flops, size = sig.flops(), sig.bytes()
+        us = round(1.0 + flops / 4000.0 + size / 8000.0, 3)
+        out.entries[sig.key] = {"us": us, "raw_us": us + 3.0, "p10_us": us + 2.9, "p90_us": us + 3.1, "reps": 15,
+                                "outliers": 0, "flops": flops, "bytes": size, "kernels": 1}
+    return out
+
+
+def _scripted_check(model, baseline, candidate, reps=15):
+    from einsat.runtime.profiler import judge
+    base = [1000.0 + k for k in range(15)]
+    return judge(base, [v / 2 for v in base])
+
+
+class scripted_timing:
+    """Within the block, `profile_signatures` and `check_measured` are the scripted ones in every
+    loaded einsat module that holds them."""
+
+    def __enter__(self):
+        import einsat.runtime.profiler as profiler
+        for mod in ("einsat.measure", "einsat.pipeline", "einsat.pipeline.measure", "einsat.cost.measure"):
+            _own_module(mod)
+        self.saved = []
+        real = {"profile_signatures": profiler.profile_signatures}
+        for m in [m for n, m in sorted(sys.modules.items()) if n.startswith("einsat") and m is not None]:
+            for name, fn in (("profile_signatures", _scripted_profile), ("check_measured", _scripted_check)):
+                held = getattr(m, name, None)
+                if held is not None and (name == "check_measured" or held is real[name]):
+                    self.saved.append((m, name, held))
+                    setattr(m, name, fn)
+        names = {name for _, name, _ in self.saved}
+        if names != {"profile_signatures", "check_measured"}:
+            self.__exit__()
+            raise RuntimeError(f"scripted_timing: found only {sorted(names)} to replace; where do they live now?")
+        return self
+
+    def __exit__(self, *exc):
+        for m, name, fn in reversed(self.saved):
+            setattr(m, name, fn)
+
+
+WORKLOADS = {
+    "cnn_squeezenet": cnn_squeezenet,
+    "bert_tensat": bert_tensat,
+    "llama_decode": llama_decode,
+    "nasrnn": nasrnn,
+    "pet_mutant": pet_mutant,
+    "einnet_derivation": einnet_derivation,
+    "partitioned": partitioned,
+    "cpu_scripted": cpu_scripted,
+    "fusion_layernorm": fusion_layernorm,
+    "imperative_attention": imperative_attention,
+}
+
+
+# -- fingerprints ------------------------------------------------------------------------------------
+
+def fingerprint(result) -> dict:
+    """The result's structural key, its weights' digest, and a readable summary."""
+    from einsat.partition.fingerprint import canonical
+    g = result.graph
+    c = canonical(g)
+    digest = hashlib.sha256()
+    for name in (*c.params, *sorted(set(g.weights) - set(c.params) - set(c.constants))):
+        a = np.ascontiguousarray(np.asarray(g.weights[name]))
+        digest.update(f"{a.dtype}{a.shape}".encode())
+        digest.update(a.tobytes())
+    return {"structure": c.key, "weights": digest.hexdigest(),
+            "ops": dict(sorted(g.op_counts().items())), "cost_after": round(float(result.report.cost_after), 6)}
+
+
+def stopped_by_time(result) -> str | None:
+    """Why `result` is not comparable (a phase stopped by the clock), or None."""
+    r = result.report
+    if r.saturation is not None and "time" in (r.saturation.stop_reason or ""):
+        return f"saturation stopped on time ({r.saturation.stop_reason})"
+    if r.extraction is not None and "time limit" in (r.extraction.status or ""):
+        return f"the ILP stopped on time ({r.extraction.status})"
+    for piece in getattr(r.partition, "pieces", None) or ():
+        if "time" in (getattr(piece, "stop_reason", None) or ""):
+            return f"a piece's saturation stopped on time ({piece.stop_reason})"
+    return None
+
+
+def compute(name: str) -> dict:
+    result = WORKLOADS[name]()
+    why = stopped_by_time(result)
+    if why:
+        raise RuntimeError(f"{name}: {why}; its program is not a work-bounded fingerprint")
+    return fingerprint(result)
+
+
+def load() -> dict:
+    return json.loads(PATH.read_text()) if PATH.exists() else {}
+
+
+def differences(name: str, saved: dict | None, now: dict) -> list[str]:
+    """What changed between two fingerprints of `name`, in words."""
+    if saved is None:
+        return [f"{name}: new (no saved fingerprint)"]
+    out = []
+    for k in ("structure", "weights", "cost_after"):
+        if saved.get(k) != now.get(k):
+            out.append(f"{name}: {k} {saved.get(k)} -> {now.get(k)}")
+    ops = sorted(set(saved.get("ops", {})) | set(now.get("ops", {})))
+    delta = [f"{op} {saved.get('ops', {}).get(op, 0)}->{now['ops'].get(op, 0)}" for op in ops
+             if saved.get("ops", {}).get(op, 0) != now["ops"].get(op, 0)]
+    if delta:
+        out.append(f"{name}: op counts " + ", ".join(delta))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("names", nargs="*", help="workloads (default: all): " + ", ".join(WORKLOADS))
+    p.add_argument("--write", action="store_true", help="compute twice, check they agree, save")
+    args = p.parse_args(argv)
+    import einsat
+    print(f"einsat from {os.path.dirname(einsat.__file__)}", file=sys.stderr)
+    names = args.names or list(WORKLOADS)
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        p.error(f"unknown workloads {unknown}; choose from {', '.join(WORKLOADS)}")
+    saved = load()
+    changed = []
+    fresh = {}
+    for name in names:
+        now = compute(name)
+        if args.write:
+            again = compute(name)
+            if again != now:
+                raise SystemExit(f"{name}: two runs disagree ({differences(name, now, again)}): not deterministic")
+        fresh[name] = now
+        diff = differences(name, saved.get(name), now)
+        changed += diff
+        state = ("new" if name not in saved else "changed") if diff else "same"
+        print(f"{name}: {state}  {now['structure'][:16]}  {now['ops']}")
+    for line in changed:
+        print("  " + line)
+    foreign = foreign_modules()
+    if foreign:
+        raise SystemExit(f"modules from outside {os.path.dirname(einsat.__file__)}: {foreign}")
+    if args.write:
+        saved.update(fresh)
+        PATH.parent.mkdir(parents=True, exist_ok=True)
+        PATH.write_text(json.dumps({k: saved[k] for k in WORKLOADS if k in saved}, indent=1) + "\n")
+        print(f"wrote {PATH}")
+        return 0
+    return 1 if changed else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Admission: a mutant enters the e-graph only as a corrected program proved equal to the original.
 
-DESIGN.md's invariant: every e-class stays fully equivalent. For a subprogram S and a mutant M:
+The e-graph's invariant (docs/architecture.md): every e-class stays fully equivalent. For a subprogram S and a mutant M:
 
 1. pre-filter (no verification yet): M's core, its ops that compute (views and copies left
    out: post-optimization cancels most of them), must be cheaper than S under the cost model;

@@ -7,7 +7,7 @@
 
 `loop` and `cond` keep control flow on tensor values structured; everything else (views,
 `x[i] = y`, `v *= 2`, `np.copyto`, `out=`) is plain NumPy. See `functionalize.py` for the
-pipeline and `DESIGN.md` (frontend) for where it sits.
+pipeline and docs/frontend.md for where it sits.
 """
 
 from einsat.frontend.control import cond, loop

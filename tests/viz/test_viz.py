@@ -100,7 +100,7 @@ def einsat_imports(path: Path) -> set[str]:
 
 
 def test_what_ir_draws_with_imports_only_ir():
-    """`Graph._repr_svg_` imports viz.graph: it may import ir and viz.svg only (DESIGN's layering)."""
+    """`Graph._repr_svg_` imports viz.graph: it may import ir and viz.svg only (docs/architecture.md's layering)."""
     for name in ("graph.py", "svg.py"):
         assert einsat_imports(PACKAGE / "viz" / name) <= {"einsat.ir.graph", "einsat.viz.svg"}, name
 

@@ -1,4 +1,4 @@
-"""DESIGN.md's one-way data flow, for every package of einsat, and no import cycles inside one.
+"""The one-way data flow of docs/architecture.md, for every package of einsat, and no import cycles inside one.
 
 Every `import` and `from ... import` in every module counts: at module level, inside functions
 (a lazy import is still a dependency: it fails or cycles at the first call instead of at import)
@@ -6,7 +6,7 @@ and under `if TYPE_CHECKING:` (a type a module needs is a dependency of its desi
 import c` depends on the module `a.b.c` when there is one, else on `a.b`; the parent packages'
 `__init__` that Python runs on the way do not count.
 
-The packages, in the order data flows (DESIGN.md): ir -> egraph -> rewrites -> extract -> ir ->
+The packages, in the order data flows (docs/architecture.md): ir -> egraph -> rewrites -> extract -> ir ->
 runtime. `frontend` produces ir; `runtime` depends on ir alone, and `gpu` is runtime's CuPy
 backend (runtime names it lazily; gpu builds on runtime's loop); `verify`'s PET part (boxes,
 field evaluation, corrector, correction, regions) depends on ir alone and only its numeric
@@ -114,7 +114,7 @@ def test_packages_import_only_what_the_data_flow_allows(pkg):
 
 def test_rewrites_use_only_the_pet_part_of_verify():
     """A rewrite generator may call PET's corrector, which stands on ir alone, never the numeric
-    check on the runtime (DESIGN.md: the GPU machine and the e-graph need no runtime there)."""
+    check on the runtime (docs/architecture.md: the GPU machine and the e-graph need no runtime there)."""
     bad = sorted(f"{m} -> {d}" for m in MODULES if package(m) == "rewrites" for d in GRAPH[m] if d in VERIFY_ON_RUNTIME)
     assert not bad, "\n".join(bad)
 

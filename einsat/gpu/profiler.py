@@ -20,6 +20,11 @@ calls: `CupyDevice.time_ms`).
 Ops that issue no kernel (views) get 0 for both without timing. Inputs are random (normal
 floats; valid indices for gather). Only the GPU machine runs this; nothing here needs egglog.
 
+`Profiler.profile` runs its signatures, one per batch, through the timing loop every target
+shares (`einsat.runtime.profiler.profile_into`: the time budget, failures kept per signature,
+progress, each entry written into the `ProfileDB` as it is measured), and summarizes each
+series with the CPU's statistics (`runtime.profiler.summarize`: median, 10th/90th percentiles).
+
 `program_runner(graph, dev)` makes a compiled program a runner of the shared profiler
 (`einsat.runtime.profiler`: interleaved rounds, medians, outliers, the time budget), which
 `einsat.measure` uses for a measured model whose target is "cupy" (`measure.cupy_model`,
@@ -31,9 +36,7 @@ time.
 
 from __future__ import annotations
 
-import statistics
 import subprocess
-import time
 from typing import Callable, Iterable
 
 import numpy as np
@@ -44,6 +47,7 @@ from einsat.gpu.timing import event_times
 from einsat.ir.graph import Graph, Node
 from einsat.ir.signature import Signature
 from einsat.runtime import random_inputs
+from einsat.runtime.profiler import ProfileRun, profile_into, summarize, wall_runner
 
 
 def replicated(graph: Graph, copies: int) -> Graph:
@@ -71,7 +75,6 @@ def program_runner(graph: Graph, dev, seed: int = 0, flush=None, replays: int = 
     on `dev` with random inputs (see the module docstring); `replays` back-to-back replays
     between the two events (after one flush), the time divided by them: a program of a few
     microseconds is timed over several launches, as a deployment replays it."""
-    from einsat.runtime.profiler import wall_runner
     prog = CompiledProgram(graph, device=dev)
     prog.run(random_inputs(graph, seed))  # inputs in place: each replay reads them
     cp = getattr(dev, "cp", None)
@@ -160,9 +163,8 @@ class Profiler:
                      reps: int | None = None) -> dict:
         """Median device time of one replay of a compiled program (µs), and its spread."""
         prog.run(inputs)
-        times = self._events(prog, flush, reps or self.reps)
-        q = np.percentile(times, [10, 90])
-        return {"us": statistics.median(times), "p10_us": float(q[0]), "p90_us": float(q[1]), "mode": prog.mode,
+        stats = summarize(self._events(prog, flush, reps or self.reps))
+        return {"us": stats["median_us"], "p10_us": stats["p10_us"], "p90_us": stats["p90_us"], "mode": prog.mode,
                 "graph_fallback": prog.graph_fallback}
 
     def time_signature(self, sig: Signature) -> dict:
@@ -194,26 +196,19 @@ class Profiler:
     def profile(self, sigs: Iterable[Signature], db: ProfileDB | None = None, time_budget_s: float | None = None,
                 skip_known: bool = True, progress: Callable[[str], None] | None = None) -> ProfileDB:
         """Time every signature (within the time budget) into `db`; failures are recorded, not fatal.
-        `skip_known` skips the signatures `db` has, unless their entry is `stale`."""
+        `skip_known` skips the signatures `db` has, unless their entry is `stale`. The signatures
+        go one at a time through the shared timing loop (`runtime.profiler.profile_into`)."""
         db = db if db is not None else ProfileDB()
         db.device = db.device or device_info(self.dev)
         db.method = self.method
-        start = time.monotonic()
-        sigs = list(sigs)
-        for k, sig in enumerate(sigs):
-            if skip_known and sig.key in db and not stale(db.entries[sig.key]):
-                continue
-            if time_budget_s is not None and time.monotonic() - start > time_budget_s:
-                if progress:
-                    progress(f"time budget reached: {len(sigs) - k} signatures left unmeasured")
-                break
-            try:
-                db.add(sig, **self.time_signature(sig))
-                db.failures.pop(sig.key, None)
-            except Exception as e:  # noqa: BLE001 - one bad signature must not lose the others
-                db.failures[sig.key] = f"{type(e).__name__}: {e}"
-            if progress:
-                e = db.entries.get(sig.key)
-                progress(f"[{k + 1}/{len(sigs)}] {sig.key}: " + (f"{e['us']:.2f} us cold, {e['warm_us']:.2f} us warm"
-                                                                 if e else "failed"))
+        todo = [s for s in sigs if not (skip_known and s.key in db and not stale(db.entries[s.key]))]
+        profile_into(db, todo, lambda batch: ({sig.key: self.time_signature(sig) for sig in batch}, {}),
+                     budget_s=time_budget_s, progress=progress, describe=_describe)
         return db
+
+
+def _describe(done: int, total: int, batch: list[Signature], run: ProfileRun) -> str:
+    """The GPU profiler's progress line for one signature: its cold and warm times, or failed."""
+    key = batch[0].key
+    e = run.entries.get(key)
+    return f"[{done}/{total}] {key}: " + (f"{e['us']:.2f} us cold, {e['warm_us']:.2f} us warm" if e else "failed")

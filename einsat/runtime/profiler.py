@@ -1,10 +1,17 @@
 """Timing op signatures and whole programs on the machine at hand: the profiler every target shares.
 
-The method, for any backend (onnxruntime on the CPU here; `einsat.gpu.profiler` feeds CuPy
-programs timed with CUDA events through the same loop and statistics):
+The one timing loop, `profile_into`: signatures in batches, a time budget checked before each
+batch (the signatures left when it runs out are returned, for a calibrated fallback to cover),
+a failure recorded per signature while the others go on, progress messages, and every entry
+written into the profile database (`einsat.cost.profile_db.ProfileDB`) as it is measured. Both
+targets' profilers run through it: onnxruntime on the CPU here (`profile_signatures`) and CuPy
+programs timed with CUDA events (`einsat.gpu.profiler.Profiler`, one signature per batch).
+
+How a target times a batch, with the same statistics everywhere (`summarize`):
 
 - every timed thing is a *runner*: a callable that runs it once and returns its time in µs
-  (`wall_runner` wraps a plain call with `time.perf_counter`);
+  (`wall_runner` wraps a plain call with `time.perf_counter`; `einsat.gpu.profiler.program_runner`
+  replays a compiled program between CUDA events);
 - `warmup` untimed runs of each, then `reps` rounds; each round runs every runner once, in
   turn (**interleaved**: a slow phase of the machine, another process's burst, a frequency
   change, falls on all of them alike instead of on whichever was being timed then);
@@ -12,8 +19,10 @@ programs timed with CUDA events through the same loop and statistics):
   median + 5 MAD (a scaled median absolute deviation; reported, never silently dropped, and
   they do not move the median).
 
-`profile_signatures` times op signatures in batches of `BATCH` under a time budget (the
-signatures left when it runs out are returned, for a calibrated fallback to cover), with
+(The GPU profiler's own series, `einsat.gpu.timing.event_times`, enqueues all of a program's
+repetitions between CUDA events before one synchronization, and summarizes them here.)
+
+`profile_signatures` times op signatures in batches of `BATCH` under a time budget, with
 progress messages. For onnxruntime each signature is a one-node model (`Signature.graph`
 exported to ONNX: a fused op exports as the group onnxruntime fuses back, so the group is
 timed as the unit it runs as). A session's `run` costs a fixed overhead of its own (feeding
@@ -22,8 +31,8 @@ Add) that a node inside a whole program does not pay; entries keep the raw media
 and `us` = raw − overhead, floored at `MIN_US`.
 
 `compare_programs` times two programs side by side on the same inputs (interleaved rounds)
-and says whether the second is faster beyond noise (`Comparison`). Depends on `einsat.ir`
-alone (and onnxruntime when it runs).
+and says whether the second is faster beyond noise (`Comparison`). Depends on `einsat.ir` and
+`einsat.cost`'s profile database alone (and onnxruntime when it runs).
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from einsat.cost.profile_db import ProfileDB
 from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
 from einsat.ir.signature import Signature
@@ -260,7 +270,7 @@ def reference_graph() -> Graph:
 
 @dataclass
 class ProfileRun:
-    """What one `profile_signatures` call measured."""
+    """What one run of the timing loop (`profile_into`, `profile_signatures`) measured."""
 
     entries: dict[str, dict] = field(default_factory=dict)   # signature key -> profile entry
     failures: dict[str, str] = field(default_factory=dict)   # signature key -> why not measured
@@ -271,12 +281,66 @@ class ProfileRun:
     reference_us: list[float] = field(default_factory=list)  # the reference's median in each batch
 
 
+# what the timing loop asks of a target: time these signatures (one batch) and return their
+# entries (signature key -> entry with "us") and their failures (signature key -> why)
+Measure = Callable[[list[Signature]], tuple[dict[str, dict], dict[str, str]]]
+
+
+def profile_into(db: ProfileDB, sigs: Sequence[Signature], measure: Measure, batch: int = 1,
+                 budget_s: float | None = None, progress: Callable[[str], None] | None = None,
+                 describe: Callable[[int, int, list[Signature], ProfileRun], str] | None = None,
+                 left_to: str = "left unmeasured", start: float | None = None) -> ProfileRun:
+    """The one timing loop of every profiler: the CPU's (`profile_signatures`, onnxruntime
+    sessions interleaved in batches of `BATCH`) and the GPU's (`einsat.gpu.profiler.Profiler`,
+    one signature at a time timed with CUDA events) both run their signatures through it.
+
+    `sigs` go to `measure` in batches of `batch`, in order; each batch's entries are written into
+    `db` (the profile database, `einsat.cost.profile_db`) as soon as it is measured, and a
+    signature measured now leaves `db.failures`; its failures go into `db.failures`. A batch
+    whose `measure` raises is recorded as failed, signature by signature, with the error, and
+    the others go on. Before each batch the time budget is checked: `budget_s` seconds from
+    `start` (default: now, `time.monotonic`); the signatures left when it runs out are not timed
+    (`ProfileRun.left`) and `progress` says so ("... signatures `left_to`"). After each batch
+    `progress` gets `describe(done, total, batch, run)` (default: a count and the seconds)."""
+    start = time.monotonic() if start is None else start
+    run = ProfileRun()
+    todo = list(sigs)
+    done = 0
+    while todo:
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            run.left = todo
+            if progress:
+                progress(f"profiling budget of {budget_s:.0f} s reached: {len(todo)} signatures {left_to}")
+            break
+        chunk, todo = todo[:batch], todo[batch:]
+        try:
+            entries, failures = measure(chunk)
+        except Exception as e:  # noqa: BLE001 - a batch that cannot be timed must not lose the others
+            entries, failures = {}, {sig.key: f"{type(e).__name__}: {e}" for sig in chunk}
+        by_key = {sig.key: sig for sig in chunk}
+        for key, entry in entries.items():
+            db.add(by_key[key], **entry)
+            db.failures.pop(key, None)
+        db.failures.update(failures)
+        run.entries.update(entries)
+        run.failures.update(failures)
+        done += len(chunk)
+        if progress:
+            progress(describe(done, len(sigs), chunk, run) if describe else
+                     f"profiled {done}/{len(sigs)} signatures ({time.monotonic() - start:.1f} s)")
+    run.seconds = time.monotonic() - start
+    return run
+
+
 def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 2,
                        budget_s: float | None = None, progress: Callable[[str], None] | None = None,
                        make_runner: Callable[[Signature], Runner] | None = None,
                        overhead: Runner | None = None, threads: int = THREADS,
-                       reference: Runner | None = None, layout_ops: Collection[Op] = ()) -> ProfileRun:
-    """Time `sigs` (interleaved in batches of `BATCH`) within `budget_s` seconds.
+                       reference: Runner | None = None, layout_ops: Collection[Op] = (),
+                       db: ProfileDB | None = None) -> ProfileRun:
+    """Time `sigs` (interleaved in batches of `BATCH`) within `budget_s` seconds, through the
+    timing loop (`profile_into`) into `db` (default: a new `ProfileDB`; the entries are in the
+    returned `ProfileRun` too).
 
     `make_runner(sig)` builds a signature's runner (default: its one-node onnxruntime session,
     `ort_signature_runner`);
@@ -288,72 +352,69 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
     onnxruntime's runners: `reference_graph`'s session; none for another `make_runner`): each
     entry keeps the batch's reference median as `ref_us`.
     `layout_ops`: the ops whose onnxruntime one-node session may change the layout of its
-    input and output (`extract.fusion.LAYOUT_OPS`); their entries also keep `kernel_share`,
+    input and output (`cost.ort_fusion.LAYOUT_OPS`); their entries also keep `kernel_share`,
     each kernel op type's share of the session's kernel time (`kernel_shares`): the share of
     `ReorderInput` / `ReorderOutput` is what a whole program in that layout does not pay
-    between two such ops (`extract.target.TargetCost.layout_savings_us`)."""
+    between two such ops (`cost.target.TargetCost.layout_savings_us`)."""
     if reference is None and make_runner is None:
         reference = ort_runner(reference_graph(), threads=threads)
     make_runner = make_runner or (lambda sig: ort_signature_runner(sig, threads))
     start = time.monotonic()
-    out = ProfileRun(method={"reps": reps, "warmup": warmup, "statistic": "median", "order": "interleaved",
-                             "batch": BATCH, "outlier_rule": f"> median + {OUTLIER_MADS} MAD"})
+    method = {"reps": reps, "warmup": warmup, "statistic": "median", "order": "interleaved",
+              "batch": BATCH, "outlier_rule": f"> median + {OUTLIER_MADS} MAD"}
     fixed = {"o": overhead or ort_runner(call_overhead_graph(), threads=threads)}
     if overhead is None and reference is not None:  # onnxruntime: a node's dispatch, memory's bandwidth
         fixed["chain"] = ort_runner(chain_graph(), threads=threads)
         fixed["stream"] = ort_runner(stream_graph(), threads=threads)
     fixed_times = interleaved(fixed, reps=max(reps, 30), warmup=5)
-    out.call_overhead_us = summarize(fixed_times["o"])["median_us"]
-    out.method["call_overhead_us"] = out.call_overhead_us
+    call_overhead_us = summarize(fixed_times["o"])["median_us"]
+    method["call_overhead_us"] = call_overhead_us
     if "chain" in fixed_times:
         chain = summarize(fixed_times["chain"])["median_us"]
-        out.method["node_overhead_us"] = max((chain - out.call_overhead_us) / (CHAIN - 1), 0.0)
-        stream = summarize(fixed_times["stream"])["median_us"] - out.call_overhead_us
-        out.method["stream_bytes_per_us"] = STREAM * STREAM * 4 / max(stream, MIN_US)
-        out.method["cache_bytes"] = last_level_cache_bytes()
-        out.method["nchwc_block"] = nchwc_block()
-    todo = list(sigs)
-    done = 0
-    while todo:
-        if budget_s is not None and time.monotonic() - start > budget_s:
-            out.left = todo
-            if progress:
-                progress(f"profiling budget of {budget_s:.0f} s reached: {len(todo)} signatures left to the "
-                         "calibrated roofline")
-            break
-        batch, todo = todo[:BATCH], todo[BATCH:]
+        method["node_overhead_us"] = max((chain - call_overhead_us) / (CHAIN - 1), 0.0)
+        stream = summarize(fixed_times["stream"])["median_us"] - call_overhead_us
+        method["stream_bytes_per_us"] = STREAM * STREAM * 4 / max(stream, MIN_US)
+        method["cache_bytes"] = last_level_cache_bytes()
+        method["nchwc_block"] = nchwc_block()
+    reference_us: list[float] = []
+
+    def measure(batch: list[Signature]) -> tuple[dict[str, dict], dict[str, str]]:
         runners: dict[str, Runner] = {}
+        failures: dict[str, str] = {}
         for sig in batch:
             try:
                 runners[sig.key] = make_runner(sig)
                 runners[sig.key]()  # a failing run is found here, not in the middle of a round
             except Exception as e:  # noqa: BLE001 - one signature that cannot run must not lose the others
                 runners.pop(sig.key, None)
-                out.failures[sig.key] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+                failures[sig.key] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
         if reference is not None and runners:
             runners[REFERENCE] = reference
         times = interleaved(runners, reps, warmup)
         ref = summarize(times.pop(REFERENCE))["median_us"] if REFERENCE in times else None
         if ref is not None:
-            out.reference_us.append(ref)
+            reference_us.append(ref)
         by_key = {s.key: s for s in batch}
+        entries: dict[str, dict] = {}
         for key, ts in times.items():
             stats = summarize(ts)
             sig = by_key[key]
-            out.entries[key] = {"us": max(stats["median_us"] - out.call_overhead_us, MIN_US),
-                                "raw_us": stats["median_us"], "p10_us": stats["p10_us"], "p90_us": stats["p90_us"],
-                                "reps": stats["reps"], "outliers": stats["outliers"],
-                                "flops": sig.flops(), "bytes": sig.bytes(), "kernels": 1}
+            entries[key] = {"us": max(stats["median_us"] - call_overhead_us, MIN_US),
+                            "raw_us": stats["median_us"], "p10_us": stats["p10_us"], "p90_us": stats["p90_us"],
+                            "reps": stats["reps"], "outliers": stats["outliers"],
+                            "flops": sig.flops(), "bytes": sig.bytes(), "kernels": 1}
             if ref is not None:
-                out.entries[key]["ref_us"] = ref
+                entries[key]["ref_us"] = ref
             if sig.op in layout_ops:
                 try:
-                    out.entries[key]["kernel_share"] = kernel_shares(signature_graph(sig), threads=threads)
+                    entries[key]["kernel_share"] = kernel_shares(signature_graph(sig), threads=threads)
                 except Exception:  # noqa: BLE001 - the entry stands without it (no layout saving)
-                    out.entries[key]["kernel_share"] = {}
-        done += len(batch)
-        if progress:
-            progress(f"profiled {done}/{len(sigs)} signatures ({time.monotonic() - start:.1f} s)")
+                    entries[key]["kernel_share"] = {}
+        return entries, failures
+
+    out = profile_into(db if db is not None else ProfileDB(), sigs, measure, batch=BATCH, budget_s=budget_s,
+                       progress=progress, left_to="left to the calibrated roofline", start=start)
+    out.call_overhead_us, out.method, out.reference_us = call_overhead_us, method, reference_us
     out.seconds = time.monotonic() - start
     return out
 

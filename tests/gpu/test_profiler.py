@@ -159,3 +159,59 @@ def test_entries_whose_cudnn_choice_was_timed_otherwise_are_profiled_again():
     prof.time_signature = lambda sig: measured.append(sig.key) or {"us": 2.0}
     prof.profile(sigs, db)
     assert measured == [sigs[1].key, sigs[3].key] and db.entries[sigs[1].key]["us"] == 2.0
+
+
+def _hostless_profiler(time_signature):
+    from einsat.gpu.profiler import Profiler
+    prof = Profiler.__new__(Profiler)  # no device here: the signatures' timing is replaced
+    prof.reps, prof.warmup, prof.copies, prof.flush_bytes = 1, 0, 1, 0
+    prof.time_signature = time_signature
+    return prof
+
+
+def test_the_gpu_profiler_runs_through_the_shared_timing_loop():
+    """One signature per batch through `runtime.profiler.profile_into`: a signature that fails is
+    recorded with its error and the others go on, each line of progress names one signature, and
+    the budget leaves the rest unmeasured, as the CPU's profiler does."""
+    from einsat.cost.profile_db import ProfileDB
+    from einsat.gpu import profiler as gpu_profiler
+    from einsat.runtime import profiler as runtime_profiler
+    assert gpu_profiler.profile_into is runtime_profiler.profile_into
+    sigs = [signature_of(Op.RELU, {}, [TensorType((4, k))]) for k in (1, 2, 3)]
+
+    def timed(sig):
+        if sig is sigs[1]:
+            raise RuntimeError("no kernel for this")
+        return {"us": 3.0, "warm_us": 2.0}
+
+    db, said = ProfileDB(device={"name": "a GPU"}), []
+    _hostless_profiler(timed).profile(sigs, db, progress=said.append)
+    assert set(db.entries) == {sigs[0].key, sigs[2].key}
+    assert db.failures == {sigs[1].key: "RuntimeError: no kernel for this"}
+    assert said == [f"[1/3] {sigs[0].key}: 3.00 us cold, 2.00 us warm", f"[2/3] {sigs[1].key}: failed",
+                    f"[3/3] {sigs[2].key}: 3.00 us cold, 2.00 us warm"]
+    db, said = ProfileDB(device={"name": "a GPU"}), []
+    _hostless_profiler(timed).profile(sigs, db, time_budget_s=-1.0, progress=said.append)
+    assert not db.entries and said == ["profiling budget of -1 s reached: 3 signatures left unmeasured"]
+
+
+def test_a_programs_series_is_summarized_by_the_shared_statistics():
+    """The median and the 10th/90th percentiles of the events' times, as `runtime.profiler.summarize`
+    gives them for the CPU's runners (µs from the events' ms)."""
+    import statistics
+    ms = [0.010, 0.012, 0.011, 0.030, 0.009, 0.011]
+    prof = _hostless_profiler(None)
+    prof._events = lambda prog, flush, reps: [t * 1e3 for t in ms]
+
+    class Prog:
+        mode, graph_fallback = "graph", None
+
+        def run(self, inputs):
+            pass
+
+    out = prof.time_program(Prog(), {})
+    us = sorted(t * 1e3 for t in ms)
+    assert out["us"] == pytest.approx(statistics.median(us))
+    assert out["p10_us"] == pytest.approx(us[0] + 0.5 * (us[1] - us[0]))  # linear interpolation at 10%
+    assert out["p90_us"] == pytest.approx(us[4] + 0.5 * (us[5] - us[4]))
+    assert out["mode"] == "graph" and out["graph_fallback"] is None

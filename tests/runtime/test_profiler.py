@@ -4,9 +4,11 @@ timing luck), the verdict on side-by-side timings, and real onnxruntime timings 
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 
+from einsat.cost.profile_db import ProfileDB
 from einsat.ir.registry import Op
 from einsat.ir.signature import signature_of
 from einsat.ir.types import TensorType
@@ -14,6 +16,7 @@ from einsat.runtime.profiler import (
     Comparison,
     interleaved,
     judge,
+    profile_into,
     profile_signatures,
     sign_test,
     signature_graph,
@@ -84,6 +87,50 @@ def test_the_budget_leaves_signatures_to_the_fallback_and_says_so():
                              overhead=fixed(1.0), progress=said.append)
     assert not run.entries and len(run.left) == len(sigs)
     assert any("budget" in line and str(len(sigs)) in line for line in said)
+
+
+def test_the_timing_loop_writes_each_batch_into_the_database_as_it_goes():
+    """`profile_into`, the loop both targets' profilers share: batches in order, each entry in the
+    profile database (with its signature) before the next batch is measured, a signature measured
+    again leaves the failures, a batch that raises is recorded signature by signature."""
+    sigs = [matmul_sig(n) for n in range(2, 9)]  # 7 signatures: batches of 3, 3, 1
+    db = ProfileDB()
+    db.failures[sigs[0].key] = "failed in an earlier run"
+    seen, said = [], []
+
+    def measure(batch):
+        seen.append(([s.key for s in batch], len(db)))  # what the database held when it began
+        if sigs[3] in batch:
+            raise RuntimeError("the device went away")
+        entries = {s.key: {"us": float(s.flops())} for s in batch if s is not sigs[1]}
+        return entries, ({sigs[1].key: "no kernel"} if sigs[1] in batch else {})
+
+    run = profile_into(db, sigs, measure, batch=3, progress=said.append)
+    assert [len(keys) for keys, _ in seen] == [3, 3, 1] and [held for _, held in seen] == [0, 2, 2]
+    assert set(db.entries) == set(run.entries) == {sigs[k].key for k in (0, 2, 6)}
+    assert db.entries[sigs[2].key]["us"] == sigs[2].flops() and db.signature(sigs[2].key) == sigs[2]
+    assert sigs[0].key not in db.failures and db.failures[sigs[1].key] == "no kernel"
+    assert {sigs[k].key for k in (3, 4, 5)} <= set(db.failures) and "device went away" in db.failures[sigs[4].key]
+    assert run.failures == db.failures and not run.left
+    assert [line.split(" signatures")[0] for line in said] == ["profiled 3/7", "profiled 6/7", "profiled 7/7"]
+
+
+def test_the_timing_loop_counts_its_budget_from_the_given_start():
+    sigs = [matmul_sig(n) for n in range(2, 6)]
+    db, said = ProfileDB(), []
+    started = time.monotonic() - 10.0  # the caller spent 10 s before the loop (its fixed runners)
+    run = profile_into(db, sigs, lambda b: ({s.key: {"us": 1.0} for s in b}, {}), budget_s=5.0,
+                       progress=said.append, left_to="left to the fallback", start=started)
+    assert not db.entries and run.left == sigs and run.seconds >= 10.0
+    assert said == ["profiling budget of 5 s reached: 4 signatures left to the fallback"]
+
+
+def test_profiled_signatures_go_into_the_given_database():
+    sigs = [matmul_sig(4), matmul_sig(8)]
+    db = ProfileDB(device={"kind": "test"})
+    run = profile_signatures(sigs, reps=3, make_runner=lambda s: fixed(30.0), overhead=fixed(10.0), db=db)
+    assert set(db.entries) == {s.key for s in sigs}
+    assert all(db.entries[k]["us"] == run.entries[k]["us"] == 20.0 for k in db.entries)
 
 
 def test_the_verdict_needs_a_clear_majority_and_a_margin():

@@ -1,7 +1,8 @@
 """The CuPy backend: every registry op on a CUDA device, run by the one interpreter loop.
 
-`einsat.run(graph, inputs, backend="cupy")` loads `BACKEND` from here. CuPy is imported on
-first use, so importing einsat never needs it. Ops are lowered by `einsat.gpu.lower` (views,
+`einsat.run(graph, inputs, backend="cupy")` loads `BACKEND` from here: `einsat.backends`
+registers it with the runtime by name (the runtime never imports this package). CuPy is
+imported on first use, so importing einsat never needs it. Ops are lowered by `einsat.gpu.lower` (views,
 generated kernels, cuBLAS, cuDNN); an op with no device lowering (opaque ONNX nodes, or a
 case a library cannot take, such as a 4-D convolution) runs on the host on the NumPy backend
 and its result goes back to the device. Loop and if nodes run their bodies through the

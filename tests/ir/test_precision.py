@@ -110,3 +110,16 @@ def test_clip_and_relu6_take_half(dtype):
     x = (np.arange(16, dtype=np.float32).reshape(2, 8) - 4).astype(dtype)
     y = einsat.run(g, {"x": x})["y"]
     assert y.dtype == dtype and np.array_equal(y.astype(np.float32), np.clip(x.astype(np.float32), 0, 6))
+
+
+def test_lrn_takes_bf16():
+    """LRN's type check asked for NumPy kind 'f', which ml_dtypes' bfloat16 is not: a bf16 LRN
+    was refused at graph construction; it infers and runs as the fp32 op rounded once."""
+    b = GraphBuilder("lrn")
+    g = b.build(b.lrn(b.input("x", (1, 4, 3), BF16), size=3), names=["y"])
+    x = np.random.default_rng(0).standard_normal((1, 4, 3)).astype(BF16)
+    b32 = GraphBuilder("lrn32")
+    g32 = b32.build(b32.lrn(b32.input("x", (1, 4, 3)), size=3), names=["y"])
+    want = einsat.run(g32, {"x": x.astype(np.float32)})["y"].astype(BF16)
+    got = einsat.run(g, {"x": x})["y"]
+    assert g.types["y"].dtype == BF16 and np.array_equal(got.astype(np.float32), want.astype(np.float32))

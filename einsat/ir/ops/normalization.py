@@ -17,7 +17,7 @@ import numpy as np
 from einsat.ir.expr import build
 from einsat.ir.ops.onnx_args import first_output_only
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, register, same_dtype
-from einsat.ir.types import TensorType
+from einsat.ir.types import TensorType, is_float
 
 
 def broadcasts_to(shape, target) -> bool:
@@ -38,6 +38,9 @@ class BatchNorm(OpDef):
     training_mode 0). Affine in x, hence not flagged multi-linear."""
 
     op = Op.BATCHNORM
+    shape_of_first = True
+    parameter_inputs = (1, 2, 3, 4)  # scale, bias, mean, var
+    nchwc = "carried"
     arity = (5, 5)
     onnx_type = "BatchNormalization"
     attrs = {"epsilon": Attr("float", 1e-5, non_negative)}
@@ -79,6 +82,8 @@ class LayerNorm(OpDef):
     scale and bias broadcast to x.shape[axis:]."""
 
     op = Op.LAYERNORM
+    shape_of_first = True
+    chain_fusable = True
     arity = (2, 3)
     onnx_type = "LayerNormalization"
     attrs = {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5, non_negative)}
@@ -134,6 +139,8 @@ class Softmax(OpDef):
     """Softmax along one axis (ONNX Softmax, opset 13 semantics)."""
 
     op = Op.SOFTMAX
+    shape_of_first = True
+    chain_fusable = True
     onnx_type = "Softmax"
     attrs = {"axis": Attr("int", -1)}
 
@@ -176,7 +183,7 @@ class LRN(OpDef):
 
     def infer(self, types, attrs):
         x = types[0]
-        if x.rank < 3 or x.dtype.kind != "f":
+        if x.rank < 3 or not is_float(x.dtype):
             raise ShapeError(f"lrn takes a floating-point [N, C, *spatial] input, got {x}")
         return [x]
 

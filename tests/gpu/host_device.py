@@ -69,8 +69,6 @@ class KernelLibrary:
             return
         parts, wrappers = [], []
         for name, k in sorted(todo.items()):
-            if any(np.dtype(p.dtype) == np.float16 for p in k.params):
-                raise ValueError(f"host emulation has no fp16 ({name})")
             parts.append(k.source)
             casts = ", ".join(f"({p.decl().split(' __restrict__')[0]})args[{i}]" for i, p in enumerate(k.params))
             launch = THREADED_LAUNCH if self.threads else SERIAL_LAUNCH
@@ -118,7 +116,7 @@ def library_for(runs, library: "KernelLibrary | None" = None) -> "KernelLibrary"
 def poison(shape, dtype) -> np.ndarray:
     """A fresh array full of a value no kernel writes by accident (NaN, or a sentinel)."""
     a = np.empty(shape, dtype=dtype)
-    if a.dtype.kind == "f":
+    if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
         a.fill(np.nan)
     elif a.dtype.kind == "b":
         a.view(np.uint8).fill(7)  # neither True (1) nor False (0)

@@ -28,11 +28,15 @@ import numpy as np
 from einsat.errors import ExecutionError
 from einsat.gpu.kernels.prelude import HALF_HEADER, PRELUDE
 
-# numpy dtype -> (storage C type, compute C type, accumulator C type)
+# numpy dtype -> (storage C type, compute C type, accumulator C type). The halves (NumPy's float16,
+# ml_dtypes' bfloat16) are storage only: loaded into float, computed and accumulated in float, and
+# rounded to nearest even once when stored, as the NumPy reference computes them
+# (`runtime.backend_numpy`).
 _CTYPES = {
     "float32": ("float", "float", "float"),
     "float64": ("double", "double", "double"),
     "float16": ("__half", "float", "float"),
+    "bfloat16": ("__nv_bfloat16", "float", "float"),
     "int64": ("long long", "long long", "long long"),
     "int32": ("int", "int", "long long"),
     "int16": ("short", "int", "long long"),
@@ -53,19 +57,23 @@ class CType:
 
     @property
     def is_float(self) -> bool:
-        return self.dtype.kind == "f"
+        return self.dtype.kind == "f" or self.is_half
 
     @property
     def is_half(self) -> bool:
-        return self.dtype == np.float16
+        return is_half_dtype(self.dtype)
 
     def load(self, expr: str) -> str:
-        """`expr` (a stored element) as a compute-type value."""
-        return f"__half2float({expr})" if self.is_half else expr
+        """`expr` (a stored element) as a compute-type value (a half widens to float, exactly)."""
+        if self.is_half:
+            return f"{'__bfloat162float' if self.store == '__nv_bfloat16' else '__half2float'}({expr})"
+        return expr
 
     def save(self, expr: str) -> str:
-        """A compute-type value as a stored element."""
-        return f"__float2half({expr})" if self.is_half else f"({self.store})({expr})"
+        """A compute-type value as a stored element (a half rounds to nearest even)."""
+        if self.is_half:
+            return f"{'__float2bfloat16_rn' if self.store == '__nv_bfloat16' else '__float2half_rn'}((float)({expr}))"
+        return f"({self.store})({expr})"
 
     def literal(self, value: float) -> str:
         """A constant of the compute type, written exactly (hex-free, full precision)."""
@@ -103,12 +111,22 @@ class CType:
         return f"{name}f" if self.compute == "float" else name
 
 
+class UnsupportedDtype(ExecutionError):
+    """A dtype the generated kernels have no C type for (`lower.run_node` names the op)."""
+
+
+def is_half_dtype(dtype) -> bool:
+    """fp16 or bf16: stored in 16 bits, computed in float."""
+    return np.dtype(dtype).name in ("float16", "bfloat16")
+
+
 def ctype(dtype) -> CType:
     dt = np.dtype(dtype)
     try:
         store, compute, acc = _CTYPES[dt.name]
     except KeyError:
-        raise ExecutionError(f"generated kernels do not support dtype {dt.name}") from None
+        raise UnsupportedDtype(f"generated kernels do not support dtype {dt.name} "
+                               f"(they take {', '.join(_CTYPES)})") from None
     return CType(dt, store, compute, acc)
 
 
@@ -203,7 +221,7 @@ def make_kernel(family: str, params: Sequence[Param], body: str, work: int, *, b
     sig = ", ".join(p.decl() for p in params)
     digest = hashlib.sha1(f"{family}|{sig}|{body}|{block}".encode()).hexdigest()[:16]
     name = f"einsat_{family}_{digest}"
-    header = HALF_HEADER if any(np.dtype(p.dtype) == np.float16 for p in params) else ""
+    header = HALF_HEADER if any(is_half_dtype(p.dtype) for p in params) else ""
     source = (f"{header}{PRELUDE}\nextern \"C\" __global__ void {name}({sig}) {{\n"
               f"{body.rstrip()}\n}}\n")
     return Kernel(name, source, params, int(work), block, per_block, family)

@@ -128,15 +128,20 @@ def lift_strides(strides: Sequence[int], shape: Sequence[int]) -> tuple[int, ...
 
 # -- the ctypes binding (GPU machine only) ------------------------------------------------
 
-DATA_FLOAT, DATA_DOUBLE, DATA_HALF = 0, 1, 2
+DATA_FLOAT, DATA_DOUBLE, DATA_HALF, DATA_BFLOAT16 = 0, 1, 2, 9
 TENSOR_NCHW = 0
 CROSS_CORRELATION = 1
 MATH_DEFAULT, MATH_TENSOR_OP, MATH_FMA = 0, 1, 3
 FWD_ALGOS, BWD_DATA_ALGOS = 8, 6
 WORKSPACE_LIMIT = 1 << 30
 
+# numpy dtype -> (cuDNN data type, compute type, alpha/beta C type). The halves store fp16 / bf16
+# and compute in float (the convolution descriptor's compute type; alpha and beta are floats):
+# accumulation in fp32, the result rounded once, as the NumPy reference computes a half conv.
 _DT = {"float32": (DATA_FLOAT, DATA_FLOAT, ctypes.c_float), "float16": (DATA_HALF, DATA_FLOAT, ctypes.c_float),
+       "bfloat16": (DATA_BFLOAT16, DATA_FLOAT, ctypes.c_float),
        "float64": (DATA_DOUBLE, DATA_DOUBLE, ctypes.c_double)}
+HALF_DATA = frozenset({DATA_HALF, DATA_BFLOAT16})
 
 
 def supported(dtype) -> bool:
@@ -228,7 +233,7 @@ class Cudnn:
                                                         self._ints(plan.dilation), CROSS_CORRELATION, compute),
                     "cudnnSetConvolutionNdDescriptor")
         self._check(lib.cudnnSetConvolutionGroupCount(cd, plan.groups), "cudnnSetConvolutionGroupCount")
-        math = MATH_TENSOR_OP if tf32 else (MATH_FMA if dt == DATA_FLOAT else MATH_DEFAULT)
+        math = MATH_TENSOR_OP if tf32 or dt in HALF_DATA else (MATH_FMA if dt == DATA_FLOAT else MATH_DEFAULT)
         self._check(lib.cudnnSetConvolutionMathType(cd, math), "cudnnSetConvolutionMathType")
         dims = self._ints([0] * (n + 2))
         self._check(lib.cudnnGetConvolutionNdForwardOutputDim(cd, xd, wd, n + 2, dims), "cudnnGetOutputDim")

@@ -123,4 +123,58 @@ EINSAT_FN long long einsat_ipow(long long b, long long e) {
 #endif
 """
 
-HALF_HEADER = "#ifndef EINSAT_HOST\n#include <cuda_fp16.h>\n#endif\n"
+# The half types of a kernel with an fp16 or bf16 parameter. On the device, CUDA's own headers
+# (`__half`, `__nv_bfloat16` and their round-to-nearest-even conversions). In the host emulation,
+# 16-bit structs of the same names and bit-exact conversions: a half widens to float exactly, and
+# float rounds to half to nearest even, overflow to infinity, subnormals and NaN included (fp16 after
+# F. Giesen's float_to_half_fast3_rtne; bf16 keeps the top 16 bits, rounded). The tests compare them
+# with NumPy's float16 and ml_dtypes' bfloat16 on every bit pattern.
+HALF_HEADER = r"""
+#ifndef EINSAT_HALF
+#define EINSAT_HALF
+#ifndef EINSAT_HOST
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#else
+#include <cstring>
+struct __half { unsigned short x; };
+struct __nv_bfloat16 { unsigned short x; };
+static inline unsigned int einsat_f2u(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
+static inline float einsat_u2f(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline float __half2float(__half h) {
+    unsigned int o = (unsigned int)(h.x & 0x7fffu) << 13;
+    const unsigned int e = o & (0x7c00u << 13);
+    o += (127u - 15u) << 23;
+    if (e == (0x7c00u << 13)) o += (128u - 16u) << 23;                              /* inf, NaN */
+    else if (e == 0) { o += 1u << 23; o = einsat_f2u(einsat_u2f(o) - einsat_u2f(113u << 23)); }  /* 0, subnormal */
+    return einsat_u2f(o | ((unsigned int)(h.x & 0x8000u) << 16));
+}
+static inline __half __float2half_rn(float f) {
+    unsigned int u = einsat_f2u(f);
+    const unsigned int sign = u & 0x80000000u;
+    u ^= sign;
+    unsigned short o;
+    if (u >= (143u << 23)) o = (u > 0x7f800000u) ? 0x7e00 : 0x7c00;               /* NaN, overflow */
+    else if (u < (113u << 23)) {                                                    /* subnormal, 0 */
+        const float magic = einsat_u2f(((127u - 15u) + (23u - 10u) + 1u) << 23);
+        o = (unsigned short)(einsat_f2u(einsat_u2f(u) + magic) - einsat_f2u(magic));
+    } else {
+        const unsigned int odd = (u >> 13) & 1u;
+        u += ((unsigned int)(15 - 127) << 23) + 0xfffu + odd;
+        o = (unsigned short)(u >> 13);
+    }
+    __half h; h.x = (unsigned short)(o | (sign >> 16));
+    return h;
+}
+static inline float __bfloat162float(__nv_bfloat16 b) { return einsat_u2f((unsigned int)b.x << 16); }
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    unsigned int u = einsat_f2u(f);
+    __nv_bfloat16 b;
+    if ((u & 0x7fffffffu) > 0x7f800000u) { b.x = (unsigned short)((u >> 16) | 0x40u); return b; }  /* NaN stays quiet */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    b.x = (unsigned short)(u >> 16);
+    return b;
+}
+#endif
+#endif
+"""

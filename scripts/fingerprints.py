@@ -214,9 +214,13 @@ class scripted_timing:
     loaded einsat module that holds them."""
 
     def __enter__(self):
+        import pkgutil
+
         import einsat.runtime.profiler as profiler
-        for mod in ("einsat.measure", "einsat.pipeline", "einsat.pipeline.measure", "einsat.cost.measure"):
-            _own_module(mod)
+        for mod in ("einsat.measure", "einsat.optimize", "einsat.pipeline", "einsat.cost"):
+            package = _own_module(mod)
+            for sub in pkgutil.iter_modules(getattr(package, "__path__", None) or []):
+                _own_module(f"{mod}.{sub.name}")  # every module that may hold them, loaded before patching
         self.saved = []
         real = {"profile_signatures": profiler.profile_signatures}
         for m in [m for n, m in sorted(sys.modules.items()) if n.startswith("einsat") and m is not None]:

@@ -234,6 +234,60 @@ class OpDef:
     tensor_core: ClassVar[str | None] = None
     # the attributes that hold subprograms (`ir.Graph` bodies of control flow)
     bodies: ClassVar[tuple[str, ...]] = ()
+    # -- facts other layers read: each replaces a table of op names a layer kept; the groups
+    #    derived from them are in `einsat.ir.groups` --
+    # f(x, y, ...) = f(y, x, ...): the first two inputs can be exchanged (with broadcasting)
+    commutative: ClassVar[bool] = False
+    # the output's dtype is the first input's (the shape analysis derives it so); False where it
+    # comes from elsewhere (a comparison's bool, cast's attribute, where's branches)
+    dtype_of_first: ClassVar[bool] = True
+    # the output has the first input's shape and dtype (element-wise unary ops have it by being
+    # element-wise; this flag states it for the others the shape analysis relies on)
+    shape_of_first: ClassVar[bool] = False
+    # every input element appears exactly once in the output: a reshape or a permutation of axes
+    permutes: ClassVar[bool] = False
+    # the output is the input's elements in the same row-major order: a reshape (implies permutes)
+    reshapes: ClassVar[bool] = False
+    # the output is the first input itself, same shape and values: the op only names a value
+    aliases: ClassVar[bool] = False
+    # the NumPy ufunc computing the op (the frontend traces that ufunc as the op); `bool_ufunc`:
+    # the one computing it on bools (np.bitwise_and is logical_and there)
+    ufunc: ClassVar[Any] = None
+    bool_ufunc: ClassVar[Any] = None
+    # the binary op it folds over its `axes` (reduce_sum folds add): `opdef(reduces).ufunc.reduce`
+    reduces: ClassVar[Op | None] = None
+    # a fused op's core: the op it computes when it has no bias, no residual and no activation
+    fused_core: ClassVar[Op | None] = None
+    # inputs read as parameters (divisors, indices, normalization statistics): with them fixed, the
+    # op is affine in its other inputs; the PET verifier keeps them exact constants
+    parameter_inputs: ClassVar[tuple[int, ...]] = ()
+    # in half precision its result is exactly a value of its half operands (no rounding)
+    exact_in_half: ClassVar[bool] = False
+    # a unary element-wise op the layout laws move through transposes and reshapes
+    # (f(transpose(x)) = transpose(f(x)), `rewrites.algebra.layout`); every unary element-wise op
+    # commutes so, but each flagged op adds rules to the e-graph: True where they are wanted
+    layout_commutes: ClassVar[bool] = False
+    # EinNet's operator matching instantiates an expression as this op (`rewrites.derive.match`);
+    # the number ranks ties, lowest first (a 1x1 conv is a matmul)
+    matched: ClassVar[int | None] = None
+    # the derivation generator searches EinNet derivations of it (`rewrites.derive.generator`)
+    derivable: ClassVar[bool] = False
+    # inter-expression fusion composes its expression with an eOperator child's
+    # (`rewrites.derive.inter`, EinNet §5)
+    eop_fusable: ClassVar[bool] = False
+    # a chain of these becomes one eOperator by traversal merging (`rewrites.derive.fusion`):
+    # element-wise math, reductions and normalizations over the trailing dims
+    chain_fusable: ClassVar[bool] = False
+    # a comparison: a bool element-wise function of two operands of one dtype
+    comparison: ClassVar[bool] = False
+    # a PET correction: its first input (the mutant's output) with regions overwritten by a fix
+    correction: ClassVar[bool] = False
+    # onnxruntime's blocked NCHWc layout (its NchwcTransformer; `cost.ort_fusion`): "blocked" ops
+    # run in it, with reorders around them; "carried" ones run in it when their input comes in it
+    nchwc: ClassVar[str | None] = None
+    # inputs a one-node onnxruntime model holds as initializers (the weights it pre-packs, and
+    # lays out for its blocked convolutions, only when constant; `runtime.profiler`)
+    packed_inputs: ClassVar[tuple[int, ...]] = ()
     onnx_type: ClassVar[str | None] = None  # the ONNX op it exports to / imports from
     doc: ClassVar[str] = ""
 

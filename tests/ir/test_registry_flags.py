@@ -16,7 +16,26 @@ its arguments are computed by the NumPy backend):
   application is never folded into a weight: it would store the repetition);
 - tensor_core: on float inputs the GPU backend calls cuBLAS ("gemm") or cuDNN ("conv"), and
   no op without the flag calls either;
-- bodies: exactly those attributes hold `ir.Graph`s.
+- bodies: exactly those attributes hold `ir.Graph`s;
+
+and the facts other layers read (each replaced a table of op names; `einsat.ir.groups`):
+
+- commutative: exchanging the first two inputs leaves the output unchanged;
+- dtype_of_first / shape_of_first: the output's dtype (and shape) is the first input's;
+- permutes / reshapes / aliases: every input element appears once in the output / in the same
+  row-major order / the output is the input;
+- ufunc / bool_ufunc / reduces: the NumPy ufunc (on bools) computes the op wherever it has a loop
+  giving the op's dtype; a reduction is its binary op's `ufunc.reduce` over its axes;
+- fused_core: with no bias, residual nor activation a fused op computes its core op;
+- parameter_inputs: with those inputs fixed the op is affine in the other float inputs;
+- exact_in_half: on half inputs the result equals the float64 result (of the same values) rounded;
+- layout_commutes: a unary element-wise op commutes with transposes and reshapes;
+- matched / derivable / eop_fusable: the op has a tensor-algebra expression (EinNet needs one);
+- chain_fusable: it computes (not layout-only), deterministically, keeping a float input's dtype;
+- comparison: a bool element-wise function of two inputs;
+- correction: a mutant and a fix in, the mutant's (first input's) dtype out;
+- nchwc: "blocked" ops take [N, C, *spatial] inputs, "carried" ones keep their input's rank;
+- packed_inputs: tensor-core ops' weight slots.
 """
 
 from __future__ import annotations
@@ -33,14 +52,17 @@ from tests.gpu.conftest import collect
 from tests.gpu.host_device import HostDevice
 
 NOT_FLAGS = {"op", "attrs", "arity", "onnx_type", "doc"}
-FLAGS = ("multilinear", "elementwise", "layout_only", "view", "foldable", "repeats_input", "tensor_core", "bodies")
+FLAGS = ("multilinear", "elementwise", "layout_only", "view", "foldable", "repeats_input", "tensor_core", "bodies",
+         "commutative", "dtype_of_first", "shape_of_first", "permutes", "reshapes", "aliases", "ufunc", "bool_ufunc",
+         "reduces", "fused_core", "parameter_inputs", "exact_in_half", "layout_commutes", "matched", "derivable",
+         "eop_fusable", "chain_fusable", "comparison", "correction", "nchwc", "packed_inputs")
 NO_CASES = {Op.OPAQUE}  # a black box: it promises nothing
 EXAMPLES = 12
 CASE_OPS = sorted((op for op in REGISTRY if op not in NO_CASES), key=lambda op: op.value)
 
 
 def ops_with(flag: str) -> list[Op]:
-    return [op for op in CASE_OPS if getattr(REGISTRY[op], flag)]
+    return [op for op in CASE_OPS if getattr(REGISTRY[op], flag) not in (None, False, ())]
 
 
 def cases(op: Op) -> list:
@@ -226,3 +248,228 @@ def test_bodies_are_the_attributes_that_hold_graphs(op):
         node = case.graph.nodes[-1]
         graphs = {name for name, value in node.attrs.items() if isinstance(value, Graph)}
         assert graphs == set(REGISTRY[op].bodies), f"{case}"
+
+
+# -- the facts other layers read -----------------------------------------------------------------
+
+def same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+
+
+def positions(a: np.ndarray) -> np.ndarray:
+    """Distinct float64 values, one per element, in `a`'s shape."""
+    return np.arange(1, a.size + 1, dtype=np.float64).reshape(a.shape)
+
+
+def test_fact_types():
+    for op, d in REGISTRY.items():
+        for flag in ("commutative", "dtype_of_first", "shape_of_first", "permutes", "reshapes", "aliases",
+                     "exact_in_half", "layout_commutes", "derivable", "eop_fusable", "chain_fusable", "comparison",
+                     "correction"):
+            assert isinstance(getattr(d, flag), bool), f"{op.value}.{flag} must be a bool"
+        for flag in ("reduces", "fused_core"):
+            assert getattr(d, flag) is None or getattr(d, flag) in REGISTRY, f"{op.value}.{flag} names no op"
+        for flag in ("parameter_inputs", "packed_inputs"):
+            slots = getattr(d, flag)
+            assert isinstance(slots, tuple) and all(0 <= k and (d.arity[1] is None or k < d.arity[1]) for k in slots), \
+                f"{op.value}.{flag} names no input"
+        for flag in ("ufunc", "bool_ufunc"):
+            assert getattr(d, flag) is None or isinstance(getattr(d, flag), np.ufunc), f"{op.value}.{flag}"
+        assert d.matched is None or isinstance(d.matched, int)
+        assert d.nchwc in (None, "blocked", "carried")
+        assert not d.reshapes or d.permutes, f"{op.value}: a reshape permutes"
+        assert not d.aliases or d.reshapes, f"{op.value}: an alias is a reshape"
+        assert not d.permutes or d.layout_only, f"{op.value}: a permutation is layout-only"
+    ranks = [d.matched for d in REGISTRY.values() if d.matched is not None]
+    assert len(ranks) == len(set(ranks)), "two matched ops share a rank"
+    assert not REGISTRY[Op.OPAQUE].dtype_of_first, "a black box promises nothing"
+
+
+@pytest.mark.parametrize("op", ops_with("commutative"), ids=lambda o: o.value)
+def test_commutative_ops_take_their_inputs_in_either_order(op):
+    for case in cases(op):
+        node, args = call(case)
+        for a, b in zip(apply(node, args), apply(node, [args[1], args[0], *args[2:]])):
+            assert same(a, b), f"{case}: exchanging the inputs changed the output"
+
+
+@pytest.mark.parametrize("op", ops_with("dtype_of_first"), ids=lambda o: o.value)
+def test_output_dtype_is_the_first_inputs(op):
+    for case in cases(op):
+        node, args = call(case)
+        for out in apply(node, args):
+            assert out.dtype == args[0].dtype, f"{case}: {out.dtype}, the first input {args[0].dtype}"
+
+
+@pytest.mark.parametrize("op", ops_with("shape_of_first"), ids=lambda o: o.value)
+def test_output_type_is_the_first_inputs(op):
+    for case in cases(op):
+        node, args = call(case)
+        (out,) = apply(node, args)
+        assert (out.shape, out.dtype) == (args[0].shape, args[0].dtype), f"{case}"
+
+
+@pytest.mark.parametrize("op", ops_with("permutes"), ids=lambda o: o.value)
+def test_permuting_ops_keep_every_element_once(op):
+    d = REGISTRY[op]
+    for case in cases(op):
+        node, args = call(case)
+        probe = positions(args[0])
+        (out,) = apply(node, [probe, *args[1:]])
+        assert np.array_equal(np.sort(out.ravel()), probe.ravel()), f"{case}: not a permutation of the input"
+        if d.reshapes:
+            assert np.array_equal(out.ravel(), probe.ravel()), f"{case}: the order changed"
+        if d.aliases:
+            assert same(out, probe), f"{case}: not the input itself"
+
+
+@pytest.mark.parametrize("op", ops_with("ufunc") + ops_with("bool_ufunc"), ids=lambda o: o.value)
+def test_ufuncs_compute_their_ops(op):
+    d = REGISTRY[op]
+    checked = 0
+    for case in cases(op):
+        node, args = call(case)
+        for fn in (d.ufunc, d.bool_ufunc):
+            if fn is None or (fn is d.bool_ufunc and any(a.dtype != np.bool_ for a in args)):
+                continue
+            try:
+                want = fn(*args)
+            except TypeError:  # no loop for these dtypes: the frontend refuses them too
+                continue
+            (out,) = apply(node, args)
+            if want.dtype != out.dtype:
+                continue  # e.g. np.divide on integers is true division, divide truncates
+            np.testing.assert_allclose(out, want, rtol=1e-6, err_msg=f"{case}: np.{fn.__name__}")
+            checked += 1
+    assert checked, f"no {op.value} case was computed by its ufunc"
+
+
+@pytest.mark.parametrize("op", ops_with("reduces"), ids=lambda o: o.value)
+def test_reductions_fold_their_binary_op(op):
+    fn = REGISTRY[REGISTRY[op].reduces].ufunc
+    for case in cases(op):
+        node, args = call(case)
+        (out,) = apply(node, args)
+        want = fn.reduce(args[0], axis=node.attrs["axes"], keepdims=bool(node.attrs["keepdims"]))
+        np.testing.assert_allclose(out, want, rtol=1e-6, err_msg=f"{case}")
+
+
+@pytest.mark.parametrize("op", ops_with("fused_core"), ids=lambda o: o.value)
+def test_fused_ops_compute_their_core_without_an_epilogue(op):
+    core = REGISTRY[REGISTRY[op].fused_core]
+    assert core.tensor_core == REGISTRY[op].tensor_core
+    for case in cases(op):
+        node, args = call(case)
+        attrs = {**node.attrs, "activation": "none"}
+        (out,) = REGISTRY[op].numpy(args[:2], attrs)
+        (want,) = core.numpy(args[:2], {k: v for k, v in node.attrs.items() if k in core.attrs})
+        np.testing.assert_allclose(out, want, rtol=1e-6, err_msg=f"{case}")
+
+
+@pytest.mark.parametrize("op", ops_with("parameter_inputs"), ids=lambda o: o.value)
+def test_ops_are_affine_once_their_parameters_are_fixed(op):
+    d = REGISTRY[op]
+    rng = np.random.default_rng(0)
+    checked = 0
+    for case in cases(op):
+        node, args = call(case)
+        args = [a.astype(np.float64) if is_float(a) else a for a in args]
+        for k in (k for k, a in enumerate(args) if is_float(a) and k not in d.parameter_inputs):
+            def f(v):
+                return apply(node, args[:k] + [v] + args[k + 1:])
+            x, y = rng.standard_normal(args[k].shape), rng.standard_normal(args[k].shape)
+            a, b = rng.standard_normal(2)
+            for mixed, fx, fy, f0 in zip(f(a * x + b * y), f(x), f(y), f(np.zeros_like(x))):
+                scale = 1e-9 * max(1.0, float(np.abs(fx).max(initial=0)), float(np.abs(fy).max(initial=0)))
+                np.testing.assert_allclose(mixed - f0, a * (fx - f0) + b * (fy - f0), rtol=1e-9, atol=scale,
+                                           err_msg=f"{case}: not affine in input {k}")
+            checked += 1
+    assert checked, f"no {op.value} case had a float input besides its parameters"
+
+
+@pytest.mark.parametrize("op", ops_with("exact_in_half"), ids=lambda o: o.value)
+def test_exact_ops_round_nothing_in_half_precision(op):
+    rng = np.random.default_rng(0)
+    checked = 0
+    for case in cases(op):
+        node, args = call(case)
+        if not any(is_float(a) for a in args):
+            continue
+        half = [np.asarray(rng.standard_normal(a.shape) * 3, np.float16) if is_float(a) else a for a in args]
+        wide = [h.astype(np.float64) if is_float(h) else h for h in half]
+        for h, w in zip(apply(node, half), apply(node, wide)):
+            assert same(h, w.astype(h.dtype)) and (not is_float(w) or h.dtype == np.float16), \
+                f"{case}: the half result is no half operand's value"
+        checked += 1
+    assert checked, f"no {op.value} case had float data"
+
+
+@pytest.mark.parametrize("op", ops_with("layout_commutes"), ids=lambda o: o.value)
+def test_layout_commuting_ops_move_through_transposes_and_reshapes(op):
+    d = REGISTRY[op]
+    assert d.elementwise and d.arity == (1, 1)
+    for case in cases(op):
+        node, args = call(case)
+        (x,) = args
+        (out,) = apply(node, [x])
+        (moved,) = apply(node, [x.T])
+        assert same(moved, out.T), f"{case}: f(transpose(x)) != transpose(f(x))"
+        (flat,) = apply(node, [x.reshape(-1)])
+        assert same(flat, out.reshape(-1)), f"{case}: f(reshape(x)) != reshape(f(x))"
+
+
+@pytest.mark.parametrize("op", sorted(set(ops_with("matched") + ops_with("derivable") + ops_with("eop_fusable")),
+                                      key=lambda o: o.value), ids=lambda o: o.value)
+def test_ops_einnet_derives_have_an_expression(op):
+    d = REGISTRY[op]
+    found = 0
+    for case in cases(op):
+        node = case.graph.nodes[-1]
+        ins = [case.graph.types[i] if i else None for i in node.inputs]
+        found += d.expression(ins, node.attrs) is not None
+    assert found, f"no {op.value} case has a tensor-algebra expression"
+
+
+@pytest.mark.parametrize("op", ops_with("chain_fusable"), ids=lambda o: o.value)
+def test_chain_fusable_ops_compute_and_keep_a_float_dtype(op):
+    d = REGISTRY[op]
+    assert d.foldable and not d.layout_only
+    for case in cases(op):
+        node, args = call(case)
+        for out in apply(node, args):
+            assert not is_float(args[0]) or out.dtype == args[0].dtype, f"{case}"
+
+
+@pytest.mark.parametrize("op", ops_with("comparison"), ids=lambda o: o.value)
+def test_comparisons_are_bool_and_element_wise(op):
+    assert REGISTRY[op].elementwise and REGISTRY[op].arity == (2, 2)
+    for case in cases(op):
+        node, args = call(case)
+        (out,) = apply(node, args)
+        assert out.dtype == np.bool_ and args[0].dtype == args[1].dtype, f"{case}"
+
+
+@pytest.mark.parametrize("op", ops_with("correction"), ids=lambda o: o.value)
+def test_corrections_have_their_mutants_dtype(op):
+    assert REGISTRY[op].arity[0] >= 2, "a mutant and a fix"
+    for case in cases(op):
+        node, args = call(case)
+        (out,) = apply(node, args)
+        assert out.dtype == args[0].dtype, f"{case}"
+
+
+@pytest.mark.parametrize("op", ops_with("nchwc"), ids=lambda o: o.value)
+def test_nchwc_ops_take_images(op):
+    blocked = REGISTRY[op].nchwc == "blocked"
+    for case in cases(op):
+        node, args = call(case)
+        (out,) = apply(node, args)
+        if blocked:
+            assert args[0].ndim >= 3 and out.ndim == args[0].ndim, f"{case}: no [N, C, *spatial] op"
+        else:
+            assert out.ndim == max(a.ndim for a in args), f"{case}: the rank changed"
+
+
+def test_packed_inputs_are_tensor_core_weights():
+    for op in ops_with("packed_inputs"):
+        assert REGISTRY[op].tensor_core is not None and 0 not in REGISTRY[op].packed_inputs, op.value

@@ -50,6 +50,8 @@ class G2BMM(OpDef):
     """out[z, i, j] = Σ_k a[z, i, k] · b[z, i + D·(j − W), k]; rows outside b count zero."""
 
     op = Op.G2BMM
+    matched = 2
+    derivable = True
     arity = (2, 2)
     multilinear = True  # linear in a and in b separately
     attrs = {
@@ -93,6 +95,7 @@ class GBMM(OpDef):
     """out[z, i, n] = Σ_j p[z, i, j] · v[z, i + D·(j − W), n], with p [Z, M, 2W+1]."""
 
     op = Op.GBMM
+    derivable = True
     arity = (2, 2)
     multilinear = True  # linear in p and in v separately
     attrs = {"dilation": Attr("int", 1, positive, "D: the distance between band rows")}

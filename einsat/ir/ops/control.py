@@ -72,6 +72,7 @@ def _check_signature(body: Graph, want_in: list[TensorType], what: str) -> None:
 @register
 class Loop(BodyOp):
     op = Op.LOOP
+    dtype_of_first = False  # its body's
     foldable = False
     bodies = ("body",)
     arity = (1, None)
@@ -134,6 +135,7 @@ class Loop(BodyOp):
 @register
 class If(BodyOp):
     op = Op.IF
+    dtype_of_first = False  # its branches'
     foldable = False
     bodies = ("then_branch", "else_branch")
     arity = (1, None)

@@ -138,6 +138,10 @@ CONV_ATTRS = {
 @register
 class Conv(OpDef):
     op = Op.CONV
+    matched = 3
+    derivable = True
+    nchwc = "blocked"
+    packed_inputs = (1, 2)  # the weight and the bias
     tensor_core = "conv"
     arity = (2, 3)
     multilinear = True  # in the input and in the weight (bias aside)

@@ -100,6 +100,8 @@ def conv_transpose_expression(ins, out_shape, attrs) -> Expr:
 @register
 class ConvTranspose(OpDef):
     op = Op.CONV_TRANSPOSE
+    derivable = True
+    packed_inputs = (1, 2)  # the weight and the bias
     tensor_core = "conv"
     arity = (2, 3)
     multilinear = True  # in the input and in the weight (bias aside)

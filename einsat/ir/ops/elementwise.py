@@ -33,6 +33,11 @@ class _Binary(OpDef):
 @register
 class Add(_Binary):
     op = Op.ADD
+    commutative = True
+    ufunc = np.add
+    eop_fusable = True
+    chain_fusable = True
+    nchwc = "carried"
     multilinear = True  # linear in its inputs jointly (PET's Table 1 lists it)
     onnx_type = "Add"
 
@@ -43,6 +48,9 @@ class Add(_Binary):
 @register
 class Sub(_Binary):
     op = Op.SUB
+    ufunc = np.subtract
+    eop_fusable = True
+    chain_fusable = True
     multilinear = True
     onnx_type = "Sub"
 
@@ -53,6 +61,11 @@ class Sub(_Binary):
 @register
 class Mul(_Binary):
     op = Op.MUL
+    commutative = True
+    ufunc = np.multiply
+    eop_fusable = True
+    chain_fusable = True
+    nchwc = "carried"
     multilinear = True  # linear in each input separately
     onnx_type = "Mul"
 
@@ -63,6 +76,9 @@ class Mul(_Binary):
 @register
 class Div(_Binary):
     op = Op.DIV
+    ufunc = np.divide
+    parameter_inputs = (1,)  # the divisor
+    chain_fusable = True
     onnx_type = "Div"
 
     def numpy(self, args, attrs):
@@ -93,6 +109,11 @@ class _Unary(OpDef):
 @register
 class Relu(_Unary):
     op = Op.RELU
+    exact_in_half = True
+    layout_commutes = True
+    eop_fusable = True
+    chain_fusable = True
+    nchwc = "carried"
     onnx_type = "Relu"
 
     def numpy(self, args, attrs):
@@ -102,6 +123,10 @@ class Relu(_Unary):
 @register
 class Sigmoid(_Unary):
     op = Op.SIGMOID
+    layout_commutes = True
+    eop_fusable = True
+    chain_fusable = True
+    nchwc = "carried"
     onnx_type = "Sigmoid"
     flops_per_element = 4
 
@@ -115,6 +140,11 @@ class Sigmoid(_Unary):
 @register
 class Tanh(_Unary):
     op = Op.TANH
+    ufunc = np.tanh
+    layout_commutes = True
+    eop_fusable = True
+    chain_fusable = True
+    nchwc = "carried"
     onnx_type = "Tanh"
     flops_per_element = 4
 
@@ -136,6 +166,8 @@ def erf(x: np.ndarray) -> np.ndarray:
 @register
 class Erf(_Unary):
     op = Op.ERF
+    layout_commutes = True
+    chain_fusable = True
     onnx_type = "Erf"
     flops_per_element = 8
 
@@ -150,6 +182,8 @@ def _gelu_approx(v):
 @register
 class Gelu(_Unary):
     op = Op.GELU
+    layout_commutes = True
+    chain_fusable = True
     attrs = {"approximate": Attr("str", "none", _gelu_approx)}
     onnx_type = "Gelu"  # ONNX opset 20
     flops_per_element = 10
@@ -165,6 +199,7 @@ class Gelu(_Unary):
 @register
 class LeakyRelu(_Unary):
     op = Op.LEAKY_RELU
+    layout_commutes = True
     attrs = {"alpha": Attr("float", 0.01)}
     onnx_type = "LeakyRelu"
     flops_per_element = 2
@@ -177,6 +212,8 @@ class LeakyRelu(_Unary):
 @register
 class Where(OpDef):
     op = Op.WHERE
+    dtype_of_first = False  # the branches'
+    exact_in_half = True
     arity = (3, 3)
     elementwise = True
     onnx_type = "Where"

@@ -51,6 +51,8 @@ class Eop(OpDef):
     """An eOperator: out = the expression `expr` over the inputs (EinNet §5.2)."""
 
     op = Op.EOP
+    eop_fusable = True
+    chain_fusable = True
     arity = (1, None)
     attrs = {"expr": Attr("str", doc="the canonical print of its expression (einsat.ir.expr)")}
     doc = "EinNet's eOperator: a node computing its tensor-algebra expression"

@@ -62,6 +62,8 @@ class ReduceMax(_ReduceExtremum):
     """out = max of x over `axes`."""
 
     op = Op.REDUCE_MAX
+    reduces = Op.MAXIMUM
+    exact_in_half = True
     onnx_type = "ReduceMax"
     fn = staticmethod(np.max)
 
@@ -71,6 +73,8 @@ class ReduceMin(_ReduceExtremum):
     """out = min of x over `axes`."""
 
     op = Op.REDUCE_MIN
+    reduces = Op.MINIMUM
+    exact_in_half = True
     onnx_type = "ReduceMin"
     fn = staticmethod(np.min)
 
@@ -80,6 +84,8 @@ class ArgMax(OpDef):
     """out = the first index of the maximum of x along `axis` (int64)."""
 
     op = Op.ARGMAX
+    dtype_of_first = False  # int64
+    exact_in_half = True
     onnx_type = "ArgMax"
     attrs = {"axis": Attr("int", 0), "keepdims": Attr("int", 1, one_of(0, 1))}
 

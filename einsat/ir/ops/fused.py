@@ -75,6 +75,9 @@ class FusedConv(OpDef):
     """act(conv(x, w, bias) + residual): cuDNN's convolution-bias-activation forward."""
 
     op = Op.FUSED_CONV
+    fused_core = Op.CONV
+    nchwc = "blocked"
+    packed_inputs = (1, 2)  # the weight and the bias
     tensor_core = "conv"
     arity = (2, 4)
     attrs = {**Conv.attrs, "activation": Attr("str", "none", one_of(*ACTIVATIONS))}
@@ -119,6 +122,7 @@ class FusedMatMul(OpDef):
     """act(a @ b + bias + residual): a GEMM with cuBLASLt's bias and activation epilogue."""
 
     op = Op.FUSED_MATMUL
+    fused_core = Op.MATMUL
     tensor_core = "gemm"
     arity = (2, 4)
     attrs = {"activation": Attr("str", "none", one_of(*ACTIVATIONS))}

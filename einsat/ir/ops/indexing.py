@@ -43,6 +43,7 @@ class GatherElements(_Indexing):
     indices' shape, which matches data's except along the axis (np.take_along_axis)."""
 
     op = Op.GATHER_ELEMENTS
+    exact_in_half = True
     onnx_type = "GatherElements"
     attrs = {"axis": Attr("int", 0)}
 
@@ -74,6 +75,7 @@ class GatherND(_Indexing):
     Output shape: indices.shape[:-1] + data.shape[batch_dims + m:]."""
 
     op = Op.GATHER_ND
+    exact_in_half = True
     onnx_type = "GatherND"
     attrs = {"batch_dims": Attr("int", 0, non_negative)}
 

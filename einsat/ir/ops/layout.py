@@ -59,6 +59,9 @@ class Transpose(OpDef):
     """out = x.transpose(perm); the default perm reverses the dims."""
 
     op = Op.TRANSPOSE
+    permutes = True
+    exact_in_half = True
+    eop_fusable = True
     layout_only = True
     multilinear = True
     view = True
@@ -130,6 +133,10 @@ def resolve_shape(shape, in_shape) -> tuple[int, ...]:
 @register
 class Reshape(_View):
     op = Op.RESHAPE
+    permutes = True
+    reshapes = True
+    exact_in_half = True
+    eop_fusable = True
     onnx_type = "Reshape"
     attrs = {"shape": Attr("ints", doc="-1 and 0 (copy) resolved at creation")}
 
@@ -162,6 +169,9 @@ class Flatten(_View):
     """[d0, ..., dn] -> [d0·...·d(axis-1), d(axis)·...·dn]; axis in [0, rank]."""
 
     op = Op.FLATTEN
+    permutes = True
+    reshapes = True
+    exact_in_half = True
     onnx_type = "Flatten"
     attrs = {"axis": Attr("int", 1)}
 
@@ -190,6 +200,9 @@ class Squeeze(_View):
     """Removes size-1 dims `axes` (default: every size-1 dim)."""
 
     op = Op.SQUEEZE
+    permutes = True
+    reshapes = True
+    exact_in_half = True
     onnx_type = "Squeeze"
     attrs = {"axes": Attr("ints", None, doc="default: all size-1 dims")}
 
@@ -224,6 +237,9 @@ class Unsqueeze(_View):
     """Inserts size-1 dims so that they sit at `axes` of the output (ONNX Unsqueeze)."""
 
     op = Op.UNSQUEEZE
+    permutes = True
+    reshapes = True
+    exact_in_half = True
     onnx_type = "Unsqueeze"
     attrs = {"axes": Attr("ints", doc="positions in the output")}
 
@@ -255,6 +271,7 @@ class Expand(OpDef):
     the output shape."""
 
     op = Op.EXPAND
+    exact_in_half = True
     layout_only = True
     repeats_input = True
     multilinear = True

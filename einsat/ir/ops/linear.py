@@ -54,6 +54,8 @@ def matmul_expression(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ..
 @register
 class MatMul(OpDef):
     op = Op.MATMUL
+    ufunc = np.matmul
+    matched = 0
     tensor_core = "gemm"
     arity = (2, 2)
     multilinear = True
@@ -84,6 +86,7 @@ class BatchMatMul(OpDef):
     """
 
     op = Op.BATCHMATMUL
+    matched = 1
     tensor_core = "gemm"
     arity = (2, 2)
     multilinear = True
@@ -135,6 +138,7 @@ class Gemm(OpDef):
     """
 
     op = Op.GEMM
+    packed_inputs = (1, 2)  # the weight and the bias
     tensor_core = "gemm"
     arity = (2, 3)
     multilinear = True

@@ -17,22 +17,27 @@ from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, re
 from einsat.ir.types import TensorType, is_float
 
 
-def _unary(name: str, op: Op, onnx: str, fn, cost: int = 1, doc: str = "", multilinear: bool = False) -> type[OpDef]:
+def _unary(name: str, op: Op, onnx: str, fn, cost: int = 1, doc: str = "", **flags) -> type[OpDef]:
+    """An element-wise function of one input computed by the NumPy ufunc `fn`; `flags`: the
+    registry's flags it sets."""
     cls = type(name, (_Unary,), {
-        "op": op, "onnx_type": onnx, "flops_per_element": cost, "__doc__": doc, "multilinear": multilinear,
+        "op": op, "onnx_type": onnx, "flops_per_element": cost, "__doc__": doc, "ufunc": fn, **flags,
         "numpy": lambda self, args, attrs: [np.asarray(fn(args[0]), dtype=args[0].dtype)],
     })
     return register(cls)
 
 
-Exp = _unary("Exp", Op.EXP, "Exp", np.exp, 4, "out = e ** x")
-Log = _unary("Log", Op.LOG, "Log", np.log, 4, "out = ln x (nan below 0, -inf at 0)")
-Sqrt = _unary("Sqrt", Op.SQRT, "Sqrt", np.sqrt, 4, "out = √x")
-Neg = _unary("Neg", Op.NEG, "Neg", np.negative, 1, "out = -x", multilinear=True)
-Abs = _unary("Abs", Op.ABS, "Abs", np.abs, 1, "out = |x|")
+Exp = _unary("Exp", Op.EXP, "Exp", np.exp, 4, "out = e ** x", layout_commutes=True, chain_fusable=True)
+Log = _unary("Log", Op.LOG, "Log", np.log, 4, "out = ln x (nan below 0, -inf at 0)", chain_fusable=True)
+Sqrt = _unary("Sqrt", Op.SQRT, "Sqrt", np.sqrt, 4, "out = √x", layout_commutes=True, chain_fusable=True)
+Neg = _unary("Neg", Op.NEG, "Neg", np.negative, 1, "out = -x", multilinear=True, exact_in_half=True,
+             layout_commutes=True, eop_fusable=True, chain_fusable=True)
+Abs = _unary("Abs", Op.ABS, "Abs", np.absolute, 1, "out = |x|", exact_in_half=True, eop_fusable=True,
+             chain_fusable=True)
 Floor = _unary("Floor", Op.FLOOR, "Floor", np.floor, 1, "out = ⌊x⌋")
-Sin = _unary("Sin", Op.SIN, "Sin", np.sin, 4, "out = sin x (radians)")
-Cos = _unary("Cos", Op.COS, "Cos", np.cos, 4, "out = cos x (radians)")
+# sin and cos are computed by NumPy's ufuncs, but the frontend does not trace them (no `ufunc`)
+Sin = _unary("Sin", Op.SIN, "Sin", np.sin, 4, "out = sin x (radians)", ufunc=None)
+Cos = _unary("Cos", Op.COS, "Cos", np.cos, 4, "out = cos x (radians)", ufunc=None)
 
 
 @register
@@ -40,6 +45,7 @@ class IsNaN(_Unary):
     """out = x is NaN (bool)."""
 
     op = Op.ISNAN
+    dtype_of_first = False  # bool
     onnx_type = "IsNaN"
 
     def infer(self, types, attrs):
@@ -58,6 +64,7 @@ class Clip(_Unary):
     """
 
     op = Op.CLIP
+    exact_in_half = True
     onnx_type = "Clip"
     attrs = {"low": Attr("float", float("-inf")), "high": Attr("float", float("inf"))}
 
@@ -96,6 +103,8 @@ class Pow(_Binary):
     """out = a ** b (same dtypes)."""
 
     op = Op.POW
+    ufunc = np.power
+    chain_fusable = True
     onnx_type = "Pow"
 
     def numpy(self, args, attrs):
@@ -116,6 +125,10 @@ class Maximum(_Extremum):
     """out = max(a, b); NaN if either is NaN (NumPy's maximum)."""
 
     op = Op.MAXIMUM
+    commutative = True
+    ufunc = np.maximum
+    exact_in_half = True
+    chain_fusable = True
     onnx_type = "Max"
 
     def numpy(self, args, attrs):
@@ -127,6 +140,10 @@ class Minimum(_Extremum):
     """out = min(a, b); NaN if either is NaN (NumPy's minimum)."""
 
     op = Op.MINIMUM
+    commutative = True
+    ufunc = np.minimum
+    exact_in_half = True
+    chain_fusable = True
     onnx_type = "Min"
 
     def numpy(self, args, attrs):
@@ -136,15 +153,18 @@ class Minimum(_Extremum):
 class _Compare(_Binary):
     """A comparison: a bool tensor of the broadcast shape; both inputs of one dtype."""
 
+    comparison = True
+    dtype_of_first = False  # bool
+
     def infer(self, types, attrs):
         a, b = types
         same_dtype(types)
         return [TensorType(broadcast_shapes(a.shape, b.shape), np.bool_)]
 
 
-def _compare(name: str, op: Op, onnx: str, fn) -> type[OpDef]:
+def _compare(name: str, op: Op, onnx: str, fn, **flags) -> type[OpDef]:
     cls = type(name, (_Compare,), {
-        "op": op, "onnx_type": onnx, "__doc__": f"out = a {name.lower()} b, element-wise",
+        "op": op, "onnx_type": onnx, "__doc__": f"out = a {name.lower()} b, element-wise", "ufunc": fn, **flags,
         "numpy": lambda self, args, attrs: [np.asarray(fn(*args), dtype=np.bool_)],
     })
     return register(cls)
@@ -154,7 +174,7 @@ Greater = _compare("Greater", Op.GREATER, "Greater", np.greater)
 Less = _compare("Less", Op.LESS, "Less", np.less)
 GreaterEqual = _compare("GreaterEqual", Op.GREATER_EQUAL, "GreaterOrEqual", np.greater_equal)
 LessEqual = _compare("LessEqual", Op.LESS_EQUAL, "LessOrEqual", np.less_equal)
-Equal = _compare("Equal", Op.EQUAL, "Equal", np.equal)
+Equal = _compare("Equal", Op.EQUAL, "Equal", np.equal, commutative=True)
 
 
 class _Logic(_Binary):
@@ -166,17 +186,19 @@ class _Logic(_Binary):
         return super().infer(types, attrs)
 
 
-def _logic(name: str, op: Op, onnx: str, fn) -> type[OpDef]:
+def _logic(name: str, op: Op, onnx: str, fn, bitwise) -> type[OpDef]:
+    """Commutative boolean logic computed by `fn`, and on bools by `bitwise` too."""
     cls = type(name, (_Logic,), {
         "op": op, "onnx_type": onnx, "__doc__": f"out = a {onnx.lower()} b, element-wise",
+        "ufunc": fn, "bool_ufunc": bitwise, "commutative": True,
         "numpy": lambda self, args, attrs: [fn(*args)],
     })
     return register(cls)
 
 
-LogicalAnd = _logic("LogicalAnd", Op.LOGICAL_AND, "And", np.logical_and)
-LogicalOr = _logic("LogicalOr", Op.LOGICAL_OR, "Or", np.logical_or)
-LogicalXor = _logic("LogicalXor", Op.LOGICAL_XOR, "Xor", np.logical_xor)
+LogicalAnd = _logic("LogicalAnd", Op.LOGICAL_AND, "And", np.logical_and, np.bitwise_and)
+LogicalOr = _logic("LogicalOr", Op.LOGICAL_OR, "Or", np.logical_or, np.bitwise_or)
+LogicalXor = _logic("LogicalXor", Op.LOGICAL_XOR, "Xor", np.logical_xor, np.bitwise_xor)
 
 
 @register
@@ -184,6 +206,8 @@ class LogicalNot(_Unary):
     """out = not x (bool)."""
 
     op = Op.LOGICAL_NOT
+    ufunc = np.logical_not
+    bool_ufunc = np.invert
     onnx_type = "Not"
 
     def infer(self, types, attrs):
@@ -207,6 +231,7 @@ class Cast(OpDef):
     """out = x.astype(dtype): NumPy's conversion (floats to ints truncate toward zero)."""
 
     op = Op.CAST
+    dtype_of_first = False  # its attribute's
     elementwise = True
     onnx_type = "Cast"
     attrs = {"dtype": Attr("str", doc="a NumPy dtype name, e.g. 'float32'")}

@@ -170,6 +170,7 @@ def _REFERENCE_FIXES():
 @register
 class Opaque(OpDef):
     op = Op.OPAQUE
+    dtype_of_first = False  # a black box promises nothing
     foldable = False
     arity = (0, None)
     onnx_type = None  # any ONNX op einsat lacks; never looked up by type

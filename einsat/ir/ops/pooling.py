@@ -111,6 +111,7 @@ class AvgPool(OpDef):
     """The mean of each window (ONNX AveragePool without dilation)."""
 
     op = Op.AVGPOOL
+    nchwc = "blocked"
     multilinear = True
     onnx_type = "AveragePool"
     attrs = {
@@ -175,6 +176,8 @@ class MaxPool(OpDef):
     """The maximum of each (dilated) window; padding never wins (ONNX MaxPool, first output)."""
 
     op = Op.MAXPOOL
+    exact_in_half = True
+    nchwc = "blocked"
     onnx_type = "MaxPool"
     attrs = {
         "kernel": Attr("ints", check=positive),
@@ -225,6 +228,7 @@ class GlobalAvgPool(OpDef):
     """The mean over all spatial dims: [N, C, *spatial] -> [N, C, 1, ..., 1]."""
 
     op = Op.GLOBAL_AVGPOOL
+    nchwc = "carried"
     multilinear = True
     onnx_type = "GlobalAveragePool"
 

@@ -80,6 +80,8 @@ class _Reduce(OpDef):
 @register
 class ReduceSum(_Reduce):
     op = Op.REDUCE_SUM
+    reduces = Op.ADD
+    chain_fusable = True
     onnx_type = "ReduceSum"
 
     def numpy(self, args, attrs):
@@ -94,6 +96,7 @@ class ReduceSum(_Reduce):
 @register
 class ReduceMean(_Reduce):
     op = Op.REDUCE_MEAN
+    chain_fusable = True
     onnx_type = "ReduceMean"
 
     def numpy(self, args, attrs):

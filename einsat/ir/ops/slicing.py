@@ -34,6 +34,9 @@ class _Layout(OpDef):
 @register
 class Concat(_Layout):
     op = Op.CONCAT
+    exact_in_half = True
+    eop_fusable = True
+    nchwc = "carried"
     arity = (1, None)
     onnx_type = "Concat"
     attrs = {"axis": Attr("int")}
@@ -75,6 +78,7 @@ class Split(_Layout):
     """Cuts x along `axis` into pieces of `sizes` (one output per size)."""
 
     op = Op.SPLIT
+    exact_in_half = True
     view = True
     onnx_type = "Split"
     attrs = {"axis": Attr("int", 0), "sizes": Attr("ints", check=non_negative)}
@@ -148,6 +152,7 @@ class Slice(_Layout):
     `canonical_slice` bounds."""
 
     op = Op.SLICE
+    exact_in_half = True
     view = True
     onnx_type = "Slice"
     attrs = {
@@ -215,6 +220,7 @@ class Pad(_Layout):
     (`is_multilinear` says so per application; the class flag stays False, the safe answer)."""
 
     op = Op.PAD
+    exact_in_half = True
     multilinear = False
     onnx_type = "Pad"
     attrs = {
@@ -296,6 +302,8 @@ class Gather(_Layout):
     indices count from the end (ONNX Gather). Multi-linear in data."""
 
     op = Op.GATHER
+    exact_in_half = True
+    parameter_inputs = (1,)  # the indices
     arity = (2, 2)
     onnx_type = "Gather"
     attrs = {"axis": Attr("int", 0)}

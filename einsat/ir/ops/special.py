@@ -38,6 +38,7 @@ class Constant(OpDef):
     """A constant tensor held in the node (ONNX Constant)."""
 
     op = Op.CONSTANT
+    dtype_of_first = False  # its value's
     arity = (0, 0)
     onnx_type = "Constant"
     attrs = {"value": Attr("tensor")}
@@ -71,6 +72,12 @@ class Constant(OpDef):
 @register
 class Identity(OpDef):
     op = Op.IDENTITY
+    shape_of_first = True
+    permutes = True
+    reshapes = True
+    aliases = True
+    exact_in_half = True
+    ufunc = np.positive
     layout_only = True
     view = True
     multilinear = True
@@ -111,6 +118,8 @@ class Correct(OpDef):
     (`onnx_type` None: no ONNX op imports as it)."""
 
     op = Op.CORRECT
+    shape_of_first = True
+    correction = True
     arity = (2, 2)
     attrs = {"region": Attr("ints", check=non_negative, doc="starts, then ends (2·rank)")}
 
@@ -201,6 +210,7 @@ class FusedCorrect(OpDef):
     out = reshape(transpose(reshape(correct(mutant, fix; region), view), perm), shape)."""
 
     op = Op.FUSED_CORRECT
+    correction = True
     arity = (2, 2)
     attrs = {"region": Attr("ints", check=non_negative, doc="starts, then ends (2·rank)"),
              "view": Attr("ints", (), doc="reshape after the correction (empty: none)"),

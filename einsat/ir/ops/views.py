@@ -183,6 +183,7 @@ class Access(_ViewOp):
     """out = x[spec] as a new tensor (TensorSSA's Access)."""
 
     op = Op.ACCESS
+    exact_in_half = True
     arity = (1, None)
     multilinear = True  # linear in x (the indices only select)
 
@@ -207,6 +208,7 @@ class Assign(_ViewOp):
     """out = x with the region x[spec] replaced by w, broadcast to it (TensorSSA's Assign)."""
 
     op = Op.ASSIGN
+    exact_in_half = True
     arity = (2, None)
     n_data = 2
 

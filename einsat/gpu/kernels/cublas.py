@@ -8,7 +8,10 @@ unit stride; `plan_gemm` returns None otherwise (the caller copies that operand)
 that do not flatten to one stride per operand become several calls.
 
 `Cublas` is a ctypes binding with its own handle (CuPy's cuBLAS wrappers refuse to run during
-CUDA-graph capture), its own preallocated workspace, and TF32 selectable per call.
+CUDA-graph capture), its own preallocated workspace, and TF32 selectable per call. Storage in
+fp32, fp64, fp16 or bf16 (ml_dtypes' bfloat16): half storage accumulates in fp32
+(CUBLAS_COMPUTE_32F); `tf32=True` makes an fp32 GEMM CUBLAS_COMPUTE_32F_FAST_TF32. This call is
+cuBLAS's default candidate beside cuBLASLt's (`kernels/cublaslt.py`), which chooses between them.
 """
 
 from __future__ import annotations
@@ -136,8 +139,11 @@ SIGNATURES = {
                                     _vp, _vp, _ci, _ci, _ll, _ci, _ci, _ci], _ci),
 }
 
+# storage type -> (cudaDataType of A, B, C; compute type; alpha/beta's ctype): half storage
+# accumulates in fp32 (CUBLAS_COMPUTE_32F) with fp32 alpha and beta, and rounds once on the store
 _TYPES = {"float32": (CUDA_R_32F, COMPUTE_32F, ctypes.c_float),
           "float16": (CUDA_R_16F, COMPUTE_32F, ctypes.c_float),
+          "bfloat16": (CUDA_R_16BF, COMPUTE_32F, ctypes.c_float),
           "float64": (CUDA_R_64F, COMPUTE_64F, ctypes.c_double)}
 
 

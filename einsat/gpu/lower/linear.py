@@ -2,8 +2,10 @@
 generated kernel.
 
 Operands enter cuBLAS as the views they are (a transposed or broadcast input costs no copy);
-only a matrix with no unit-stride axis is copied first. Dtypes cuBLAS lacks (integers) run a
-generated kernel.
+only a matrix with no unit-stride axis is copied first. Each planned call runs by the algorithm
+chosen for it (`dev.gemm`: cuBLAS's default or a cuBLASLt heuristic candidate, timed:
+`kernels/cublaslt.py`), in fp32, TF32 (`dev.tf32`), fp16 or bf16 storage (fp32 accumulation),
+or fp64. Dtypes cuBLAS lacks (integers) run a generated kernel.
 """
 
 from __future__ import annotations
@@ -18,6 +20,26 @@ from einsat.ir.ops.einsum import einsum_labels, label_sizes
 
 def _elems(a) -> tuple[int, ...]:
     return tuple(s // a.dtype.itemsize for s in a.strides)
+
+
+def plan_product(dev, a, b, out):
+    """(a, b, calls): the cuBLAS calls computing out = a @ b over views of equal batch dims, after
+    copying an operand that cannot enter cuBLAS as it is (`cublas.plan_gemm`)."""
+    plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
+    if plan is None:
+        a = materialize(dev, a)
+        plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
+    if plan is None:
+        b = materialize(dev, b)
+        plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
+    return a, b, plan
+
+
+def rows_are_last_axis(plan, out) -> bool:
+    """Whether every call computes the row-major out as column-major outᵀ (cuBLAS's rows = out's
+    last axis): then a cuBLASLt bias, a vector over cuBLAS's rows, is a bias over out's last axis."""
+    n = out.shape[-1]
+    return all(call.first.source == "b" and call.m == n for call in plan)
 
 
 def batched_product(dev, a, b, out, alpha: float = 1.0, beta: float = 0.0) -> None:
@@ -36,26 +58,14 @@ def batched_product(dev, a, b, out, alpha: float = 1.0, beta: float = 0.0) -> No
         k = matmul_kernel(operand(a), operand(b), out.shape)
         dev.launch(k, [a, b, out])
         return
-    plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
-    if plan is None:
-        a = materialize(dev, a)
-        plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
-    if plan is None:
-        b = materialize(dev, b)
-        plan = cublas.plan_gemm(a.shape, _elems(a), b.shape, _elems(b), out.shape, _elems(out))
+    a, b, plan = plan_product(dev, a, b, out)
     for call in plan:
         dev.gemm(call, a, b, out, alpha, beta)
 
 
-def _broadcast(dev, x, batch, rows, cols):
-    return dev.xp.broadcast_to(x, tuple(batch) + (rows, cols))
-
-
-@implements("matmul", "batchmatmul")
-def matmul(dev, node, args, out_types):
-    """NumPy matmul: 1-D operands are promoted then squeezed, batch dims broadcast."""
-    a, b = args
-    out_t = out_types[0]
+def product_views(dev, a, b, out_t):
+    """(a, b, batch): matmul's operands as [*batch, m, k] and [*batch, k, n] views (NumPy's rules:
+    1-D operands promoted, batch dims broadcast), and the batch dims of the output."""
     a2 = reshape(dev, a, (1,) + tuple(a.shape)) if a.ndim == 1 else a
     b2 = reshape(dev, b, tuple(b.shape) + (1,)) if b.ndim == 1 else b
     m, k = a2.shape[-2:]
@@ -66,10 +76,20 @@ def matmul(dev, node, args, out_types):
         batch = ()
     else:  # one vector operand: its dim was squeezed out of the output
         batch = tuple(out_t.shape[:-1])
-    av = _broadcast(dev, a2, batch, m, k)
-    bv = _broadcast(dev, b2, batch, k, n)
+    return _broadcast(dev, a2, batch, m, k), _broadcast(dev, b2, batch, k, n), batch
+
+
+def _broadcast(dev, x, batch, rows, cols):
+    return dev.xp.broadcast_to(x, tuple(batch) + (rows, cols))
+
+
+@implements("matmul", "batchmatmul")
+def matmul(dev, node, args, out_types):
+    """NumPy matmul: 1-D operands are promoted then squeezed, batch dims broadcast."""
+    out_t = out_types[0]
+    av, bv, batch = product_views(dev, args[0], args[1], out_t)
     out = dev.empty(out_t.shape, out_t.dtype)
-    ov = reshape(dev, out, batch + (m, n))
+    ov = reshape(dev, out, batch + (av.shape[-2], bv.shape[-1]))
     batched_product(dev, av, bv, ov)
     return [out]
 

@@ -36,7 +36,7 @@ class Device(Protocol):
     def download(self, array) -> np.ndarray: ...
     def launch(self, kernel: Kernel, args: list) -> None: ...
     def fill(self, array, value: float) -> None: ...
-    def gemm(self, call, a, b, c, alpha: float, beta: float) -> None: ...
+    def gemm(self, call, a, b, c, alpha: float, beta: float, epilogue=None) -> None: ...
     def conv(self, plan, x, w, y) -> None: ...
 
 
@@ -59,6 +59,8 @@ CHOICE_TIMER = f"screen {SCREEN_REPS} calls, then {CHOICE_COPIES} calls in a CUD
 
 def pointer(array) -> int:
     """The address of an array's first element (CuPy's or NumPy's)."""
+    if isinstance(array, np.ndarray):  # (a NumPy bfloat16 array's .data raises: no buffer format)
+        return int(array.ctypes.data)
     data = getattr(array, "data", None)
     return int(data.ptr) if hasattr(data, "ptr") else int(array.ctypes.data)
 
@@ -175,6 +177,7 @@ class CupyDevice(ArrayDevice):
     """The current CUDA device through CuPy, cuBLAS (ctypes) and cuDNN (ctypes)."""
 
     name = "cupy"
+    gemm_epilogues = True  # `gemm` runs cuBLASLt's bias / activation epilogues (gpu/lower/fused.py)
 
     def __init__(self, tf32: bool = False):
         try:
@@ -192,10 +195,18 @@ class CupyDevice(ArrayDevice):
         self.sm_count = int(props["multiProcessorCount"])
         self._modules: dict[str, Any] = {}
         self._cublas = None
+        self._cublaslt = None
         self._cudnn = None
         self._sdpa = None  # cuDNN's fused attention (the frontend's graphs), made on first use
         self.conv_choices: list[dict] = []  # every cuDNN algorithm choice, in order (the profiler reads them)
         self.capture_failures: list[str] = []  # candidates `time_ms` could not time in a graph, and why
+        from einsat.gpu.kernels.cublaslt import GemmChooser
+        self.gemm_chooser = GemmChooser()  # each GEMM problem's algorithm (kernels/cublaslt.py)
+
+    @property
+    def gemm_choices(self) -> list[dict]:
+        """Every GEMM algorithm choice timed here, in order (the profiler reads them)."""
+        return self.gemm_chooser.records
 
     def _copy_in(self, buf, host: np.ndarray) -> None:
         buf.set(host, stream=self.cp.cuda.get_current_stream())
@@ -244,17 +255,31 @@ class CupyDevice(ArrayDevice):
         return self._cublas
 
     @property
+    def cublaslt(self):
+        if self._cublaslt is None:
+            from einsat.gpu.kernels.cublaslt import WORKSPACE_BYTES, CublasLt
+            self._cublaslt_workspace = self.cp.empty(WORKSPACE_BYTES, dtype=np.uint8)  # cuBLASLt's, for good
+            self._cublaslt = CublasLt(workspace_bytes=WORKSPACE_BYTES)
+        return self._cublaslt
+
+    @property
+    def cublaslt_workspace(self) -> int:
+        return self._cublaslt_workspace.data.ptr
+
+    @property
     def cudnn(self):
         if self._cudnn is None:
             from einsat.gpu.kernels.cudnn import Cudnn
             self._cudnn = Cudnn()
         return self._cudnn
 
-    def gemm(self, call, a, b, c, alpha: float = 1.0, beta: float = 0.0) -> None:
-        h = self.cublas
+    def gemm(self, call, a, b, c, alpha: float = 1.0, beta: float = 0.0, epilogue=None) -> None:
+        """One planned GEMM (`cublas.GemmCall`), with a bias / activation `epilogue`
+        (`cublaslt.GemmEpilogue`) or none, by the algorithm chosen for its problem: cuBLAS's default
+        or one of cuBLASLt's heuristic candidates, timed as `conv` times cuDNN's (`cublaslt.run_gemm`)."""
+        from einsat.gpu.kernels.cublaslt import run_gemm
         self.launches += 1
-        h.set_stream(self.stream_ptr)
-        h.gemm(call, {"a": a.data.ptr, "b": b.data.ptr}, c.data.ptr, c.dtype, alpha, beta, self.tf32)
+        run_gemm(self, call, a, b, c, alpha, beta, epilogue, timer=CHOICE_TIMER)
 
     def conv(self, plan, x, w, y) -> None:
         h = self.cudnn

@@ -124,6 +124,8 @@ class Op(enum.Enum):
     OPAQUE = "opaque"
     # EinNet's eOperator: a node carrying its tensor-algebra expression
     EOP = "eop"
+    # a fused eOperator with several outputs (a norm that also writes the residual sum it reads)
+    EOP_MULTI = "eop_multi"
 
 
 REQUIRED = object()
@@ -285,6 +287,9 @@ class OpDef:
     # onnxruntime's blocked NCHWc layout (its NchwcTransformer; `cost.ort_fusion`): "blocked" ops
     # run in it, with reorders around them; "carried" ones run in it when their input comes in it
     nchwc: ClassVar[str | None] = None
+    # on an [N, C, *spatial] input it computes the same function at every spatial position (with
+    # unit strides): PET's layout mutations move its spatial dims (`rewrites.mutate.grammar`)
+    per_position: ClassVar[bool] = False
     # inputs a one-node onnxruntime model holds as initializers (the weights it pre-packs, and
     # lays out for its blocked convolutions, only when constant; `runtime.profiler`)
     packed_inputs: ClassVar[tuple[int, ...]] = ()

@@ -526,13 +526,44 @@ def eop(draw):
     return Case("eop", graph, source.inputs, "sum" if source.tolerance == "exact" else source.tolerance)
 
 
+@st.composite
+def eop_multi(draw):
+    """A fused eOperator with two outputs, as the fusion generator makes them: a row's norm,
+    softmax or an activation of x + y (layernorm: scale and bias too), and the sum x + y."""
+    from einsat.ir.expr.compose import compose
+    from einsat.ir.expr.nodes import relabel_inputs
+    from einsat.ir.ops.eop import join_expressions
+    from einsat.ir.registry import Op, opdef
+    from einsat.ir.types import TensorType
+
+    x = _B("eop_multi", draw(rs.seeds), draw(floats))
+    shape = draw(rs.shapes(1, 3, 1, 6)) if draw(st.booleans()) else (2, draw(st.integers(65, 200)))
+    t = TensorType(shape, x.dtype)
+    add = opdef(Op.ADD).expression([t, t], {})
+    kind = draw(st.sampled_from(["layernorm", "softmax", "relu"]))
+    a, b = x.tensor("x", x.normal(shape)), x.tensor("y", x.normal(shape))
+    if kind == "layernorm":
+        g = TensorType(shape[-1:], x.dtype)
+        outer = opdef(Op.LAYERNORM).expression([t, g, g], {"axis": len(shape) - 1, "epsilon": 1e-5})
+        ins = [a, x.tensor("scale", x.normal(shape[-1:])), x.tensor("bias", x.normal(shape[-1:])), b]
+        main = compose(outer, 0, add, [0, 3])
+        extra = relabel_inputs(add, {0: 0, 1: 3})
+    else:
+        attrs = {"axis": len(shape) - 1} if kind == "softmax" else {}
+        main = compose(opdef(Op(kind)).expression([t], attrs), 0, add, [0, 1])
+        ins, extra = [a, b], add
+    first, _ = x.b.eop_multi(*ins, exprs=join_expressions([main, extra]))
+    return Case("eop_multi", x.b.build(first, _), x.inputs, "norm")
+
+
 def strategy(op: str):
     """The case strategy of one op (by `Op.value`)."""
     if op in UNARY:
         return unary(op)
     if op in BINARY | COMPARE | LOGIC:
         return binary(op)
-    simple = {"eop": eop, "logical_not": logical_not, "where": where, "cast": cast, "gemm": gemm,
+    simple = {"eop": eop, "eop_multi": eop_multi, "logical_not": logical_not, "where": where, "cast": cast,
+              "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
               "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
               "einsum": einsum, "lrn": lrn, "attention": attention}

@@ -92,3 +92,68 @@ class Eop(OpDef):
     def to_onnx(self, ctx, node):
         e = expression_of(node.attrs["expr"])
         expr_onnx.export(ctx, e, list(node.inputs), node.outputs[0], ctx.type(node.outputs[0]).dtype)
+
+
+SEPARATOR = " ; "
+
+
+@functools.lru_cache(maxsize=4096)
+def expressions_of(text: str) -> tuple[Expr, ...]:
+    """The expressions of an `eop_multi`'s `exprs` attribute, one per output (parsed once)."""
+    return tuple(parse(part) for part in text.split(";"))
+
+
+def join_expressions(exprs) -> str:
+    """The `exprs` attribute of an `eop_multi` computing `exprs` (canonical prints)."""
+    return SEPARATOR.join(fingerprint(e) for e in exprs)
+
+
+@register
+class EopMulti(OpDef):
+    """A fused eOperator with several outputs over one set of inputs: output k is the expression
+    `exprs[k]` (the canonical prints, ' ; '-separated). What the fusion generator makes of a
+    chain one of whose values is also read outside it: GPT-2's residual sum feeds the layernorm
+    and the next residual add, so the norm's kernel also writes the sum it computes (one launch,
+    the sum's round trip saved). All outputs have the first output's dtype (the inputs')."""
+
+    op = Op.EOP_MULTI
+    arity = (1, None)
+    attrs = {"exprs": Attr("str", doc="the canonical prints of its outputs' expressions, ' ; '-separated")}
+    doc = "a fused eOperator writing several outputs, each its own expression over the same inputs"
+
+    def normalize(self, attrs, types):
+        try:
+            attrs["exprs"] = join_expressions(expressions_of(attrs["exprs"]))
+        except AttributeValueError as e:
+            raise ValueError(str(e)) from None
+        return attrs
+
+    def num_outputs(self, attrs):
+        return len(expressions_of(attrs["exprs"]))
+
+    def infer(self, types, attrs):
+        ranks: dict[int, int] = {}
+        exprs = expressions_of(attrs["exprs"])
+        for e in exprs:
+            _input_ranks(e, ranks)
+        for k, rank in sorted(ranks.items()):
+            if k >= len(types):
+                raise ShapeError(f"an expression reads input {k}, the node has {len(types)} inputs")
+            if types[k].rank != rank:
+                raise ShapeError(f"an expression reads input {k} with {rank} subscripts, but it is {types[k]}")
+        dtype = same_dtype(types)
+        return [TensorType(e.shape, dtype) for e in exprs]
+
+    def numpy(self, args, attrs):
+        dtype = same_dtype([TensorType.of(a) for a in args])
+        return [evaluate(e, args, dtype) for e in expressions_of(attrs["exprs"])]
+
+    def flops(self, ins, outs, attrs):
+        """Every output's grid points' arithmetic (scopes included)."""
+        return sum(flops(e) for e in expressions_of(attrs["exprs"]))
+
+    def to_onnx(self, ctx, node):
+        """Each output as its own expansion (`expr.onnx`)."""
+        dtype = ctx.type(node.outputs[0]).dtype
+        for e, out in zip(expressions_of(node.attrs["exprs"]), node.outputs):
+            expr_onnx.export(ctx, e, list(node.inputs), out, dtype)

@@ -169,9 +169,9 @@ class Graph:
         return sum(node.definition.bytes(*self.node_types(node), node.attrs) for node in self.nodes)
 
     def _repr_svg_(self) -> str:
-        """The program as a picture in a notebook (`einsat.viz.graph`)."""
-        from einsat.viz.graph import graph_svg
-        return graph_svg(self, title=self.name)
+        """The program as a picture in a notebook (drawn by `einsat.viz.graph`, registered from above)."""
+        from einsat.ir.display import draw
+        return draw("graph", self)
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

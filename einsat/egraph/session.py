@@ -450,9 +450,10 @@ class Session:
         return self._export
 
     def _repr_svg_(self) -> str:
-        """The current e-graph as a picture in a notebook (`einsat.viz.egraph`)."""
-        from einsat.viz.egraph import egraph_svg
-        return egraph_svg(self.export())
+        """The current e-graph as a picture in a notebook (drawn by `einsat.viz.egraph`, registered
+        from above: `einsat.ir.display`)."""
+        from einsat.ir.display import draw
+        return draw("egraph", self)
 
     # -- internals ----------------------------------------------------------------------------
     def emit(self, *commands) -> None:

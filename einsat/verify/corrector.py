@@ -79,9 +79,10 @@ class Differences:
         return mask_of(self.regions[output], self.shapes[output])
 
     def _repr_svg_(self) -> str:
-        """The regions drawn on each output's grid (`einsat.viz.regions`)."""
-        from einsat.viz.regions import differences_svg
-        return differences_svg(self)
+        """The regions drawn on each output's grid (by `einsat.viz.regions`, registered from above:
+        `einsat.ir.display`)."""
+        from einsat.ir.display import draw
+        return draw("regions", self)
 
     def __str__(self) -> str:
         head = (f"{'equivalent' if self.equivalent else 'not equivalent'}: {self.positions} positions "

@@ -5,7 +5,8 @@
     outs = einsat.run(g, {"x": x})
 """
 
-from einsat import backends  # noqa: F401  (registers the backends kept outside einsat.runtime: cupy)
+# first: what the top level registers with the packages below it, by name (see each module)
+from einsat import backends, display  # noqa: F401  (the cupy backend; einsat.viz's pictures)
 from einsat.errors import EinsatError
 from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
 from einsat.optimize import Result, optimize  # binds `einsat.optimize` to the function (not the module)

@@ -100,16 +100,20 @@ def reduce_kernel(src: Operand, axes: Sequence[int], kind: str = "sum", serial_m
 
 
 @memoize
-def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX, causal_rows: int = 0) -> Kernel:
+def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX, causal_rows: int = 0,
+                   out_dtype=None) -> Kernel:
     """out = exp(x - max) / sum(exp(x - max)) along `axis` (output contiguous, src's shape).
 
     `causal_rows` = Sq > 0 (attention's scores [..., Sq, Sk], `axis` the last): element j of
-    row o reads as -inf when j > o mod Sq, the causal triangle, with no mask in memory."""
+    row o reads as -inf when j > o mod Sq, the causal triangle, with no mask in memory.
+    `out_dtype` (default src's): the probabilities' dtype, e.g. half from fp32 scores. The max
+    and the sum are in the compute type (float for the halves)."""
     r = len(src.shape)
     n = src.shape[axis]
     ct = ctype(src.dtype)
-    if not ct.is_float:
-        raise ExecutionError(f"softmax needs a float input, got {src.dtype}")
+    oc = ctype(out_dtype if out_dtype is not None else src.dtype)
+    if not ct.is_float or not oc.is_float:
+        raise ExecutionError(f"softmax needs a float input and output, got {src.dtype} -> {oc.dtype}")
     ostr = contiguous_strides(src.shape)
     kept = [k for k in range(r) if k != axis]
     ks, (kin, kout) = coalesce([src.shape[k] for k in kept],
@@ -122,13 +126,13 @@ def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX, causal
         x = f"(j > o % {causal_rows}LL ? {ct.literal(-np.inf)} : {x})"
     head = (f"{decompose('o', ks, 'k')}\n        const idx_t bi = {dot(kc, kin)}, bo = {dot(kc, kout)};")
     exp = ct.fn("exp")
-    params = [Param("in0", "in", src.dtype), Param("out", "out", src.dtype)]
+    params = [Param("in0", "in", src.dtype), Param("out", "out", oc.dtype)]
     n_rows = numel(ks)
     if n <= serial_max:
         body = (f"        const idx_t o = i;\n{head}\n        {t} m = {ct.literal(-np.inf)}, s = 0;\n"
                 f"        for (idx_t j = 0; j < {n}LL; ++j) {{ const {t} v = {x}; m = {_max_expr('m', 'v')}; }}\n"
                 f"        for (idx_t j = 0; j < {n}LL; ++j) s += {exp}({x} - m);\n"
-                f"        for (idx_t j = 0; j < {n}LL; ++j) out[bo + j * {so}LL] = {ct.save(f'{exp}({x} - m) / s')};")
+                f"        for (idx_t j = 0; j < {n}LL; ++j) out[bo + j * {so}LL] = {oc.save(f'{exp}({x} - m) / s')};")
         return make_kernel("softmax", params, grid_stride(body, n_rows), n_rows, span=_span(src))
     body = (f"        const idx_t o = row;\n{head}\n        {t} m = {ct.literal(-np.inf)}, s = 0;\n"
             f"        for (idx_t j = threadIdx.x; j < {n}LL; j += blockDim.x) {{ const {t} v = {x}; "
@@ -137,7 +141,7 @@ def softmax_kernel(src: Operand, axis: int, serial_max: int = SERIAL_MAX, causal
             f"        for (idx_t j = threadIdx.x; j < {n}LL; j += blockDim.x) s += {exp}({x} - m);\n"
             f"        s = einsat_block_sum(s, smem);\n"
             f"        for (idx_t j = threadIdx.x; j < {n}LL; j += blockDim.x) "
-            f"out[bo + j * {so}LL] = {ct.save(f'{exp}({x} - m) / s')};")
+            f"out[bo + j * {so}LL] = {oc.save(f'{exp}({x} - m) / s')};")
     body = f"    __shared__ {t} smem[32];\n" + block_rows(body, n_rows)
     return make_kernel("softmax", params, body, n_rows, block=_block_size(n), per_block=1, span=_span(src))
 

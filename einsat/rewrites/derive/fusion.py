@@ -36,10 +36,11 @@ from einsat.egraph.data import ABSENT, EGraphData, ENode
 from einsat.egraph.rules import Generator
 from einsat.egraph.terms import Term
 from einsat.errors import EinsatError
-from einsat.ir.expr.compose import compact, compose, constant_input, row_form, size
+from einsat.ir.expr.compose import compose, constant_input, row_form, size
 from einsat.ir.expr.measure import is_memory_bound
-from einsat.ir.expr.nodes import Expr, scopes
+from einsat.ir.expr.nodes import Expr, inputs_used, relabel_inputs, scopes
 from einsat.ir.expr.printer import fingerprint
+from einsat.ir.ops.eop import join_expressions
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 from einsat.rewrites.post.fold import weight_only
@@ -50,6 +51,7 @@ FUSABLE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINI
 MAX_OPS = 16
 MAX_TERMS = 400
 MAX_CHAINS = 512
+MAX_SHARED = 2  # further outputs of one fused chain (values also read outside it)
 
 
 def _expression(node: ENode, data: EGraphData, out: TensorType | None) -> Expr | None:
@@ -91,6 +93,7 @@ class Program:
         self.data = data
         self.producer: dict[int, ENode] = {}
         self.readers: dict[int, set[int]] = defaultdict(set)
+        self.order: dict[int, int] = {}  # a value's position in its source program (topological)
         by_name = {cls.name: cid for cid, cls in data.classes.items() if cls.name is not None}
         for g in getattr(session, "sources", None) or ():
             for node in g.nodes:
@@ -99,6 +102,7 @@ class Program:
                 if out is None or any(k is None for k in kids):
                     continue
                 self.producer.setdefault(out, ENode(node.op, tuple(kids), dict(node.attrs)))
+                self.order.setdefault(out, len(self.order))
                 for k in kids:
                     if k != ABSENT:
                         self.readers[k].add(out)
@@ -107,6 +111,7 @@ class Program:
                 if cls.name is None:
                     continue
                 self.producer[cid] = next((n for n in cls.nodes if n.op in FUSABLE), cls.nodes[0])
+                self.order[cid] = cid
                 for n in cls.nodes:
                     for c in n.children:
                         if c != ABSENT:
@@ -120,9 +125,15 @@ class Program:
         return None if e is None else (node, e)
 
 
-def chain(cid: int, program: Program, fixed: set[int]) -> tuple[Expr, list[int], int] | None:
-    """(expression, external input e-classes, ops merged) of the chain ending at e-class `cid`
-    (see the module doc), or None when `cid` is not computed by a fusable op."""
+def chain(cid: int, program: Program, fixed: set[int], shared: bool = False
+          ) -> tuple[Expr, list[int], int, list[tuple[int, Expr]]] | None:
+    """(expression, external input e-classes, ops merged, further outputs) of the chain ending at
+    e-class `cid` (see the module doc), or None when `cid` is not computed by a fusable op.
+
+    With `shared`, a member may also be read outside the chain when it is element-wise over the
+    output's grid (a residual sum feeding a layernorm and the next residual add): it joins, and
+    becomes a further output (its e-class, its expression over the chain's inputs), at most
+    `MAX_SHARED` of them; the eop then writes it too (`eop_multi`)."""
     data, consumers = program.data, program.readers
     start = program.fusable(cid)
     if start is None:
@@ -130,31 +141,76 @@ def chain(cid: int, program: Program, fixed: set[int]) -> tuple[Expr, list[int],
     node, e = start
     children: list[int] = list(node.children)
     members, ops = {cid}, 1
+    extra: list[tuple[int, Expr]] = []  # (e-class, expression over `children`)
     grown = True
     while grown and ops < MAX_OPS:
         grown = False
         for k, c in enumerate(children):
             value = _scalar(c, data)
             if value is not None:
-                e, children = compact(constant_input(e, k, value), children)
+                e, rest, children = _compact_all(constant_input(e, k, value),
+                                                 [constant_input(x, k, value) for _, x in extra], children)
+                extra = [(ec, x) for (ec, _), x in zip(extra, rest)]
                 grown = True
                 break
-            if c in fixed or c in members or not consumers[c] <= members:
+            if c in fixed or c in members:
+                continue
+            outside = not consumers[c] <= members
+            if outside and (not shared or len(extra) >= MAX_SHARED):
                 continue
             inner = program.fusable(c)
             if inner is None:
                 continue
             inner_node, inner_e = inner
+            if outside and (scopes(inner_e) or inner_e.shape != e.shape):
+                continue  # a further output is element-wise over the output's grid
             base = len(children)
-            new = compose(e, k, inner_e, list(range(base, base + len(inner_node.children))))
-            if size(new) > MAX_TERMS:
+            ins = list(range(base, base + len(inner_node.children)))
+            new = compose(e, k, inner_e, ins)
+            rest = [compose(x, k, inner_e, ins) for _, x in extra]
+            if outside:
+                rest.append(relabel_inputs(inner_e, dict(enumerate(ins))))
+            if size(new) > MAX_TERMS or any(scopes(x) or size(x) > MAX_TERMS for x in rest):
                 continue
-            e, children = compact(new, children + list(inner_node.children))
+            e, rest, children = _compact_all(new, rest, children + list(inner_node.children))
+            extra = [(ec, x) for ec, x in zip([ec for ec, _ in extra] + ([c] if outside else []), rest)]
             members.add(c)
             ops += 1
             grown = True
             break
-    return e, children, ops
+    return e, children, ops, extra
+
+
+def _compact_all(e: Expr, rest: list[Expr], children: list) -> tuple[Expr, list[Expr], list]:
+    """`compact` of several expressions over one list of inputs: each distinct child once, only
+    the inputs some expression reads, renumbered in order."""
+    first: dict = {}
+    relabel = {k: first.setdefault(c, k) for k, c in enumerate(children)}
+    exprs = [relabel_inputs(x, relabel) for x in (e, *rest)]
+    used = sorted(set().union(*(inputs_used(x) for x in exprs)))
+    order = {k: j for j, k in enumerate(used)}
+    exprs = [relabel_inputs(x, order) for x in exprs]
+    return exprs[0], exprs[1:], [children[k] for k in used]
+
+
+def _feeds_back(extra: list[tuple[int, Expr]], children: list[int], program: Program) -> bool:
+    """Whether a further output is an ancestor of one of the chain's inputs in the source (the
+    eop would then read a value computed from its own output: a cycle). Walks up from the inputs
+    through the source's producers, no further back than the further outputs' positions."""
+    targets = {ec for ec, _ in extra}
+    floor = min(program.order.get(ec, -1) for ec in targets)
+    stack, seen = list(children), set()
+    while stack:
+        c = stack.pop()
+        if c in targets:
+            return True
+        if c in seen or program.order.get(c, -1) < floor:
+            continue
+        seen.add(c)
+        node = program.producer.get(c)
+        if node is not None:
+            stack.extend(k for k in node.children if k != ABSENT)
+    return False
 
 
 def fuse_chains(session, data: EGraphData) -> int:
@@ -173,20 +229,32 @@ def fuse_chains(session, data: EGraphData) -> int:
         if cls.name is None or cid in const:
             continue
         found = chain(cid, program, fixed)
-        if found is None or found[2] < 2:
-            continue
-        e, children, _ = found
-        out_t = cls.type
-        if any(data.classes[c].type.dtype != out_t.dtype for c in children) or not children:
-            continue
-        if scopes(e) and row_form(e) is None:
-            continue  # reductions a row kernel cannot run (not over the trailing dims): no fused kernel pays
-        chains += 1
-        text = fingerprint(e)
-        if any(n.op is Op.EOP and n.attrs.get("expr") == text and list(n.children) == children for n in cls.nodes):
-            continue
-        session.union(cid, Term(Op.EOP, tuple(children), {"expr": text}))
-        unions += 1
+        forms = [] if found is None or found[2] < 2 else [found]
+        if found is not None and scopes(found[0]) and row_form(found[0]) is not None:
+            wide = chain(cid, program, fixed, shared=True)  # a norm also writing the sum it reads
+            if wide is not None and wide[3] and not _feeds_back(wide[3], wide[1], program):
+                forms.append(wide)
+        for e, children, _, extra in forms:
+            out_t = cls.type
+            if not children or any(data.classes[c].type.dtype != out_t.dtype for c in children):
+                continue
+            if scopes(e) and row_form(e) is None:
+                continue  # reductions a row kernel cannot run (not over the trailing dims): no fused kernel pays
+            chains += 1
+            if not extra:
+                text = fingerprint(e)
+                if any(n.op is Op.EOP and n.attrs.get("expr") == text and list(n.children) == children
+                       for n in cls.nodes):
+                    continue
+                session.union(cid, Term(Op.EOP, tuple(children), {"expr": text}))
+                unions += 1
+                continue
+            text = join_expressions([e] + [x for _, x in extra])
+            if any(n.op is Op.EOP_MULTI and n.attrs.get("exprs") == text for n in cls.nodes):
+                continue
+            for k, target in enumerate([cid] + [ec for ec, _ in extra]):
+                session.union(target, Term(Op.EOP_MULTI, tuple(children), {"exprs": text}, output=k))
+            unions += 1
     return unions
 
 

@@ -36,6 +36,12 @@ RESHAPES = _with(lambda d: d.reshapes)
 RELAYOUTS = _with(lambda d: d.permutes and not d.aliases)
 # layout ops with one output: a constant made by them from weights can be laid out at load time
 LAYOUT = _with(lambda d: d.layout_only and _single_output(d))
+# ops that compute nothing: sources and layout-only ops
+NOT_COMPUTING = SOURCES | _with(lambda d: d.layout_only)
+# multi-linear point-wise ops: element-wise ones, and the ones that only name a value
+LINEAR_POINTWISE = _with(lambda d: d.multilinear and (d.elementwise or d.aliases))
+# ops computing the same function at every spatial position: the flagged ones and the point-wise
+PER_POSITION = _with(lambda d: d.per_position) | LINEAR_POINTWISE
 # the convolutions (cuDNN's): `tensor_core == "conv"`
 CONVOLUTIONS = _with(lambda d: d.tensor_core == "conv")
 # fused op -> its core op

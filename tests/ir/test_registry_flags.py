@@ -35,6 +35,7 @@ and the facts other layers read (each replaced a table of op names; `einsat.ir.g
 - comparison: a bool element-wise function of two inputs;
 - correction: a mutant and a fix in, the mutant's (first input's) dtype out;
 - nchwc: "blocked" ops take [N, C, *spatial] inputs, "carried" ones keep their input's rank;
+- per_position: the op takes [N, C, *spatial] inputs and keeps N and the spatial sizes at unit strides;
 - packed_inputs: tensor-core ops' weight slots.
 """
 
@@ -44,6 +45,7 @@ import numpy as np
 import pytest
 
 import einsat
+from einsat.errors import ShapeError
 from einsat.gpu.backend_cupy import GpuBackend
 from einsat.ir import Graph
 from einsat.ir.registry import REGISTRY, Op, OpDef
@@ -55,7 +57,7 @@ NOT_FLAGS = {"op", "attrs", "arity", "onnx_type", "doc"}
 FLAGS = ("multilinear", "elementwise", "layout_only", "view", "foldable", "repeats_input", "tensor_core", "bodies",
          "commutative", "dtype_of_first", "shape_of_first", "permutes", "reshapes", "aliases", "ufunc", "bool_ufunc",
          "reduces", "fused_core", "parameter_inputs", "exact_in_half", "layout_commutes", "matched", "derivable",
-         "eop_fusable", "chain_fusable", "comparison", "correction", "nchwc", "packed_inputs")
+         "eop_fusable", "chain_fusable", "comparison", "correction", "nchwc", "per_position", "packed_inputs")
 NO_CASES = {Op.OPAQUE}  # a black box: it promises nothing
 EXAMPLES = 12
 CASE_OPS = sorted((op for op in REGISTRY if op not in NO_CASES), key=lambda op: op.value)
@@ -265,7 +267,7 @@ def test_fact_types():
     for op, d in REGISTRY.items():
         for flag in ("commutative", "dtype_of_first", "shape_of_first", "permutes", "reshapes", "aliases",
                      "exact_in_half", "layout_commutes", "derivable", "eop_fusable", "chain_fusable", "comparison",
-                     "correction"):
+                     "correction", "per_position"):
             assert isinstance(getattr(d, flag), bool), f"{op.value}.{flag} must be a bool"
         for flag in ("reduces", "fused_core"):
             assert getattr(d, flag) is None or getattr(d, flag) in REGISTRY, f"{op.value}.{flag} names no op"
@@ -473,3 +475,29 @@ def test_nchwc_ops_take_images(op):
 def test_packed_inputs_are_tensor_core_weights():
     for op in ops_with("packed_inputs"):
         assert REGISTRY[op].tensor_core is not None and 0 not in REGISTRY[op].packed_inputs, op.value
+
+
+@pytest.mark.parametrize("op", ops_with("per_position"), ids=lambda o: o.value)
+def test_per_position_ops_compute_the_same_at_every_position(op):
+    """At unit strides without padding, dropping the first position of the last spatial dim drops
+    the first output position: out(x[..., 1:]) = out(x)[..., 1:]."""
+    checked = 0
+    for case in cases(op):
+        node, args = call(case)
+        attrs = dict(node.attrs)
+        for name, fill in (("stride", 1), ("padding", 0)):
+            if name in attrs:
+                attrs[name] = (fill,) * len(attrs[name])
+        if "ceil_mode" in attrs:
+            attrs["ceil_mode"] = 0
+        try:
+            (out,) = REGISTRY[op].numpy(args, attrs)
+            (cropped,) = REGISTRY[op].numpy([args[0][..., 1:], *args[1:]], attrs)
+        except (ValueError, ShapeError):
+            continue  # the window no longer fits
+        assert args[0].ndim >= 2 and out.ndim == args[0].ndim, f"{case}: no [N, C, *spatial] op"
+        if args[0].ndim < 3 or out.shape[-1] < 2:
+            continue
+        np.testing.assert_allclose(cropped, out[..., 1:], rtol=1e-5, atol=1e-6, err_msg=f"{case}")
+        checked += 1
+    assert checked, f"no {op.value} case with a spatial dim"

@@ -38,6 +38,7 @@ class BatchNorm(OpDef):
     training_mode 0). Affine in x, hence not flagged multi-linear."""
 
     op = Op.BATCHNORM
+    per_position = True
     shape_of_first = True
     parameter_inputs = (1, 2, 3, 4)  # scale, bias, mean, var
     nchwc = "carried"

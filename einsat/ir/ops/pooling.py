@@ -111,6 +111,7 @@ class AvgPool(OpDef):
     """The mean of each window (ONNX AveragePool without dilation)."""
 
     op = Op.AVGPOOL
+    per_position = True
     nchwc = "blocked"
     multilinear = True
     onnx_type = "AveragePool"

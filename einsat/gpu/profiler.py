@@ -15,7 +15,8 @@ measures two times, each the median over `reps` repetitions after `warmup` untim
 
 Each entry records the cuDNN algorithms chosen for its convolutions (`cudnn`: the choice and
 every candidate's median time over `CHOICE_REPS` repetitions, each a graph of `CHOICE_COPIES`
-calls: `CupyDevice.time_ms`).
+calls: `CupyDevice.time_ms`) and, timed the same way, the algorithms chosen for its GEMMs
+(`gemm`: cuBLAS's default or a cuBLASLt heuristic candidate, `kernels/cublaslt.py`).
 
 Ops that issue no kernel (views) get 0 for both without timing. Inputs are random (normal
 floats; valid indices for gather). Only the GPU machine runs this; nothing here needs egglog.
@@ -125,9 +126,18 @@ def stale(entry: dict) -> bool:
     them now (`device.CHOICE_TIMER`): its times are of other algorithms, so it is measured again.
     Until 2026-11-26 each candidate was timed one call at a time, and on an H100 the choice
     then varied from run to run (ResNet-18 as a CUDA graph: 1.47 to 1.86 ms; 0.86 ms once the
-    candidates were timed in a graph)."""
+    candidates were timed in a graph). Likewise its GEMMs' algorithms (`"gemm"`, chosen among
+    cuBLAS's default and cuBLASLt's candidates since 2026-11-27); a floating-point GEMM entry that
+    records none ran cuBLAS's default only, and is measured again."""
     from einsat.gpu.device import CHOICE_TIMER
-    return any(c.get("timer") != CHOICE_TIMER for c in entry.get("cudnn", ()))
+    if any(c.get("timer") != CHOICE_TIMER for c in (*entry.get("cudnn", ()), *entry.get("gemm", ()))):
+        return True
+    sig = entry.get("signature", {})
+    return (sig.get("op") in GEMM_OPS and entry.get("kernels", 0) > 0 and "gemm" not in entry
+            and all(i.get("dtype", "").startswith(("float", "bfloat")) for i in sig.get("inputs", ()) if i))
+
+
+GEMM_OPS = ("matmul", "batchmatmul", "gemm", "fused_matmul")  # ops whose entries record GEMM algorithm choices
 
 
 class Profiler:
@@ -171,6 +181,7 @@ class Profiler:
         graph = sig.graph()
         inputs = random_inputs(graph, self.rng)
         before, choices_before = self.dev.launches, len(self.dev.conv_choices)
+        gemms_before = len(getattr(self.dev, "gemm_choices", ()))
         probe = CompiledProgram(graph, device=self.dev, use_graph=False)
         issued = self.dev.launches - before  # the trace, and the planned run, issue them once each
         kernels = issued // 2 if probe.mode != "eager" else issued
@@ -182,16 +193,17 @@ class Profiler:
         copies = replicated(graph, self.copies)
         warm = self.time_program(CompiledProgram(copies, device=self.dev), random_inputs(copies, self.rng),
                                  flush=False)
-        entry.update(self._choices(choices_before))
+        entry.update(self._choices(choices_before, gemms_before))
         return {"us": cold["us"], "warm_us": warm["us"] / self.copies, "p10_us": cold["p10_us"],
                 "p90_us": cold["p90_us"], "graph": cold["mode"], **entry,
                 **({"graph_fallback": cold["graph_fallback"]} if cold.get("graph_fallback") else {})}
 
-    def _choices(self, before: int) -> dict:
-        """The cuDNN algorithms chosen since `before` choices were made (each with every
-        candidate's time), for the profile entry."""
+    def _choices(self, before: int, gemms_before: int = 0) -> dict:
+        """The cuDNN algorithms chosen since `before` choices were made and the GEMM algorithms
+        since `gemms_before` (each with every candidate's time), for the profile entry."""
         made = self.dev.conv_choices[before:]
-        return {"cudnn": made} if made else {}
+        gemms = list(getattr(self.dev, "gemm_choices", ())[gemms_before:])
+        return {**({"cudnn": made} if made else {}), **({"gemm": gemms} if gemms else {})}
 
     def profile(self, sigs: Iterable[Signature], db: ProfileDB | None = None, time_budget_s: float | None = None,
                 skip_known: bool = True, progress: Callable[[str], None] | None = None) -> ProfileDB:

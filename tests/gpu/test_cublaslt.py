@@ -398,3 +398,24 @@ def test_half_gemm_matches_the_ml_dtypes_reference(dtype, lt):
     assert (err <= allowed).all(), float(np.max(err - allowed))
     assert (got != ref).sum() <= got.size // 10  # mostly the very same rounding
 
+
+
+def test_profile_entries_carry_gemm_choices_and_older_gemm_entries_are_stale():
+    """The profiler's entry takes the GEMM choices made while it was timed; an entry of a float GEMM
+    without them (timed when cuBLAS's default was the only algorithm), or with choices timed
+    otherwise than the device times them now, is measured again."""
+    from types import SimpleNamespace
+
+    from einsat.gpu.device import CHOICE_TIMER
+    from einsat.gpu.profiler import Profiler, stale
+    prof = Profiler.__new__(Profiler)
+    recs = [{"key": "lt|x", "algo": "lt0", "timer": CHOICE_TIMER}]
+    prof.dev = SimpleNamespace(conv_choices=[], gemm_choices=[{"key": "old"}] + recs)
+    assert prof._choices(0, 1) == {"gemm": recs}
+    f32 = {"op": "matmul", "inputs": [{"shape": [2, 3], "dtype": "float32"}, {"shape": [3, 4], "dtype": "float32"}]}
+    i32 = {"op": "matmul", "inputs": [{"shape": [2, 3], "dtype": "int32"}, {"shape": [3, 4], "dtype": "int32"}]}
+    assert stale({"signature": f32, "kernels": 1, "us": 1.0})
+    assert not stale({"signature": f32, "kernels": 1, "us": 1.0, "gemm": recs})
+    assert stale({"signature": f32, "kernels": 1, "us": 1.0, "gemm": [dict(recs[0], timer="one call at a time")]})
+    assert not stale({"signature": i32, "kernels": 1, "us": 1.0})
+    assert not stale({"signature": {"op": "relu", "inputs": [{"shape": [2], "dtype": "float32"}]}, "kernels": 1})

@@ -333,10 +333,11 @@ def test_the_choice_round_trips_through_the_profile(tmp_path):
     db = ProfileDB(device={"kind": "h100"})
     db.add(sig, us=1.0, warm_us=1.0, gemm=first.gemm_chooser.records)
     db.save(tmp_path / "p.json")
-    entry = ProfileDB.load(tmp_path / "p.json").entries[sig.key]
+    loaded = ProfileDB.load(tmp_path / "p.json")
+    entry = loaded.entries[sig.key]
 
     second = LtHostDevice(KernelLibrary(), times={DEFAULT: 0.1})  # would choose the default if it timed
-    assert second.gemm_chooser.seed(entry["gemm"]) == 1
+    assert cublaslt.seed_from_profile(second.gemm_chooser, loaded) == 1
     got = _run(second, graph, feeds)[graph.outputs[0]]
     np.testing.assert_array_equal(got, want)
     assert second.timed == 0 and second.log == ["lt0"] and second.gemm_chooser.records == []

@@ -420,6 +420,12 @@ class GemmChooser:
         return choice
 
 
+def seed_from_profile(chooser: GemmChooser, db) -> int:
+    """Seed `chooser` with every GEMM choice a profile (`cost.profile_db.ProfileDB`) records, so a
+    program runs the profiled algorithms without timing them again; returns how many were taken."""
+    return chooser.seed(r for e in db.entries.values() for r in e.get("gemm", ()))
+
+
 def candidate_name(index: int) -> str:
     """The name of cuBLASLt's `index`-th heuristic candidate in choice records."""
     return f"lt{index}"

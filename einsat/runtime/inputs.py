@@ -9,7 +9,10 @@ One `np.random.default_rng(seed)` (or the Generator passed) draws, input by inpu
   floating   standard normal, cast to the dtype
   bool       a fair coin per element
   integer    uniform in [0, INT_HIGH), and below the extent of every axis the input indexes
-             (gather's indices, access's and assign's dynamic indices), so every index is valid
+             (gather's indices, access's and assign's dynamic indices), so every index is valid;
+             a mask (an integer or bool input read as 1 − mask, through casts and reshapes:
+             BERT's attention mask, whose (1 − mask) · min_float is 0 or min_float) in {0, 1},
+             since any other value overflows that product to infinity and the model to NaN
 
 INT_HIGH is 5, deliberately: the draws include 0 (an empty loop, the first row) and four
 distinct non-zero values (so swapped operands or a wrong index change the result), a loop trip
@@ -39,6 +42,8 @@ def index_bounds(graph: Graph) -> dict[str, int]:
         if name in graph.inputs:
             bounds[name] = min(bounds.get(name, extent), extent)
 
+    for name in mask_inputs(graph):
+        bound(name, 2)
     for node in graph.nodes:
         if node.op is Op.GATHER:
             bound(node.inputs[1], graph.types[node.inputs[0]].shape[node.attrs["axis"]])
@@ -48,6 +53,38 @@ def index_bounds(graph: Graph) -> dict[str, int]:
                 if step[0] == "dselect":
                     bound(node.inputs[node.definition.n_data + step[2]], shape[step[1]])
     return bounds
+
+
+# ops that pass a mask's values through unchanged (a cast to float keeps 0 and 1)
+_MASK_VIEWS = frozenset({Op.CAST, Op.UNSQUEEZE, Op.SQUEEZE, Op.RESHAPE, Op.FLATTEN, Op.EXPAND, Op.TRANSPOSE,
+                         Op.IDENTITY})
+
+
+def mask_inputs(graph: Graph) -> set[str]:
+    """The integer and bool inputs read as a mask: their value, through casts and reshapes, is
+    subtracted from the constant 1 (`1 − mask`, as BERT-style exports make the additive mask)."""
+    found = set()
+    uses = graph.consumers()
+    for name, t in graph.input_types().items():
+        if t.dtype.kind not in "iub":
+            continue
+        stack, seen = [name], set()
+        while stack and name not in found:
+            value = stack.pop()
+            if value in seen:
+                continue
+            seen.add(value)
+            for node in uses.get(value, ()):
+                if node.op in _MASK_VIEWS:
+                    stack.append(node.outputs[0])
+                elif node.op is Op.SUB and node.inputs[1] == value and _is_one(graph, node.inputs[0]):
+                    found.add(name)
+    return found
+
+
+def _is_one(graph: Graph, value: str) -> bool:
+    w = graph.weights.get(value)
+    return w is not None and w.size >= 1 and bool(np.all(np.asarray(w, dtype=np.float64) == 1.0))
 
 
 def random_arrays(types: Mapping[str, TensorType], seed: int | np.random.Generator = 0,

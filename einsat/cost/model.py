@@ -21,6 +21,7 @@ from typing import Any
 
 from einsat.cost.devices import DEVICES, Device
 from einsat.errors import EinsatError
+from einsat.ir.groups import FUSED_CORE  # fused op -> its core op (the registry's fused_core)
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
@@ -80,7 +81,6 @@ def flops_and_bytes(op: Op, attrs, ins, outs) -> tuple[float, float]:
     return flops, float(d.bytes(ins, outs, attrs))
 
 
-FUSED_CORE = {Op.FUSED_MATMUL: Op.MATMUL, Op.FUSED_CONV: Op.CONV}
 
 
 def separate_epilogue(op: Op, attrs, ins, outs) -> tuple[tuple[Op, dict, list, list], tuple[float, float]] | None:

@@ -34,19 +34,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from einsat.ir.graph import Graph, Node
+from einsat.ir.groups import FUSION_HEADS, NCHWC_BLOCKED, NCHWC_CARRIED
 from einsat.ir.ops.fused import ACTIVATIONS
 from einsat.ir.registry import Op
 from einsat.ir.types import TensorType
 
 ACTIVATION_OPS = {op: name for name, op in ACTIVATIONS.items() if op is not None}  # the fused ops' activations
-HEADS = (Op.CONV, Op.FUSED_CONV, Op.MATMUL, Op.FUSED_MATMUL)
+HEADS = FUSION_HEADS  # the ops an activation fuses onto: matmul, conv and their fused forms
 # ops whose one-node onnxruntime session may run in the blocked layout, reorders around them
-LAYOUT_OPS = frozenset({Op.CONV, Op.FUSED_CONV, Op.MAXPOOL, Op.AVGPOOL})
+LAYOUT_OPS = NCHWC_BLOCKED  # the registry's nchwc = "blocked"
 # ops onnxruntime runs in the blocked layout when their input comes in it (its NchwcTransformer):
 # activations, batchnorm and the global pooling by their data input; Add and Mul of two blocked
 # tensors of one shape; a Concat along the channels of blocked inputs whose channel counts are
 # multiples of the block
-CARRY_OPS = frozenset({Op.RELU, Op.SIGMOID, Op.TANH, Op.BATCHNORM, Op.GLOBAL_AVGPOOL, Op.ADD, Op.MUL, Op.CONCAT})
+CARRY_OPS = NCHWC_CARRIED  # the registry's nchwc = "carried"
 REORDER_IN, REORDER_OUT = "ReorderInput", "ReorderOutput"  # onnxruntime's kernels of the layout change
 # onnxruntime kernels a fused convolution's one-node session runs apart (its residual arrives in
 # the plain layout) and a blocked convolution runs inside its own kernel

@@ -32,6 +32,7 @@ from einsat.cost.devices import CPU, DEVICES, H100, Device
 from einsat.cost.model import CostModel, RooflineCost, flops_and_bytes, separate_epilogue
 from einsat.cost.profile_db import MODES, ProfileDB, committed_profile
 from einsat.errors import EinsatError
+from einsat.ir.groups import CONVOLUTIONS
 from einsat.ir.registry import Op, opdef
 from einsat.ir.signature import Signature, signature_of, write_signatures
 from einsat.ir.types import TensorType
@@ -115,7 +116,7 @@ def fit_roofline(flops: Sequence[float], moved: Sequence[float], us: Sequence[fl
     return Roofline(float(launch), float(peak), float(bw))
 
 
-CONV_OPS = (Op.CONV, Op.FUSED_CONV, Op.CONV_TRANSPOSE)
+CONV_OPS = CONVOLUTIONS  # cuDNN's: the registry's tensor_core == "conv"
 NEIGHBOUR_MIN = 20  # measured convolutions of a kind before their neighbours are trusted over the roofline
 FLOP_SLOPE = 0.5    # how a neighbour's time scales with the FLOPs between it and the query (log-log)
 

@@ -34,9 +34,6 @@ PENDING: dict[str, dict[str, str]] = {
     "einsat/runtime/profiler.py": {"WEIGHT_INPUTS": "groups.PACKED_INPUTS (flag packed_inputs)",
                                    "GEMM_OPS": "groups.MATMULS (matmul and the fused ops with it as core)"},
     # being converted in this change, package by package
-    "einsat/cost/model.py": {"FUSED_CORE": "groups.FUSED_CORE"},
-    "einsat/cost/ort_fusion.py": {"HEADS": "", "LAYOUT_OPS": "", "CARRY_OPS": ""},
-    "einsat/cost/profiled.py": {"CONV_OPS": ""},
     "einsat/egraph/analysis.py": {"SAME_AS_FIRST": "", "DTYPE_NOT_FIRST": ""},
     "einsat/extract/rebuild.py": {"LAYOUT_OPS": ""},
     "einsat/frontend/launches.py": {"FREE": ""},

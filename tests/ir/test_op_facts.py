@@ -33,6 +33,7 @@ PENDING: dict[str, dict[str, str]] = {
     "einsat/rewrites/mutate/subprograms.py": {"GROUPED": "a flag for PET's sibling grouping (none yet)"},
     "einsat/runtime/profiler.py": {"WEIGHT_INPUTS": "groups.PACKED_INPUTS (flag packed_inputs)",
                                    "GEMM_OPS": "groups.MATMULS (matmul and the fused ops with it as core)"},
+    "einsat/runtime/inputs.py": {"_MASK_VIEWS": "groups.PERMUTES, the repeats_input ops and cast (values kept)"},
     # being converted in this change, package by package
     "einsat/egraph/analysis.py": {"SAME_AS_FIRST": "", "DTYPE_NOT_FIRST": ""},
     "einsat/extract/rebuild.py": {"LAYOUT_OPS": ""},

@@ -7,6 +7,10 @@ starts with the host's launch time: small ops then measure Python, not the devic
 the intervals are device time as long as the queue stays ahead of the GPU, which `before`
 (e.g. the profiler's L2 flush, a long memset) helps ensure. Nothing here needs a device to
 import; `cp` is the CuPy module.
+
+These are a device's series, one program's repetitions; what runs them over signatures (the time
+budget, failures, the profile database) and summarizes them (median, spread) is the timing loop
+every target shares, `einsat.runtime.profiler` (see `einsat.gpu.profiler`).
 """
 
 from __future__ import annotations

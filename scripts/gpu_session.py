@@ -28,10 +28,17 @@ leaves its results):
            verdict of faster confirmed on fresh compiles) keeps the optimized program or the
            input; the stale profile entries they meet are timed again into profile-<kind>.json,
            and the verdicts go beside it into verdicts-<kind>.json
+  breakdown (opt-in, not in the default phases) where the time goes, for the optimized programs
+           named by --breakdown (default bert_tensat and bert): for the input and the optimized
+           program, the CUDA graph's time, each node's device time between CUDA events
+           (`benchmarks.breakdown_bench.node_device_times`) beside MeasuredCost's prediction of
+           it, the graph's kernels under torch.profiler; and torch.compile's kernels for the
+           input program (--breakdown-compile-mode, default reduce-overhead), grouped alike
+           (GEMMs, softmax, norms, fused kernels, copies); breakdown.md beside session.md
 
 Outputs (at most 8 files, as the device tool returns: run bench and check in separate
 sessions): session.md, session.json, tests.log, profile-<kind>.json, verdicts-<kind>.json,
-session.log, bench/gpu.{json,md,png}. Nothing here imports egglog.
+session.log, bench/gpu.{json,md,png}, breakdown.md. Nothing here imports egglog.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.gpu_bench import cuda_event_times, op_by_op, rel_error, torch_latencies  # noqa: E402
 
-PHASES = ("env", "tests", "profile", "e2e", "bench", "profile-optimized", "optimized", "check")
+PHASES = ("env", "tests", "profile", "e2e", "bench", "profile-optimized", "optimized", "check", "breakdown")
 E2E = ("resnet18", "bert")
 START = time.monotonic()
 
@@ -494,6 +501,148 @@ def phase_check(s: Session, args) -> dict:
                          lambda record: check_workload(s, record, *optimized_pair(record), args, db, path, verdicts))
 
 
+BREAKDOWN_KERNELS = 30  # kernels kept per program (largest first): the phase's output stays small
+NODE_TIMER: dict = {}  # node_device_times' mark / elapsed_ms / sync (CuPy's events unless set: the host tests)
+
+
+def breakdown_program(prog, graph, backend, feeds: dict, cost, args) -> dict:
+    """One compiled program, kernel by kernel (see the module docstring's `breakdown`)."""
+    from benchmarks.breakdown_bench import group_totals, modeled_nodes, node_device_times, node_group, profile_kernels
+    prog.run(feeds)
+    res: dict = {"graph_ms": _median_events(prog.replay, args.round_reps, prog._stream), "mode": prog.mode}
+    dev = backend.device
+    inputs = {n: dev.upload(feeds[n]) for n in graph.inputs}
+    measured = node_device_times(graph, backend, inputs, reps=args.breakdown_reps, **NODE_TIMER)
+    modeled = {r["node"]: r for r in modeled_nodes(graph, cost)} if cost is not None else {}
+    rows = []
+    for node in graph.nodes:
+        m = modeled.get(node.name, {})
+        if node.definition.view or node.definition.source:
+            continue
+        rows.append({"node": node.name, "op": node.op_name, "group": node_group(node),
+                     "shape": list(graph.types[node.outputs[0]].shape) if node.outputs else [],
+                     "us": measured.get(node.name), "modeled_us": m.get("us"), "from": m.get("source")})
+    res.update(nodes=rows, node_sum_us=sum(r["us"] or 0.0 for r in rows), groups=group_totals(rows),
+               modeled_groups=group_totals(rows, "modeled_us"))
+    try:
+        kernels = profile_kernels(prog.replay, calls=10)
+        res.update(kernels=kernels[:BREAKDOWN_KERNELS], kernel_sum_us=sum(k["us"] for k in kernels),
+                   kernel_launches=sum(k["launches"] for k in kernels), kernel_groups=group_totals(kernels))
+    except Exception as e:  # no torch, or no CUPTI: the events above still say it
+        res["kernels_error"] = f"{type(e).__name__}: {e}"[:300]
+    return res
+
+
+def torch_compile_kernels(source, feeds: dict, args) -> dict:
+    """torch.compile's kernels for the input program (same weights), per call, grouped."""
+    import torch
+
+    from benchmarks.breakdown_bench import group_totals, profile_kernels
+    from benchmarks.torch_baseline import TorchProgram, compiled, first_call, plain_graph, set_precision
+    set_precision(tf32=False)
+    module = TorchProgram(plain_graph(source)).eval().to("cuda")
+    targs = [torch.from_numpy(feeds[n]).cuda() for n in source.inputs]
+    fn = compiled(module, args.breakdown_compile_mode)
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        first_call(fn, targs, args.compile_timeout)
+        first = time.perf_counter() - t0
+        times = []
+        for _ in range(3):
+            fn(*targs)
+        torch.cuda.synchronize()
+        for _ in range(args.round_reps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn(*targs)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        kernels = profile_kernels(lambda: fn(*targs), calls=10)
+    return {"mode": args.breakdown_compile_mode, "first_call_s": first, "median_ms": statistics.median(times),
+            "kernels": kernels[:BREAKDOWN_KERNELS], "kernel_sum_us": sum(k["us"] for k in kernels),
+            "kernel_launches": sum(k["launches"] for k in kernels), "kernel_groups": group_totals(kernels)}
+
+
+def breakdown_workload(s: Session, record: dict, source, opt, args, cost=None) -> dict:
+    from einsat.gpu.backend_cupy import GpuBackend
+    from einsat.gpu.program import CompiledProgram
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(source.types[n].shape).astype(source.types[n].dtype) for n in source.inputs}
+    backend = GpuBackend(tf32=False)
+    res: dict = {}
+    for key, g in (("input", source), ("optimized", opt)):
+        res[key] = breakdown_program(CompiledProgram(g, device=backend.device), g, backend, feeds, cost, args)
+        p = res[key]
+        s.log(f"breakdown {record['name']} {key}: graph {p['graph_ms']:.3f} ms, nodes {p['node_sum_us'] / 1e3:.3f} "
+              f"ms, kernels {p.get('kernel_sum_us', float('nan')) / 1e3:.3f} ms")
+    if getattr(args, "torch", True):
+        try:
+            res["torch_compile"] = torch_compile_kernels(source, feeds, args)
+        except Exception as e:
+            res["torch_compile"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    return res
+
+
+def phase_breakdown(s: Session, args) -> dict:
+    from einsat.cost.profiled import MeasuredCost, calibrated_fallback
+    kind, db = _device_profile(s)
+    cost = MeasuredCost(db, fallback=calibrated_fallback(db, kind)) if len(db) else None
+    wanted = args.breakdown.split(",")
+    records = [r for r in optimized_records(args) if r["name"] in wanted]
+    missing = sorted(set(wanted) - {r["name"] for r in records})
+    if missing:
+        s.log(f"breakdown: no packed optimized program for {missing} in {args.optimized}")
+    out = each_workload(s, "breakdown", records, 30,
+                        lambda record: breakdown_workload(s, record, *optimized_pair(record), args, cost))
+    with open(os.path.join(s.out, "breakdown.md"), "w") as f:
+        f.write(breakdown_markdown(out))
+    return out
+
+
+def _group_line(groups: dict, key: str = "us") -> str:
+    return ", ".join(f"{g} {v[key]:.0f} ({100 * v['share']:.0f}%)" for g, v in groups.items()) or "-"
+
+
+def breakdown_markdown(out: dict) -> str:
+    """The breakdown phase's results as markdown: per workload and program, the graph time, the
+    per-node sum and the kernel sum, by group, then the largest kernels beside torch.compile's."""
+    lines = ["# Where the time goes (measured on the GPU: CUDA events per node, torch.profiler per kernel)", "",
+             "Per workload: each program's CUDA-graph time; its nodes' device times run one after another "
+             "between CUDA events (einsat's interpreter loop: what each node costs without the graph's "
+             "overlap), beside MeasuredCost's prediction; the CUDA graph's kernels as torch.profiler "
+             "lists them (µs per replay); torch.compile's kernels for the input program. Groups in µs (share).",
+             ""]
+    for name, r in out.items():
+        if not isinstance(r, dict) or "optimized" not in r:
+            lines += [f"## {name}: {r.get('error', r.get('skipped', r)) if isinstance(r, dict) else r}", ""]
+            continue
+        lines += [f"## {name}", "", "| program | graph ms | Σ nodes ms | Σ kernels ms | kernel launches | "
+                  "by group, nodes measured µs | by group, modeled µs |", "|---|---|---|---|---|---|---|"]
+        for key in ("input", "optimized"):
+            p = r[key]
+            lines.append(f"| einsat {key} | {p['graph_ms']:.3f} | {p['node_sum_us'] / 1e3:.3f} | "
+                         f"{p.get('kernel_sum_us', float('nan')) / 1e3:.3f} | {p.get('kernel_launches', '-')} | "
+                         f"{_group_line(p['groups'])} | {_group_line(p['modeled_groups'], 'modeled_us')} |")
+        t = r.get("torch_compile", {})
+        if "median_ms" in t:
+            lines.append(f"| torch.compile {t['mode']} | {t['median_ms']:.3f} | - | {t['kernel_sum_us'] / 1e3:.3f} | "
+                         f"{t['kernel_launches']} | {_group_line(t['kernel_groups'])} | - |")
+        elif t:
+            lines.append(f"| torch.compile | {t.get('error')} |")
+        lines += ["", "| einsat optimized: kernel | group | launches | µs/replay | torch.compile: kernel | group | "
+                  "launches | µs/call |", "|---|---|---|---|---|---|---|---|"]
+        ek, tk = r["optimized"].get("kernels", []), t.get("kernels", [])
+        for i in range(min(15, max(len(ek), len(tk)))):
+            a = ek[i] if i < len(ek) else None
+            b = tk[i] if i < len(tk) else None
+            cell = lambda k: (f"{k['kernel'][:60]} | {k['group']} | {k['launches']:.0f} | {k['us']:.1f}"  # noqa: E731
+                              if k else " | | | ")
+            lines.append(f"| {cell(a)} | {cell(b)} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
 def phase_bench(s: Session, args) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.harness", "--gpu", "--out", os.path.join(s.out, "bench")]
     cmd += args.bench_args.split()
@@ -582,7 +731,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT", "gpu-session"))
     p.add_argument("--phases", default="env,tests,profile-e2e,e2e,profile",
                    help="comma-separated, in order: env, tests, profile-e2e (the e2e programs' signatures), "
-                        "e2e, profile (all exported signatures), bench, profile-optimized, optimized, check")
+                        "e2e, profile (all exported signatures), bench, profile-optimized, optimized, check, "
+                        "breakdown (opt-in)")
     p.add_argument("--deadline", type=float, default=560.0, help="seconds from the start to finish by")
     p.add_argument("--reserve", type=float, default=20.0, help="seconds the profile leaves for the phases after it")
     p.add_argument("--test-budget", type=float, default=240.0)
@@ -598,12 +748,17 @@ def main(argv=None) -> int:
     p.add_argument("--no-torch", dest="torch", action="store_false",
                    help="the optimized phase times einsat only (no PyTorch eager or torch.compile beside it)")
     p.add_argument("--bench-args", default="--no-optimize --no-compile resnet18 bert")
+    p.add_argument("--breakdown", default="bert_tensat,bert",
+                   help="the optimized programs (by workload) the breakdown phase takes apart")
+    p.add_argument("--breakdown-reps", type=int, default=20, help="runs of each program timed node by node")
+    p.add_argument("--breakdown-compile-mode", default="reduce-overhead",
+                   help="the torch.compile mode whose kernels the breakdown lists beside einsat's")
     args = p.parse_args(argv)
     s = Session(args.out, args.deadline)
     s.log(f"einsat GPU session: phases {args.phases}, deadline {args.deadline:.0f} s, out {args.out}")
     funcs = {"env": phase_env, "tests": phase_tests, "profile": phase_profile, "e2e": phase_e2e,
              "bench": phase_bench, "optimized": phase_optimized,
-             "profile-optimized": phase_profile_optimized, "check": phase_check,
+             "profile-optimized": phase_profile_optimized, "check": phase_check, "breakdown": phase_breakdown,
              "profile-e2e": lambda s_, a: phase_profile(s_, a, only_e2e_programs=True)}
     failed = False
     for ph in args.phases.split(","):

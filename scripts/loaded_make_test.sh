@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# `make test` three times on a loaded machine (#27 item 5): a test that passes only when the machine
+# is idle is a flaky test, and this finds it.
+#
+#   scripts/loaded_make_test.sh [COMMIT] [RUNS]
+#
+# COMMIT (default HEAD of this checkout) is cloned fresh under /tmp; one busy process per core
+# (`python -c 'while True: pass'`) runs for the whole time; `make test` runs RUNS times (default 3) in
+# the clone; each run's log and a summary.md (commit, date, machine, load, pass/fail counts, wall
+# times, the failing tests) go to benchmarks/results/loaded_make_test/ of this checkout (OUT_DIR
+# overrides). The busy processes are killed on exit, however the script ends.
+#
+# The clone's .venv and .torch-venv start as hard-linked copies of this checkout's (the clone is
+# fresh, the 1.9 GB of wheels need not be), then `pip install -e` runs in the clone exactly as the
+# Makefile's venv recipe does (so the editable einsat is the clone's and a changed pyproject.toml is
+# honoured) and make's stamps are touched, so that `make test` itself runs only the tests. Setting
+# FRESH_VENV=1 lets make build the venvs from scratch instead.
+set -uo pipefail
+
+SRC="$(cd "$(dirname "$0")/.." && pwd)"
+COMMIT="$(git -C "$SRC" rev-parse "${1:-HEAD}")"
+RUNS="${2:-3}"
+OUT_DIR="${OUT_DIR:-$SRC/benchmarks/results/loaded_make_test}"
+CLONE="${CLONE:-/tmp/einsat-loaded-$(date -u +%Y%m%dT%H%M%S)}"
+NCORES="$(nproc)"
+PY="${BUSY_PYTHON:-python3}"
+
+BUSY_PIDS=()
+cleanup() {
+  for pid in "${BUSY_PIDS[@]}"; do kill "$pid" 2>/dev/null; done
+  wait "${BUSY_PIDS[@]}" 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$OUT_DIR"
+echo "cloning $COMMIT into $CLONE"
+git clone -q --no-checkout "$SRC" "$CLONE" && git -C "$CLONE" checkout -q "$COMMIT" || exit 1
+
+if [ "${FRESH_VENV:-0}" != 1 ]; then
+  for v in .venv .torch-venv; do
+    if [ -d "$SRC/$v" ]; then cp -al "$SRC/$v" "$CLONE/$v" || cp -a "$SRC/$v" "$CLONE/$v"; fi
+  done
+  (cd "$CLONE" && .venv/bin/python -m pip install -q -c constraints.txt -e '.[test,notebooks,bench,dev]') \
+    > "$OUT_DIR/setup.log" 2>&1 || { echo "venv set-up failed, see $OUT_DIR/setup.log"; exit 1; }
+  stamp=".venv/.installed-$(cd "$CLONE" && cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)"
+  rm -f "$CLONE"/.venv/.installed-*
+  touch "$CLONE/$stamp"
+  [ -d "$CLONE/.torch-venv" ] && touch "$CLONE/.torch-venv/.installed"
+fi
+
+for _ in $(seq "$NCORES"); do
+  "$PY" -c 'while True: pass' &
+  BUSY_PIDS+=("$!")
+done
+echo "busy processes: ${BUSY_PIDS[*]}"
+
+declare -a WALLS RESULTS LOADS
+for i in $(seq "$RUNS"); do
+  log="$OUT_DIR/run$i.log"
+  load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+  t0=$(date +%s)
+  (cd "$CLONE" && make test) > "$log" 2>&1
+  rc=$?
+  t1=$(date +%s)
+  load_after="$(cut -d' ' -f1-3 /proc/loadavg)"
+  WALLS[$i]=$((t1 - t0))
+  LOADS[$i]="$load_before -> $load_after"
+  tail_line="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$log" | tail -1)"
+  RESULTS[$i]="rc=$rc; ${tail_line:-no pytest summary line}"
+  echo "run $i: ${RESULTS[$i]} (${WALLS[$i]} s)"
+done
+
+{
+  echo "# \`make test\` under load (scripts/loaded_make_test.sh)"
+  echo
+  echo "- commit: \`$COMMIT\` ($(git -C "$SRC" log -1 --format=%s "$COMMIT" | cut -c1-100)...)"
+  echo "- date (UTC): $(date -u +%Y-%m-%dT%H:%MZ) (finished)"
+  echo "- machine: $(uname -srm), $NCORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(free -g | awk '/Mem:/ {print $2}') GiB"
+  echo "- load: $NCORES busy processes (\`$PY -c 'while True: pass'\`, one per core) for the whole time, on a machine shared with other work; load average before -> after each run below"
+  echo "- clone: $CLONE; venvs hard-linked from the checkout, then \`pip install -e\` in the clone"
+  echo
+  echo "| run | result | wall (s) | load average (1/5/15 min) |"
+  echo "|---|---|---|---|"
+  for i in $(seq "$RUNS"); do
+    echo "| $i | ${RESULTS[$i]} | ${WALLS[$i]} | ${LOADS[$i]} |"
+  done
+  echo
+  echo "## Failing tests"
+  echo
+  any=0
+  for i in $(seq "$RUNS"); do
+    fails="$(grep -E '^(FAILED|ERROR) ' "$OUT_DIR/run$i.log")"
+    if [ -n "$fails" ]; then
+      any=1
+      echo "run $i:"
+      echo
+      echo "$fails" | sed 's/^/    /'
+      echo
+    fi
+  done
+  [ "$any" = 0 ] && echo "none"
+} > "$OUT_DIR/summary.md"
+echo "summary: $OUT_DIR/summary.md"

@@ -24,6 +24,7 @@ from einsat.egraph.data import ABSENT, EClass
 from einsat.egraph.encoding import Signature
 from einsat.egraph.patterns import WILD, apply, pat
 from einsat.errors import EinsatError
+from einsat.ir.groups import MATMULS
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
@@ -51,11 +52,6 @@ TABLES = """
 ANALYSIS_FUNCTIONS = ("shape", "dtype", "bcast", "bcast-want", "permute", "permute-want", "cat-shape",
                       "cat-want", "ew2", "same-shape", "const", "const-list", "const-multi", "ord", "varying",
                       "varying-list", "varying-multi")
-# shape(out) = shape(first input), dtype too
-SAME_AS_FIRST = (Op.SOFTMAX, Op.LAYERNORM, Op.BATCHNORM, Op.IDENTITY, Op.CORRECT)
-# dtype(out) = dtype(first input) for these (comparisons and casts are seeded, not derived)
-DTYPE_NOT_FIRST = (Op.GREATER, Op.LESS, Op.GREATER_EQUAL, Op.LESS_EQUAL, Op.EQUAL, Op.CAST,
-                   Op.ARGMAX, Op.WHERE, Op.OPAQUE, Op.LOOP, Op.IF, Op.CONSTANT, Op.GATHER, Op.ISNAN)
 
 HELPERS = """
 ; bcast(a, b): NumPy broadcasting of two shapes, from the last dim backwards
@@ -161,9 +157,10 @@ def shape_rules(sigs: Mapping[Op, Signature]) -> str:
         d = opdef(op)
         if d.elementwise and not sig.variadic and sig.slots == 2:
             out.append(f"(rule ((= t {apply(op, 'a', 'b')})) ((ew2 t a b)))")
-        elif (d.elementwise and sig.slots == 1) or op in SAME_AS_FIRST:
+        elif (d.elementwise and sig.slots == 1) or d.shape_of_first:  # shape(out) = shape(first input)
             out.append(f"(rule ((= t {_only(sig, 0, 'a')})) ((same-shape t a)))")
-        if not sig.variadic and sig.slots >= 1 and op not in DTYPE_NOT_FIRST and not sig.multi:
+        # dtype(out) = dtype(first input) where the registry says so (comparisons, casts... are seeded)
+        if not sig.variadic and sig.slots >= 1 and d.dtype_of_first and not sig.multi:
             out.append(f"(rule ((= t {_only(sig, 0, 'a')}) (= d (dtype a))) ((set (dtype t) d)))")
     out.append(_op_rules(sigs))
     return "\n".join(out)
@@ -171,7 +168,7 @@ def shape_rules(sigs: Mapping[Op, Signature]) -> str:
 
 def _op_rules(sigs: Mapping[Op, Signature]) -> str:
     rules = []
-    products = [sig for sig in sigs.values() if sig.op in (Op.MATMUL, Op.FUSED_MATMUL)]
+    products = [sig for sig in sigs.values() if sig.op in MATMULS]
     for sig in products + [sigs[Op.BATCHMATMUL]]:
         m = apply(sig.op, "a", "b", *[WILD] * (sig.slots - 2))
         rules.append(

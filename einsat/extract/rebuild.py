@@ -25,6 +25,7 @@ from einsat.egraph.weights import FOLD_PREFIX
 from einsat.errors import EinsatError, ExtractionError
 from einsat.extract.problem import Problem, Selection, node_key
 from einsat.ir.graph import Graph, Node, fresh_name
+from einsat.ir.groups import LAYOUT
 from einsat.ir.registry import Op, opdef
 
 
@@ -151,9 +152,9 @@ def _group_users(problem: Problem, selection: Selection, order) -> dict[tuple, i
     return users
 
 
-# ops that only move or pad data: a constant made by them is laid out at load time, not stored
-LAYOUT_OPS = frozenset({Op.PAD, Op.CONCAT, Op.RESHAPE, Op.TRANSPOSE, Op.SLICE, Op.SQUEEZE, Op.UNSQUEEZE,
-                        Op.FLATTEN, Op.IDENTITY})
+# ops that only move or pad data (the registry's layout-only ops with one output, which is what a
+# laid-out step emits): a constant made by them is laid out at load time, not stored
+LAYOUT_OPS = LAYOUT
 
 
 class _Compact:

@@ -175,3 +175,28 @@ def test_merged_convs_store_the_kernel_for_a_runtime_that_runs_every_node():
     x_ = {"x": np.random.default_rng(0).standard_normal((1, 16, 13, 13)).astype(np.float32)}
     np.testing.assert_allclose(einsat.run(result.graph, x_)[g.outputs[0]], einsat.run(g, x_)[g.outputs[0]],
                                rtol=1e-4, atol=1e-4)
+
+
+
+@pytest.mark.parametrize("op, attrs, shape", [
+    (Op.GATHER, {"axis": 0}, (32, 16)),      # w's 4 rows, each 8 times
+    (Op.EXPAND, {"shape": (8, 4, 16)}, (8, 4, 16)),
+])
+def test_a_constant_grown_from_weights_by_any_layout_op_is_laid_out(op, attrs, shape):
+    """The layout plan of a constant e-class runs through every layout-only op of one output (the
+    registry's layout_only; the old list of nine ops missed gather and expand): a value 8 times
+    the size of its source weights is laid out from them, not stored."""
+    from einsat.extract.rebuild import _Compact
+    w, idx = np.ones((4, 16), np.float32), np.tile(np.arange(4, dtype=np.int64), 8)
+    classes = {0: EClass(0, [ENode(None, leaf=("weight", "w"))], TensorType((4, 16))),
+               1: EClass(1, [ENode(None, leaf=("weight", "idx"))], TensorType((32,), np.int64)),
+               2: EClass(2, [ENode(op, (0, 1) if op is Op.GATHER else (0,), attrs)], TensorType(shape))}
+    data = EGraphData(classes, [2], ["y"], {}, {"w": w, "idx": idx})
+    plan = _Compact(Problem(data, RooflineCost("h100"))).plan(2)
+    assert plan is not None and [n.op for _, n in plan][-1] is op
+
+
+def test_layout_ops_are_the_registrys_single_output_layout_ops():
+    from einsat.extract.rebuild import LAYOUT_OPS
+    from einsat.ir.registry import REGISTRY
+    assert LAYOUT_OPS == {op for op, d in REGISTRY.items() if d.layout_only and op is not Op.SPLIT}

@@ -36,10 +36,8 @@ import numpy as np
 from einsat.frontend.evaluate import run_program
 from einsat.frontend.program import Block, IfStmt, LoopStmt, MutateStmt, OpStmt, Program, ViewStmt
 from einsat.ir.graph import Graph
-from einsat.ir.registry import REGISTRY, Op, opdef
-
-FREE = {Op.CONSTANT, Op.IDENTITY}  # in a pure graph an identity only names a value
-CONTROL = {op for op, d in REGISTRY.items() if d.bodies}
+from einsat.ir.groups import CONTROL, FREE  # FREE: sources, and identity, which only names a value
+from einsat.ir.registry import Op, opdef
 
 
 def fusible(op: Op) -> bool:

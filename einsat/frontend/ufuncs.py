@@ -12,22 +12,14 @@ import numpy as np
 
 from einsat.frontend import emit
 from einsat.frontend.tracer import Trace, fail
+from einsat.ir.groups import BINARY_UFUNCS, BOOL_UFUNCS, REDUCE_UFUNCS, UNARY_UFUNCS
 from einsat.ir.registry import Op
 
-UNARY = {
-    np.exp: Op.EXP, np.log: Op.LOG, np.sqrt: Op.SQRT, np.negative: Op.NEG, np.absolute: Op.ABS,
-    np.floor: Op.FLOOR, np.tanh: Op.TANH, np.logical_not: Op.LOGICAL_NOT, np.positive: Op.IDENTITY,
-}
-BINARY = {
-    np.add: Op.ADD, np.subtract: Op.SUB, np.multiply: Op.MUL, np.divide: Op.DIV, np.power: Op.POW,
-    np.maximum: Op.MAXIMUM, np.minimum: Op.MINIMUM, np.matmul: Op.MATMUL,
-    np.greater: Op.GREATER, np.less: Op.LESS, np.greater_equal: Op.GREATER_EQUAL,
-    np.less_equal: Op.LESS_EQUAL, np.equal: Op.EQUAL,
-    np.logical_and: Op.LOGICAL_AND, np.logical_or: Op.LOGICAL_OR, np.logical_xor: Op.LOGICAL_XOR,
-}
-BOOL_BITWISE = {np.bitwise_and: Op.LOGICAL_AND, np.bitwise_or: Op.LOGICAL_OR,
-                np.bitwise_xor: Op.LOGICAL_XOR, np.invert: Op.LOGICAL_NOT}
-REDUCE = {np.add: Op.REDUCE_SUM, np.maximum: Op.REDUCE_MAX, np.minimum: Op.REDUCE_MIN}
+# NumPy ufunc -> the op it is traced as: the registry's `ufunc`/`bool_ufunc`/`reduces` facts
+UNARY = UNARY_UFUNCS
+BINARY = BINARY_UFUNCS
+BOOL_BITWISE = BOOL_UFUNCS  # on bools only
+REDUCE = REDUCE_UFUNCS  # np.add.reduce is reduce_sum
 
 
 def trace_of(values) -> Trace:

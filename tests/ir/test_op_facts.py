@@ -35,8 +35,6 @@ PENDING: dict[str, dict[str, str]] = {
                                    "GEMM_OPS": "groups.MATMULS (matmul and the fused ops with it as core)"},
     "einsat/runtime/inputs.py": {"_MASK_VIEWS": "groups.PERMUTES, the repeats_input ops and cast (values kept)"},
     # being converted in this change, package by package
-    "einsat/frontend/launches.py": {"FREE": ""},
-    "einsat/frontend/ufuncs.py": {"UNARY": "", "BINARY": "", "BOOL_BITWISE": "", "REDUCE": ""},
     "einsat/rewrites/algebra/layout.py": {"UNARY": "", "LAYOUT": ""},
     "einsat/rewrites/derive/generator.py": {"DERIVED": ""},
     "einsat/rewrites/derive/inter.py": {"FUSABLE": ""},

@@ -49,6 +49,7 @@ from einsat.egraph.patterns import NO_INPUT, pat
 from einsat.egraph.rules import Generator, Rule, Ruleset, rule
 from einsat.egraph.terms import Term
 from einsat.ir.registry import Op
+from einsat.ir.types import is_float
 from einsat.rewrites.guards import dtype, rank, shape
 
 MAX_FORMS = 8  # attention terms per matmul class (each a distinct q, k, mask or scale)
@@ -73,7 +74,7 @@ class _Reader:
     def scalar(self, cid) -> float | None:
         """The value of a one-element constant weight in the class, else None."""
         t = self.type(cid)
-        if t is None or t.size != 1 or not np.issubdtype(t.dtype, np.floating):
+        if t is None or t.size != 1 or not is_float(t.dtype):
             return None
         for n in self.data.classes[cid].nodes:
             if n.leaf is not None and n.leaf[0] == "weight" and n.leaf[1] in self.data.weights:
@@ -87,7 +88,7 @@ class _Reader:
         for n in self.data.classes[cid].nodes:
             if n.leaf is not None and n.leaf[0] == "weight" and n.leaf[1] in self.data.weights:
                 a = np.asarray(self.data.weights[n.leaf[1]])
-                if np.issubdtype(a.dtype, np.floating) and np.isfinite(a).all():
+                if is_float(a.dtype) and np.isfinite(a).all():
                     return True
             if n.op is Op.WHERE and all(self.finite(c) for c in n.children[1:]):
                 return True
@@ -102,7 +103,7 @@ class _Reader:
         for n in self.data.classes[cid].nodes:
             if n.leaf is not None and n.leaf[0] == "weight" and n.leaf[1] in self.data.weights:
                 a = np.asarray(self.data.weights[n.leaf[1]])
-                return np.issubdtype(a.dtype, np.floating) and not a.any()
+                return is_float(a.dtype) and not a.any()
         return False
 
     def scaled(self, cid):
@@ -145,7 +146,7 @@ def _forms(r: _Reader, cid: int):
     mask that may hold -inf, for `where(isnan(attention(..)), 0, attention(..))`."""
     out = []
     t = r.type(cid)
-    if t is None or t.rank < 2 or not np.issubdtype(t.dtype, np.floating):
+    if t is None or t.rank < 2 or not is_float(t.dtype):
         return out
     for mm in r.nodes(cid, Op.MATMUL):
         p, v = mm.children

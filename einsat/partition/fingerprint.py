@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.ir.graph import Graph
+from einsat.ir.types import is_float
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Canonical:
 
 def is_param(array: np.ndarray) -> bool:
     """Whether a weight is a parameter (fingerprinted by type) rather than a constant (by value)."""
-    return np.issubdtype(array.dtype, np.floating) and array.size > 1
+    return is_float(array.dtype) and array.size > 1
 
 
 def _array_key(a: np.ndarray) -> tuple:

@@ -42,6 +42,7 @@ import numpy as np
 from einsat.errors import ShapeError, VerificationError
 from einsat.ir.graph import Graph
 from einsat.ir.registry import Op
+from einsat.ir.types import is_float
 from einsat.verify import boxes, boxviews
 from einsat.verify.field import NotMultilinearError, P, Source, embed, mix_key
 from einsat.verify.field.evaluate import FieldEnv, degrees, evaluate, evaluate_at
@@ -159,7 +160,7 @@ def assign_sources(original: Graph, mutant: Graph, seed: int = 0):
         fixed = constant_weights(g)
         for name, value in g.weights.items():
             value = np.asarray(value)
-            if name in fixed or _uniform(value) or not np.issubdtype(value.dtype, np.floating):
+            if name in fixed or _uniform(value) or not is_float(value.dtype):
                 continue  # an exact constant (split by its values)
             key = content_key(value)
             if k == 1 and key not in known:

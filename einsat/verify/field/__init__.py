@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.errors import VerificationError
+from einsat.ir.types import is_float
 
 P = 2**31 - 1
 
@@ -63,7 +64,7 @@ def embed_constant(values) -> np.ndarray:
     real value the rounded float stands for. Tensors with many distinct values (and integers,
     and magnitudes beyond 2^20) are embedded as they are."""
     a = np.asarray(values)
-    if not np.issubdtype(a.dtype, np.floating):
+    if not is_float(a.dtype):
         return embed(a)
     distinct, where = np.unique(a, return_inverse=True)
     if len(distinct) > EXACT_VALUES or not np.all(np.isfinite(distinct)) or np.any(np.abs(distinct) > 2.0**20):

@@ -29,6 +29,7 @@ from einsat.egraph.data import ABSENT, EGraphData, ENode
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph, Node, format_graph
 from einsat.ir.registry import Op, opdef
+from einsat.ir.types import is_float
 from einsat.verify.corrector import content_key
 
 Program = dict[int, ENode]
@@ -55,7 +56,7 @@ class Subprogram:
 
 def _constant(a: np.ndarray) -> bool:
     """Read as an exact constant by the corrector (uniform, or not floating point)."""
-    return not np.issubdtype(a.dtype, np.floating) or a.size <= 1 or bool(np.all(a == a.reshape(-1)[0]))
+    return not is_float(a.dtype) or a.size <= 1 or bool(np.all(a == a.reshape(-1)[0]))
 
 
 def source_program(graphs: list[Graph], data: EGraphData) -> Program:

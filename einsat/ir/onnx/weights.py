@@ -36,6 +36,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from einsat.ir.types import is_float
+
 STRIPPED_KEY = "einsat.stripped_weights"
 
 
@@ -159,7 +161,7 @@ def stripped_weights(model: onnx.ModelProto) -> list[str]:
 
 def _replaceable(shape, elem_type: int) -> bool:
     dtype = helper.tensor_dtype_to_np_dtype(elem_type)
-    return np.issubdtype(dtype, np.floating) and prod(shape) > 1
+    return is_float(dtype) and prod(shape) > 1
 
 
 def random_weights(model: onnx.ModelProto, seed: int = 0) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:

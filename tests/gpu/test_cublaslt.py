@@ -61,14 +61,25 @@ class HostLt:
 
     workspace_bytes = 32 << 20
 
-    def __init__(self, log: list):
+    def __init__(self, log: list, refuse=None):
         self.log = log
+        self.refuse = refuse  # problems the heuristic offers nothing for (a predicate), e.g. batched epilogues
+        self.asked = 0
+        self.bias = {}
 
     def _check(self, status, what):
         if status != 0:
             raise AssertionError(f"{what}: status {status}")
 
+    def set_bias(self, p, ptr):
+        self.bias[p] = ptr
+
     def heuristics(self, p, count=cublaslt.HEURISTIC_CANDIDATES):
+        self.asked += 1
+        if p.epilogue & cublaslt.EPILOGUE_BIAS:
+            assert self.bias.get(p), "the heuristic is asked before the bias pointer is set"
+        if self.refuse is not None and self.refuse(p):
+            return []
         out = []
         for i, ws in enumerate(HEURISTIC_WORKSPACE[:count]):
             r = HeuristicResult()
@@ -150,12 +161,12 @@ class LtHostDevice(HostDevice):
 
     gemm_epilogues = True
 
-    def __init__(self, library, times=None, tf32=False):
+    def __init__(self, library, times=None, tf32=False, refuse=None):
         super().__init__(library)
         self.allocator = _poison
         self.tf32 = tf32
         self.log: list[str] = []
-        self.cublaslt = HostLt(self.log)
+        self.cublaslt = HostLt(self.log, refuse)
         self.cublas = HostCublas(self.log)
         self._ws = np.zeros(HostLt.workspace_bytes // 8, np.float64)
         self.cublaslt_workspace = pointer(self._ws)
@@ -258,6 +269,51 @@ def test_epilogue_over_several_calls_and_broadcast_batches(act):
     want = run(graph, feeds)[graph.outputs[0]]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert dev.gemm_calls >= 1 and _kernels(dev) == 0
+
+
+def test_an_epilogue_no_algorithm_runs_falls_back_to_the_gemm_and_the_kernel():
+    """cuBLASLt offering nothing for a batched epilogue problem: the fused_matmul runs its GEMMs
+    without the epilogue and then its kernel, right; the refusal is remembered (asked once)."""
+    g = GraphBuilder("fb")
+    x = g.transpose(g.input("x", (2, 5, 6), np.float32), perm=(0, 2, 1))  # rows not contiguous: no fold
+    graph = g.build(g.fused_matmul(x, g.input("w", (5, 7), np.float32), g.input("bias", (7,), np.float32),
+                                   activation="relu"))
+    rng = np.random.default_rng(6)
+    feeds = {"x": rng.standard_normal((2, 5, 6)).astype(np.float32),
+             "w": rng.standard_normal((5, 7)).astype(np.float32), "bias": rng.standard_normal(7).astype(np.float32)}
+    library = library_for([(graph, feeds)])
+    dev = LtHostDevice(library, refuse=lambda p: p.batch > 1 and p.epilogue != cublaslt.EPILOGUE_DEFAULT)
+    want = run(graph, feeds)[graph.outputs[0]]
+    for _ in range(2):
+        got = _run(dev, graph, feeds)[graph.outputs[0]]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    plain = HostDevice(library)
+    _run(plain, graph, feeds)
+    assert _kernels(dev) == 2 * _kernels(plain) and dev.gemm_chooser.unsupported
+    # each problem (its key includes the operands' alignment, which host buffers vary) asked once
+    chooser = dev.gemm_chooser
+    assert dev.cublaslt.asked == len(chooser.unsupported) + len(chooser.choices)
+
+
+def test_a_weight_broadcast_over_the_batch_folds_into_the_rows():
+    """[b, M, K] @ [K, N]: one GEMM over b·M rows, computing the product (cuBLAS's definition)."""
+    def plan(a, b, c):
+        el = lambda x: tuple(s // x.itemsize for s in x.strides)  # noqa: E731
+        return cublas.plan_gemm(a.shape, el(a), b.shape, el(b), c.shape, el(c))
+    rng = np.random.default_rng(7)
+    for a in (rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 1, 5)), rng.standard_normal((2, 3, 4, 5)),
+              rng.standard_normal((3, 5, 4)).transpose(0, 2, 1), rng.standard_normal((2, 3, 4, 5))[:, 1:]):
+        a = a.astype(np.float32)
+        w = rng.standard_normal((5, 6)).astype(np.float32)
+        bb = np.broadcast_to(w, a.shape[:-2] + (5, 6))
+        c = np.empty(a.shape[:-1] + (6,), np.float32)
+        calls = plan(a, bb, c)
+        folded = a.strides[-3] == a.shape[-2] * a.strides[-2] or a.shape[-2] == 1
+        assert (len(calls) == 1 and calls[0].batch == 1) == folded, (a.shape, a.strides, calls)
+        dev = HostDevice(KernelLibrary())
+        for call in calls:
+            dev.gemm(call, a, bb, c)
+        np.testing.assert_allclose(c, a @ w, rtol=1e-5, atol=1e-5)
 
 
 # -- choosing the algorithm ----------------------------------------------------------------------
@@ -420,3 +476,17 @@ def test_profile_entries_carry_gemm_choices_and_older_gemm_entries_are_stale():
     assert stale({"signature": f32, "kernels": 1, "us": 1.0, "gemm": [dict(recs[0], timer="one call at a time")]})
     assert not stale({"signature": i32, "kernels": 1, "us": 1.0})
     assert not stale({"signature": {"op": "relu", "inputs": [{"shape": [2], "dtype": "float32"}]}, "kernels": 1})
+
+
+def test_an_unsupported_epilogue_problem_is_asked_once_and_nothing_runs():
+    a = np.random.default_rng(8).standard_normal((2, 6, 5)).astype(np.float32).transpose(0, 2, 1)  # [2, 5, 6]
+    w = np.broadcast_to(np.ones((6, 3), np.float32), (2, 6, 3))
+    c = np.full((2, 5, 3), 7.0, np.float32)
+    bias = np.arange(3, dtype=np.float32)
+    (call,) = cublas.plan_gemm(a.shape, tuple(s // 4 for s in a.strides), w.shape, tuple(s // 4 for s in w.strides),
+                               c.shape, tuple(s // 4 for s in c.strides))
+    dev = LtHostDevice(KernelLibrary(), refuse=lambda p: p.epilogue != cublaslt.EPILOGUE_DEFAULT)
+    for _ in range(2):
+        with pytest.raises(cublaslt.EpilogueUnsupported, match="relu_bias"):
+            cublaslt.run_gemm(dev, call, a, w, c, epilogue=cublaslt.GemmEpilogue("relu", bias))
+    assert dev.cublaslt.asked == 1 and dev.log == [] and (c == 7.0).all()

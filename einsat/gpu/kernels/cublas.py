@@ -72,13 +72,42 @@ def _as_operand(rows: int, cols: int, s_rows: int, s_cols: int) -> tuple[int, in
     return None
 
 
+def fold_rows(a_shape, a_strides, b_shape, b_strides, c_shape, c_strides) -> tuple[tuple, ...]:
+    """The same product with the innermost batch dims folded into M where B is broadcast over
+    them (stride 0) and A's and C's rows run on across them (batch stride = M × row stride):
+    [b, M, K] @ [K, N] (activations times a weight) is one [b·M, K] @ [K, N] GEMM, not a batch
+    of b GEMMs over one B (one call, larger tiles; and cuBLASLt's epilogues need no batch)."""
+    a_shape, a_strides, b_shape, b_strides = list(a_shape), list(a_strides), list(b_shape), list(b_strides)
+    c_shape, c_strides = list(c_shape), list(c_strides)
+    while len(a_shape) > 2 and (b_strides[-3] == 0 or b_shape[-3] == 1):
+        d, m = a_shape[-3], a_shape[-2]
+        if d != 1:
+            if m == 1:  # a single row: its stride is free, the batch stride becomes it
+                if a_strides[-3] == 0 or c_strides[-3] == 0:
+                    break
+                a_strides[-2], c_strides[-2] = a_strides[-3], c_strides[-3]
+            elif a_strides[-3] != m * a_strides[-2] or c_strides[-3] != m * c_strides[-2]:
+                break
+        a_shape[-3:-1] = [d * m]
+        a_strides[-3:-1] = [a_strides[-2]]
+        c_shape[-3:-1] = [d * m]
+        c_strides[-3:-1] = [c_strides[-2]]
+        del b_shape[-3], b_strides[-3]
+    return tuple(a_shape), tuple(a_strides), tuple(b_shape), tuple(b_strides), tuple(c_shape), tuple(c_strides)
+
+
 def plan_gemm(a_shape: Sequence[int], a_strides: Sequence[int], b_shape: Sequence[int], b_strides: Sequence[int],
               c_shape: Sequence[int], c_strides: Sequence[int]) -> list[GemmCall] | None:
     """cuBLAS calls computing C = A @ B, or None when an operand needs a copy first.
 
     A is [*batch, M, K], B [*batch, K, N], C [*batch, M, N]; all three share the batch dims
-    (broadcast operands carry stride 0 there). Strides are in elements.
+    (broadcast operands carry stride 0 there). Strides are in elements. Batch dims over which
+    B is broadcast fold into M where the layouts allow (`fold_rows`).
     """
+    if len(a_shape) == len(b_shape) == len(c_shape) and tuple(a_shape[:-2]) == tuple(b_shape[:-2]) \
+            == tuple(c_shape[:-2]):
+        a_shape, a_strides, b_shape, b_strides, c_shape, c_strides = fold_rows(
+            a_shape, a_strides, b_shape, b_strides, c_shape, c_strides)
     *batch, m, k = a_shape
     n = b_shape[-1]
     if tuple(b_shape[-2:]) != (k, n) or tuple(c_shape[-2:]) != (m, n) or \

@@ -76,6 +76,11 @@ def supported(dtype) -> bool:
     return np.dtype(dtype).name in TYPES
 
 
+class EpilogueUnsupported(ExecutionError):
+    """No cuBLASLt algorithm runs a GEMM problem with its epilogue (raised before any work is
+    enqueued: the caller runs the GEMM without it, then its own epilogue kernel)."""
+
+
 def epilogue_of(bias: bool, activation: str) -> int | None:
     """The cuBLASLt epilogue computing `act(y + bias)` (or `act(y)`), or None when none does."""
     return EPILOGUES.get((bool(bias), activation))
@@ -357,6 +362,7 @@ class GemmChooser:
     choices: dict[str, GemmChoice] = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
     seeded: set[str] = field(default_factory=set)
+    unsupported: dict[str, str] = field(default_factory=dict)  # epilogue problems no algorithm runs, and why
 
     def seed(self, records) -> int:
         """Take the choices of profile records (`records`' format); returns how many were new."""
@@ -467,7 +473,8 @@ def run_gemm(dev, call: GemmCall, a, b, c, alpha: float = 1.0, beta: float = 0.0
     `gemm_chooser` (a `GemmChooser`), `time_ms` and `screen_ms`. While candidates are timed
     they write D; with beta != 0 and D read as C, D is saved first and restored after. A profile's
     seeded choice is checked once with cublasLtMatmulAlgoCheck; one the library refuses is
-    chosen again."""
+    chosen again. A problem with an epilogue (or a separate C) that no cuBLASLt algorithm runs
+    raises `EpilogueUnsupported` before enqueuing anything, every time it is met."""
     pointer = _address
     item = np.dtype(c.dtype).itemsize
     base = {"a": pointer(a), "b": pointer(b)}
@@ -517,13 +524,27 @@ def run_gemm(dev, call: GemmCall, a, b, c, alpha: float = 1.0, beta: float = 0.0
         chooser.seeded.discard(key)
         if not checked:
             chooser.forget(key)
+    if key in chooser.unsupported:
+        raise EpilogueUnsupported(chooser.unsupported[key])
     choice = chooser.choices.get(key)
     if choice is None:
-        saved = c.copy() if beta != 0.0 and residual is None else None
+        if kind & EPILOGUE_BIAS:  # the heuristic reads the bias pointer's alignment
+            lt.set_bias(p, bias_ptr)
         cands, excluded = gemm_candidates(lt, p, run_lt, run_default if plain else None)
-        choice = chooser.choose(key, cands, dev.time_ms, getattr(dev, "screen_ms", None), excluded, timer)
-        if saved is not None:
-            c[...] = saved
+        if not cands and not plain:
+            chooser.unsupported[key] = f"no cuBLASLt algorithm runs {key}: {excluded or 'the heuristic has none'}"
+            raise EpilogueUnsupported(chooser.unsupported[key])
+        saved = c.copy() if beta != 0.0 and residual is None else None
+        try:
+            choice = chooser.choose(key, cands, dev.time_ms, getattr(dev, "screen_ms", None), excluded, timer)
+        except ExecutionError as e:
+            if plain:
+                raise
+            chooser.unsupported[key] = str(e)
+            raise EpilogueUnsupported(str(e)) from e
+        finally:
+            if saved is not None:
+                c[...] = saved
     if choice.name == DEFAULT:
         run_default()
     else:

@@ -96,8 +96,13 @@ def _lt_epilogue(dev, node, args, out_t):
         return epilogue(dev, out, _addends(args), act, out_t)
     vec = reshape(dev, vec, (n,)) if vec is not None else None
     epi = cublaslt.GemmEpilogue(act, vec, rv)
-    for call in plan:
-        dev.gemm(call, av, bv, ov, 1.0, 1.0 if rv is not None else 0.0, epilogue=epi)
+    try:
+        for call in plan:
+            dev.gemm(call, av, bv, ov, 1.0, 1.0 if rv is not None else 0.0, epilogue=epi)
+    except cublaslt.EpilogueUnsupported:  # (a later call of the plan, say): all of them again, without
+        for call in plan:
+            dev.gemm(call, av, bv, ov, 1.0, 0.0)
+        return epilogue(dev, out, _addends(args), act, out_t)
     return out
 
 

@@ -271,6 +271,44 @@ def test_epilogue_over_several_calls_and_broadcast_batches(act):
     assert dev.gemm_calls >= 1 and _kernels(dev) == 0
 
 
+def test_gemm_with_a_bias_vector_adds_it_in_the_gemm():
+    """Drawn gemm cases (transposes, alpha, beta, c of any broadcastable shape) match NumPy on the
+    cuBLASLt path; with beta 1 and c a vector over the last axis the copy of c into the output is
+    gone (one kernel fewer than the plain device runs), otherwise the same kernels run."""
+    cases = collect(strategy("gemm"), 60)
+    library = library_for([(c.graph, c.inputs) for c in cases])
+    biased = 0
+    for case in cases:
+        lt, plain = LtHostDevice(library), HostDevice(library)
+        assert_case(case, _run(lt, case.graph, case.inputs))
+        _run(plain, case.graph, case.inputs)
+        node = case.graph.nodes[-1]
+        c = case.graph.types[node.inputs[2]] if len(node.inputs) > 2 and node.inputs[2] else None
+        vector = c is not None and c.shape[-1:] == case.graph.types[node.outputs[0]].shape[-1:] and \
+            all(d == 1 for d in c.shape[:-1]) and len(c.shape) >= 1
+        if vector and node.attrs["beta"] == 1.0:
+            assert _kernels(lt) == _kernels(plain) - 1, case
+            biased += 1
+        else:
+            assert _kernels(lt) == _kernels(plain), case
+    rng = np.random.default_rng(9)  # the draw rarely has beta 1 with a vector c: these always do
+    for c_shape, ta, tb, alpha in (((7,), 0, 0, 1.0), ((1, 7), 1, 0, 0.5), ((7,), 1, 1, -2.0), ((1,), 0, 1, 1.0)):
+        g = GraphBuilder("gb")
+        n = 7 if c_shape != (1,) else 1
+        a_shape, b_shape = ((4, 5) if not ta else (5, 4)), ((5, n) if not tb else (n, 5))
+        feeds = {"a": rng.standard_normal(a_shape).astype(np.float32),
+                 "b": rng.standard_normal(b_shape).astype(np.float32),
+                 "c": rng.standard_normal(c_shape).astype(np.float32)}
+        graph = g.build(g.gemm(g.input("a", a_shape, np.float32), g.input("b", b_shape, np.float32),
+                               g.input("c", c_shape, np.float32), alpha=alpha, beta=1.0, trans_a=ta, trans_b=tb))
+        lt = LtHostDevice(library_for([(graph, feeds)], library))
+        got = _run(lt, graph, feeds)[graph.outputs[0]]
+        np.testing.assert_allclose(got, run(graph, feeds)[graph.outputs[0]], rtol=1e-5, atol=1e-5)
+        assert _kernels(lt) == 0 and any("|bias|" in k for k in lt.gemm_chooser.choices), (c_shape, ta, tb)
+        biased += 1
+    assert biased >= 4
+
+
 def test_an_epilogue_no_algorithm_runs_falls_back_to_the_gemm_and_the_kernel():
     """cuBLASLt offering nothing for a batched epilogue problem: the fused_matmul runs its GEMMs
     without the epilogue and then its kernel, right; the refusal is remembered (asked once)."""

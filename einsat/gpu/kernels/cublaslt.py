@@ -515,6 +515,8 @@ def run_gemm(dev, call: GemmCall, a, b, c, alpha: float = 1.0, beta: float = 0.0
 
     chooser: GemmChooser = dev.gemm_chooser
     key = p.key
+    if kind & EPILOGUE_BIAS:  # the heuristic and the check read the bias pointer's alignment
+        lt.set_bias(p, bias_ptr)
     if key in chooser.seeded:
         chosen = chooser.choices[key]
         checked = chosen.name == DEFAULT and plain
@@ -528,8 +530,6 @@ def run_gemm(dev, call: GemmCall, a, b, c, alpha: float = 1.0, beta: float = 0.0
         raise EpilogueUnsupported(chooser.unsupported[key])
     choice = chooser.choices.get(key)
     if choice is None:
-        if kind & EPILOGUE_BIAS:  # the heuristic reads the bias pointer's alignment
-            lt.set_bias(p, bias_ptr)
         cands, excluded = gemm_candidates(lt, p, run_lt, run_default if plain else None)
         if not cands and not plain:
             chooser.unsupported[key] = f"no cuBLASLt algorithm runs {key}: {excluded or 'the heuristic has none'}"

@@ -94,6 +94,29 @@ def matmul(dev, node, args, out_types):
     return [out]
 
 
+def _lt_bias_gemm(dev, a, b, c, alpha: float, out_t):
+    """gemm with a bias vector c ([N] or [1, N]) and beta 1 as one cuBLASLt call with the BIAS
+    epilogue (no copy of c into the output first), where the device runs epilogues and an algorithm
+    takes it: the output, or None (no GEMM issued; the caller runs the copy and the GEMM)."""
+    from einsat.gpu.kernels import cublaslt
+    n = int(out_t.shape[-1])
+    if not getattr(dev, "gemm_epilogues", False) or not cublaslt.supported(out_t.dtype) or 0 in out_t.shape or \
+            a.shape[-1] == 0 or c.ndim == 0 or any(d != 1 for d in c.shape[:-1]) or c.shape[-1] != n or \
+            (n > 1 and c.strides[-1] != c.dtype.itemsize):
+        return None
+    out = dev.empty(out_t.shape, out_t.dtype)
+    a, b, plan = plan_product(dev, a, b, out)
+    if plan is None or not rows_are_last_axis(plan, out):
+        return None
+    epi = cublaslt.GemmEpilogue("none", reshape(dev, c, (n,)))
+    try:
+        for call in plan:
+            dev.gemm(call, a, b, out, alpha, 0.0, epilogue=epi)
+    except cublaslt.EpilogueUnsupported:
+        return None
+    return out
+
+
 @implements("gemm")
 def gemm(dev, node, args, out_types):
     """y = alpha * op(a) @ op(b) + beta * c, c broadcast to the output."""
@@ -106,6 +129,10 @@ def gemm(dev, node, args, out_types):
         b = b.T
     out_t = out_types[0]
     beta = float(at.get("beta", 1.0))
+    fused = _lt_bias_gemm(dev, a, b, c, float(at.get("alpha", 1.0)), out_t) if c is not None and beta == 1.0 \
+        else None
+    if fused is not None:
+        return [fused]
     if c is not None and beta != 0.0:
         cv = dev.xp.broadcast_to(c, out_t.shape)
         out = run_kernel(dev, copy_kernel(operand(cv)), [cv], out_t.shape, out_t.dtype)

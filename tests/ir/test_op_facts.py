@@ -35,11 +35,6 @@ PENDING: dict[str, dict[str, str]] = {
                                    "GEMM_OPS": "groups.MATMULS (matmul and the fused ops with it as core)"},
     "einsat/runtime/inputs.py": {"_MASK_VIEWS": "groups.PERMUTES, the repeats_input ops and cast (values kept)"},
     # being converted in this change, package by package
-    "einsat/rewrites/algebra/layout.py": {"UNARY": "", "LAYOUT": ""},
-    "einsat/rewrites/derive/generator.py": {"DERIVED": ""},
-    "einsat/rewrites/derive/inter.py": {"FUSABLE": ""},
-    "einsat/rewrites/derive/match.py": {"PREFERENCE": ""},
-    "einsat/rewrites/derive/search.py": {"OPERATORS": "", "VIEWS": ""},
     "einsat/testing/programs.py": {"ELEMENTWISE": "", "MULTILINEAR": "", "ALL_OPS": "", "CHAIN_OPS": ""},
     "einsat/verify/boxrules.py": {"SPLIT_RULES": ""},
     "einsat/verify/corrector.py": {"CONSTANT_SLOTS": ""},

@@ -11,15 +11,20 @@ from __future__ import annotations
 from einsat.egraph.encoding import ctor_name
 from einsat.egraph.patterns import apply, pat
 from einsat.egraph.rules import Rule, Ruleset, birewrite, rule
-from einsat.ir.registry import Op
+from einsat.ir.registry import REGISTRY, Op
 from einsat.rewrites.guards import same_shape, scalar
 
 BINARY = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
-# unary element-wise ops, with their attributes bound to variables (the same on both sides)
-UNARY = {Op.RELU: {}, Op.SIGMOID: {}, Op.TANH: {}, Op.ERF: {}, Op.EXP: {}, Op.SQRT: {}, Op.NEG: {},
-         Op.GELU: {"approximate": "ap"}, Op.LEAKY_RELU: {"alpha": "al"}}
-# layout ops with their one attribute bound to a variable, and their law
-LAYOUT = {Op.TRANSPOSE: ({"perm": "p"}, "transpose(p, {})"), Op.RESHAPE: ({"shape": "s"}, "reshape(s, {})")}
+# the unary element-wise ops the registry flags `layout_commutes`, each with its attributes bound to
+# variables named by their first two letters (the same on both sides of a rule)
+UNARY = {op: {name: name[:2] for name in d.attrs} for op, d in REGISTRY.items() if d.layout_commutes}
+
+
+def _layouts():
+    """The theory's two layout ops, each with its one attribute bound to a variable, and its law
+    (flatten, squeeze and unsqueeze are reshapes by `_view_rules`)."""
+    yield Op.TRANSPOSE, {"perm": "p"}, "transpose(p, {})"
+    yield Op.RESHAPE, {"shape": "s"}, "reshape(s, {})"
 
 
 def unary(op: Op, x: str) -> str:
@@ -27,12 +32,12 @@ def unary(op: Op, x: str) -> str:
 
 
 def _layout(op: Op, x: str) -> str:
-    return apply(op, x, **LAYOUT[op][0])
+    return apply(op, x, **next(b for o, b, _ in _layouts() if o is op))
 
 
 def _binary_rules() -> list[Rule]:
     out = []
-    for layout, (_, law) in LAYOUT.items():
+    for layout, _, law in _layouts():
         for op, sym in BINARY.items():
             out.append(Rule(
                 f"{layout.value}-{op.lower()}",
@@ -44,7 +49,7 @@ def _binary_rules() -> list[Rule]:
 
 def _unary_rules() -> list[Rule]:
     out = []
-    for layout, (_, law) in LAYOUT.items():
+    for layout, _, law in _layouts():
         for op in UNARY:
             name = ctor_name(op).lower()
             out.append(Rule(

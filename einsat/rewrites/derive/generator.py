@@ -45,12 +45,13 @@ from einsat.egraph.rules import Generator
 from einsat.ir.expr.measure import is_memory_bound
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.graph import Graph
+from einsat.ir.groups import DERIVABLE
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 from einsat.rewrites.derive.search import Candidate, SearchLimits, SearchReport, derive
 from einsat.rewrites.post.fold import weight_only
 
-DERIVED = frozenset({Op.CONV, Op.CONV_TRANSPOSE, Op.G2BMM, Op.GBMM})
+DERIVED = DERIVABLE  # the ops whose derivations are searched: the registry's `derivable`
 _MEMO: dict[tuple, SearchReport] = {}
 _MEMO_LIMIT = 256
 PAY_MARGIN = 1.25  # an operator must cost this many times its floors for a derivation to pay

@@ -28,6 +28,7 @@ from einsat.ir.expr.index import var
 from einsat.ir.expr.measure import is_memory_bound
 from einsat.ir.expr.nodes import Expr, Iter, Read, inputs_used, map_reads, relabel_inputs
 from einsat.ir.expr.printer import canonical, fingerprint
+from einsat.ir.groups import EOP_FUSABLE
 from einsat.ir.registry import Op, opdef
 from einsat.rewrites.post.fold import reachable, weight_only
 
@@ -90,8 +91,7 @@ def _reads(e: Expr) -> list[Read]:
 
 # -- generators ---------------------------------------------------------------------------------
 
-FUSABLE = frozenset({Op.RELU, Op.SIGMOID, Op.TANH, Op.NEG, Op.ABS, Op.ADD, Op.SUB, Op.MUL, Op.EOP, Op.RESHAPE,
-                     Op.TRANSPOSE, Op.CONCAT})
+FUSABLE = EOP_FUSABLE  # the registry's `eop_fusable`: element-wise, layout ops and eops
 
 
 MAX_FUSIONS = 8  # fused variants per e-node: a child class may hold several eOperators

@@ -28,6 +28,7 @@ from typing import Sequence
 
 from einsat.ir.expr.index import Index, var
 from einsat.ir.expr.nodes import Const, Expr, Iter, Read, products
+from einsat.ir.groups import MATCHED
 from einsat.ir.registry import Op
 from einsat.rewrites.derive.layouts import Axis, Free, Layout, free, group
 
@@ -164,7 +165,7 @@ def matches(e: Expr, shapes: Shapes, const: frozenset[int]) -> list[Match]:
     return out
 
 
-PREFERENCE = (Op.MATMUL, Op.BATCHMATMUL, Op.G2BMM, Op.CONV)  # on ties: a 1×1 conv is a matmul
+PREFERENCE = MATCHED  # on ties, the registry's `matched` rank: a 1×1 conv is a matmul
 
 
 def _groups(e: Expr, i0: Read, i1: Read):

@@ -30,7 +30,7 @@ from einsat.ir.expr.measure import is_memory_bound, own_flops
 from einsat.ir.expr.nodes import Expr, all_scopes, scopes
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.graph import Graph
-from einsat.ir.registry import Op
+from einsat.ir.groups import MATCHED, RESHAPES
 from einsat.ir.types import TensorType
 from einsat.rewrites.derive.instantiate import NotInstantiable, instantiations
 from einsat.rewrites.derive.match import mismatch
@@ -87,8 +87,8 @@ class Candidate:
         return ops, sum(1 for n in g.nodes if n.op not in OPERATORS and n.op not in VIEWS)
 
 
-OPERATORS = frozenset({Op.MATMUL, Op.BATCHMATMUL, Op.CONV, Op.G2BMM})
-VIEWS = frozenset({Op.RESHAPE, Op.IDENTITY})
+OPERATORS = frozenset(MATCHED)  # the operators an instantiation runs (the registry's `matched`)
+VIEWS = RESHAPES  # reshapes cost nothing: they do not count against a candidate
 
 
 @dataclass

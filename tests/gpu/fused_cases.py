@@ -1,4 +1,5 @@
-"""Fused eOperators as the fusion generator makes them (`rewrites.derive.fusion`): from the forms
+"""Fused eOperators (eop, and eop_multi where a chain also writes a value read outside it) as
+the fusion generator makes them (`rewrites.derive.fusion`): from the forms
 of `tests.rewrites.derive.test_fusion_chains` at chosen shapes, and from the benchmark workloads
 (bert_tensat, a BERT-base and a GPT-2 layer): each chain's eop as a one-node graph over inputs
 of its children's types, for the kernel tests."""
@@ -27,14 +28,17 @@ def fused_eops(graph: Graph) -> list[tuple[str, tuple]]:
     out = []
     for cid in sorted(data.classes):
         for n in data.classes[cid].nodes:
-            if n.op is Op.EOP:
-                out.append((n.attrs["expr"], tuple(data.classes[c].type for c in n.children)))
+            if n.op in (Op.EOP, Op.EOP_MULTI):  # an eop_multi's `exprs`: its ' ; '-separated outputs
+                out.append((n.attrs.get("expr") or n.attrs["exprs"], tuple(data.classes[c].type for c in n.children)))
     return sorted(set(out), key=str)
 
 
 def eop_graph(expr: str, types, dtype=None) -> Graph:
+    """A one-node graph: the eop of `expr`, or the eop_multi of several (' ; '-separated)."""
     b = GraphBuilder("fused")
     ins = [b.input(f"x{k}", t.shape, dtype or t.dtype) for k, t in enumerate(types)]
+    if ";" in expr:
+        return b.build(*b.eop_multi(*ins, exprs=expr))
     return b.build(b.eop(*ins, expr=expr))
 
 

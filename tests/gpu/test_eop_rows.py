@@ -20,17 +20,20 @@ from einsat.ir.expr import parse
 from einsat.ir.expr.compose import row_form
 from tests.gpu.fused_cases import eop_graph, fused_eops, random_inputs, workload_eops
 from tests.gpu.host_device import HostDevice, KernelLibrary
-from tests.rewrites.derive.test_fusion_chains import FORMS, WHOLE
+from tests.rewrites.derive.test_fusion_chains import FORMS, SHARED_FORMS, WHOLE, _prenorm
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
 
 ROWS = {"scaled_masked_softmax", "layernorm_residual", "rmsnorm"}
-SHAPES = [(3, 5), (2, 3, 70), (4, 300)]  # a thread per row, then blocks (rows past SERIAL_MAX)
+SHAPES = [(3, 5), (5, 64), (2, 3, 70), (4, 300)]  # a warp per row (element, then 2-wide loads), then blocks
 
 
 def _form_eops(form: str, shape, dtype) -> list[tuple[str, tuple]]:
     b = GraphBuilder(form)
     x = b.input("x", shape, np.float64)
+    if form.startswith("shared_"):  # a pre-norm block: the norm's eop_multi also writes the residual sum
+        g = b.build(_prenorm(b, x, shape, SHARED_FORMS[form[len("shared_"):]]))
+        return [max(((e, t) for e, t in fused_eops(g) if ";" in e), key=lambda et: len(et[0]))]
     g = b.build(FORMS[form](b, x, shape))
     # the whole chain's eop: the one with the most terms
     eops = fused_eops(g)
@@ -49,9 +52,9 @@ def _check(graphs_feeds, threads: bool):
         got = run(g, feeds, backend=backend)
         assert backend.host_fallbacks == {}
         want = run(g, feeds)
-        out = g.outputs[0]
-        tol = 2e-5 if got[out].dtype == np.float32 else 1e-10
-        np.testing.assert_allclose(got[out], want[out], rtol=tol, atol=tol)
+        for out in g.outputs:  # an eop_multi's every output
+            tol = 2e-5 if got[out].dtype == np.float32 else 1e-10
+            np.testing.assert_allclose(got[out], want[out], rtol=tol, atol=tol)
     return {(k.family, k.per_block) for k in dry.recorded}
 
 
@@ -59,7 +62,7 @@ def _check(graphs_feeds, threads: bool):
 @pytest.mark.parametrize("threads", [False, True])
 def test_fused_forms_match_numpy(dtype, threads):
     cases = []
-    for form in sorted(set(FORMS) - WHOLE):
+    for form in sorted(set(FORMS) - WHOLE) + [f"shared_{f}" for f in sorted(SHARED_FORMS)]:
         for shape in SHAPES:
             for expr, types in _form_eops(form, shape, dtype):
                 g = eop_graph(expr, types, dtype)
@@ -88,5 +91,6 @@ def test_workload_fused_eops_match_numpy():
     for _, expr, types in eops:
         g = eop_graph(expr, types)
         cases.append((g, random_inputs(types, seed=len(cases))))
+    assert any(";" in expr for _, expr, _ in eops)  # GPT-2's norms write their residual sums (eop_multi)
     kinds = _check(cases, threads=False)
     assert ("eop_rows", 1) in kinds

@@ -16,6 +16,17 @@ the row kernel runs; a softmax along a leading axis stays unfused); extraction d
 whether it runs (under a roofline an unmeasured eop is charged its external inputs and output
 once, and one launch).
 
+A value the chain computes that is also read outside it (GPT-2's residual sum feeds its
+layernorm and the next residual add) ends the plain chain there. For a norm or softmax chain
+(reductions, `row_form`) the generator grows a second form in which such a member joins when it
+is element-wise over the output's grid: the fused kernel writes it as a further output
+(`eop_multi`, one expression per output over the same inputs; at most `MAX_SHARED` further
+outputs). The eop_multi's outputs are unioned into the chain's e-class and into each shared
+value's e-class; extraction pays the application once (one multi-output group, `extract.problem`),
+so it wins where it saves the shared value's round trip and a launch. None is offered where an
+input of the chain descends from a shared value in the source (the kernel would read what it
+writes: a cycle).
+
 Bounds: `MAX_OPS` ops per chain, `MAX_TERMS` terms per expression, `MAX_CHAINS` chains per
 round; chains in e-class order, each op the source's own: deterministic. A fused eop
 keeps its expression, so NumPy, verification and ONNX export work on it as on any eop.
@@ -125,7 +136,7 @@ class Program:
         return None if e is None else (node, e)
 
 
-def chain(cid: int, program: Program, fixed: set[int], shared: bool = False
+def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roots: frozenset[int] = frozenset()
           ) -> tuple[Expr, list[int], int, list[tuple[int, Expr]]] | None:
     """(expression, external input e-classes, ops merged, further outputs) of the chain ending at
     e-class `cid` (see the module doc), or None when `cid` is not computed by a fusable op.
@@ -133,7 +144,9 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False
     With `shared`, a member may also be read outside the chain when it is element-wise over the
     output's grid (a residual sum feeding a layernorm and the next residual add): it joins, and
     becomes a further output (its e-class, its expression over the chain's inputs), at most
-    `MAX_SHARED` of them; the eop then writes it too (`eop_multi`)."""
+    `MAX_SHARED` of them; the eop then writes it too (`eop_multi`). So may a program output
+    among `roots` (a piece's residual sum that the next piece reads). A join after which an input
+    of the chain descends from a further output is not made (a cycle, `_feeds_back`)."""
     data, consumers = program.data, program.readers
     start = program.fusable(cid)
     if start is None:
@@ -153,9 +166,9 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False
                 extra = [(ec, x) for (ec, _), x in zip(extra, rest)]
                 grown = True
                 break
-            if c in fixed or c in members:
+            if c in members or (c in fixed and not (shared and c in roots)):
                 continue
-            outside = not consumers[c] <= members
+            outside = not consumers[c] <= members or c in roots
             if outside and (not shared or len(extra) >= MAX_SHARED):
                 continue
             inner = program.fusable(c)
@@ -172,8 +185,11 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False
                 rest.append(relabel_inputs(inner_e, dict(enumerate(ins))))
             if size(new) > MAX_TERMS or any(scopes(x) or size(x) > MAX_TERMS for x in rest):
                 continue
-            e, rest, children = _compact_all(new, rest, children + list(inner_node.children))
-            extra = [(ec, x) for ec, x in zip([ec for ec, _ in extra] + ([c] if outside else []), rest)]
+            e2, rest, children2 = _compact_all(new, rest, children + list(inner_node.children))
+            extra2 = [(ec, x) for ec, x in zip([ec for ec, _ in extra] + ([c] if outside else []), rest)]
+            if extra2 and _feeds_back(extra2, children2, program):
+                continue  # an input would descend from a further output: the kernel would read what it writes
+            e, children, extra = e2, children2, extra2
             members.add(c)
             ops += 1
             grown = True
@@ -231,8 +247,9 @@ def fuse_chains(session, data: EGraphData) -> int:
         found = chain(cid, program, fixed)
         forms = [] if found is None or found[2] < 2 else [found]
         if found is not None and scopes(found[0]) and row_form(found[0]) is not None:
-            wide = chain(cid, program, fixed, shared=True)  # a norm also writing the sum it reads
-            if wide is not None and wide[3] and not _feeds_back(wide[3], wide[1], program):
+            # a norm or softmax also writing the sum it reads
+            wide = chain(cid, program, fixed, shared=True, roots=frozenset(data.roots))
+            if wide is not None and wide[3]:
                 forms.append(wide)
         for e, children, _, extra in forms:
             out_t = cls.type

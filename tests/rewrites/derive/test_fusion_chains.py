@@ -252,3 +252,88 @@ def test_a_reduction_along_a_leading_axis_is_not_fused():
     x = b.input("x", (4, 6), F)
     _, data, root = _session_of(b.build(b.softmax(b.mul(x, b.const(0.5, F)), axis=0)))
     assert not any(n.op is Op.EOP for n in data.classes[root].nodes)  # no row kernel runs it
+
+
+# -- chains whose interior value is also read outside them: eop_multi --------------------------------
+
+def _prenorm(b, x, s, norm, dtype=F):
+    """A pre-norm residual block: h = x + res feeds `norm` and the next residual add, past a matmul."""
+    h = b.add(x, b.input("res", s, dtype))
+    return b.add(h, b.matmul(norm(b, h, s), b.weight("w", (s[-1], s[-1]), dtype)))
+
+
+SHARED_FORMS = {
+    "layernorm": lambda b, h, s: b.layernorm(h, b.weight("g", (s[-1],), F), b.weight("beta", (s[-1],), F),
+                                             axis=len(s) - 1),
+    "rmsnorm": lambda b, h, s: _rmsnorm(b, h, s),
+    "layernorm_of_biased_sum": lambda b, h, s: b.layernorm(
+        b.add(h, b.weight("bias", (s[-1],), F)), b.weight("g", (s[-1],), F), b.weight("beta", (s[-1],), F),
+        axis=len(s) - 1),
+    "scaled_softmax": lambda b, h, s: b.softmax(b.mul(h, b.const(0.125, F)), axis=len(s) - 1),
+}
+
+
+@pytest.mark.parametrize("form", sorted(SHARED_FORMS))
+@settings(max_examples=6, deadline=None)
+@given(shape=st.lists(st.integers(1, 5), min_size=2, max_size=3).map(tuple))
+def test_a_norm_whose_residual_sum_is_read_elsewhere_is_one_eop_writing_the_sum_too(form, shape):
+    b = GraphBuilder(form)
+    x = b.input("x", shape, F)
+    _, data, _ = _session_of(b.build(_prenorm(b, x, shape, SHARED_FORMS[form])))
+    multi = [(cid, n) for cid, c in data.classes.items() for n in c.nodes if n.op is Op.EOP_MULTI]
+    assert multi, f"{form}: no eop_multi"
+    by_app = {}
+    for cid, n in multi:
+        by_app.setdefault((n.attrs["exprs"], n.children), {})[n.output] = cid
+    for (text, children), outs in by_app.items():
+        assert sorted(outs) == [0, 1], outs  # the norm and the residual sum, one application
+        (sum_cls,) = [outs[1]]
+        assert any(n.op is Op.ADD for n in data.classes[sum_cls].nodes)  # the sum's own e-class
+        for c in children:  # over the block's inputs and weights: the sum is computed inside
+            assert any(m.leaf is not None for m in data.classes[c].nodes), (form, data.classes[c].nodes)
+    assert assert_consistent(data, rtol=1e-9, atol=1e-9) >= 2  # fused vs unfused, random inputs
+
+
+def test_no_eop_multi_where_an_input_of_the_chain_descends_from_the_shared_value():
+    """norm(h + h @ w): the matmul reads h, so an eop writing h and reading the matmul would
+    read what it writes; the plain chain (norm + add, h an input) is offered instead."""
+    b = GraphBuilder("cycle")
+    x = b.input("x", (4, 8), F)
+    h = b.add(x, b.input("r", (4, 8), F))
+    m = b.matmul(h, b.weight("w", (8, 8), F))
+    g = b.build(b.layernorm(b.add(h, m), b.weight("g", (8,), F), b.weight("beta", (8,), F), axis=1))
+    _, data, root = _session_of(g)
+    assert not any(n.op is Op.EOP_MULTI for c in data.classes.values() for n in c.nodes)
+    assert any(n.op is Op.EOP for n in data.classes[root].nodes)
+    assert assert_consistent(data) > 0
+
+
+def test_a_prenorm_block_extracts_its_norm_and_residual_sum_as_one_eop_multi_under_h100():
+    import einsat
+    b = GraphBuilder("preln")
+    x = b.input("x", (1, 16, 64))
+    g = b.build(_prenorm(b, x, (1, 16, 64), lambda b, h, s: b.layernorm(
+        h, b.weight("g", (64,)), b.weight("beta", (64,)), axis=2), np.float32))
+    result = einsat.optimize(g, cost="h100")
+    (node,) = [n for n in result.graph.nodes if n.op is Op.EOP_MULTI]
+    assert len(node.outputs) == 2 and "(sqrt " in node.attrs["exprs"]
+    assert not any(n.op in (Op.LAYERNORM, Op.ADD) and n.outputs[0] != result.graph.outputs[0]
+                   for n in result.graph.nodes)  # only the final residual add stays an add
+    model = cost_model("h100")
+    assert model.graph_cost(result.graph) < model.graph_cost(g)
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.standard_normal((1, 16, 64)).astype(np.float32),
+             "res": rng.standard_normal((1, 16, 64)).astype(np.float32)}
+    want, got = einsat.run(g, feeds), einsat.run(result.graph, feeds)
+    np.testing.assert_allclose(got[g.outputs[0]], want[g.outputs[0]], rtol=1e-5, atol=1e-5)
+
+
+def test_an_eop_multi_exports_to_onnx_as_its_outputs_ops_and_runs_on_onnxruntime():
+    from tests.ir.onnx_check import check_op
+    b = GraphBuilder("preln")
+    x = b.input("x", (3, 7), F)
+    _, data, _ = _session_of(b.build(_prenorm(b, x, (3, 7), SHARED_FORMS["layernorm"])))
+    (n, *_) = [n for c in data.classes.values() for n in c.nodes if n.op is Op.EOP_MULTI]
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal(data.classes[c].type.shape).astype(np.float32) for c in n.children]
+    check_op(Op.EOP_MULTI, arrays, {"exprs": n.attrs["exprs"]}, rtol=1e-5, atol=1e-5)  # NumPy vs onnxruntime

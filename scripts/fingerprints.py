@@ -4,19 +4,23 @@ What a user sees of a run is the program it hands back. This script optimizes te
 workloads that between them take every path of the run (a CNN, TASO's BERT, an LLM decoder
 layer, NasRNN, a PET mutant, an EinNet derivation, a partitioned model, the measured CPU model
 on a scripted profile, the fusion generator, an imperative function) and reduces each result to
-a fingerprint: `einsat.partition.fingerprint.canonical`'s structural key (ops, attributes,
-wiring, types, constants by value; value names left out), a SHA-256 of the weights' bytes in the
-canonical order, and the op counts and modeled cost as a readable summary. Each run is bounded by
-work (e-nodes, iterations, the ILP's nodes), never by the clock: the time limits lie far off,
-and a run that stops on one is an error here, not a fingerprint.
+a fingerprint: a structural key (ops, attributes, wiring, types; value names left out:
+`structure`), a SHA-256 of the weights' bytes in order of first use, and the op counts and
+modeled cost as a readable summary. Each run is bounded by work (e-nodes, iterations, the ILP's
+nodes), never by the clock: the time limits lie far off, and a run that stops on one is an
+error here, not a fingerprint.
 
     python scripts/fingerprints.py             # recompute, compare with tests/data/fingerprints.json
     python scripts/fingerprints.py --write     # recompute twice (they must agree), save, print changes
     python scripts/fingerprints.py bert_tensat nasrnn    # only these
+    python scripts/fingerprints.py --tree /tmp/old nasrnn   # einsat, benchmarks and tests of another checkout
 
 The reference was generated at commit a187c90 (before #26's refactor of the orchestration);
-`tests/test_fingerprints.py` recomputes them and fails naming the workload that changed. Run
-from the repository root (or with it on PYTHONPATH): the workloads come from `benchmarks/` and
+`tests/test_fingerprints.py` recomputes them and fails naming the workload that changed. To find
+the commit that changed one: `git clone -q . /tmp/old && git -C /tmp/old checkout -q COMMIT`, then
+`--tree /tmp/old NAME` at commits between a187c90 and HEAD (the saved fingerprints stay this
+checkout's; an einsat module found outside the tree, as an editable install fills in a package the
+tree lacks, is an error). Run from the repository root: the workloads come from `benchmarks/` and
 `tests/`.
 """
 
@@ -26,6 +30,7 @@ import argparse
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
+TREE_ENV = "EINSAT_FINGERPRINTS_TREE"  # set by --tree: the checkout whose einsat, benchmarks, tests are run
 PATH = ROOT / "tests" / "data" / "fingerprints.json"
 ILP_SECONDS = 60.0  # far off: the ILP stops on its branch-and-bound work, not on this
 
@@ -257,17 +263,64 @@ WORKLOADS = {
 # -- fingerprints ------------------------------------------------------------------------------------
 
 def fingerprint(result) -> dict:
-    """The result's structural key, its weights' digest, and a readable summary."""
-    from einsat.partition.fingerprint import canonical
+    """The result's structure key, its weights' digest, and a readable summary (see `structure`)."""
     g = result.graph
-    c = canonical(g)
+    key, order = structure(g)
     digest = hashlib.sha256()
-    for name in (*c.params, *sorted(set(g.weights) - set(c.params) - set(c.constants))):
+    for name in order:
         a = np.ascontiguousarray(np.asarray(g.weights[name]))
         digest.update(f"{a.dtype}{a.shape}".encode())
         digest.update(a.tobytes())
-    return {"structure": c.key, "weights": digest.hexdigest(),
+    return {"structure": key, "weights": digest.hexdigest(),
             "ops": dict(sorted(g.op_counts().items())), "cost_after": round(float(result.report.cost_after), 6)}
+
+
+def structure(g) -> tuple[str, list[str]]:
+    """A SHA-256 of `g`'s program up to value names, and its weights in the order it hashed them.
+
+    The inputs by position with their types; each node's op, attributes, inputs (an input's
+    position, a weight's rank in order of first use, or another node's output by position) and
+    output types; the outputs. Weights count by type here (their bytes go in the weights
+    digest). Written out here rather than taken from `einsat.partition.fingerprint`, so that a
+    change of that module's encoding does not change a saved fingerprint."""
+    ref: dict[str, tuple] = {name: ("in", k) for k, name in enumerate(g.inputs)}
+    weights: list[str] = []
+    parts: list = [("inputs", tuple(_type_key(g.types[i]) for i in g.inputs))]
+    for k, node in enumerate(g.nodes):
+        for i in node.inputs:
+            if i and i not in ref and i in g.weights:
+                ref[i] = ("weight", len(weights), _type_key(g.types[i]))
+                weights.append(i)
+        parts.append((node.op.value, tuple(ref[i] if i else ("absent",) for i in node.inputs),
+                      tuple(sorted((str(a), _attr_key(v)) for a, v in node.attrs.items())),
+                      tuple(_type_key(g.types[o]) for o in node.outputs)))
+        for j, o in enumerate(node.outputs):
+            ref[o] = ("node", k, j)
+    unused = sorted(set(g.weights) - set(weights))
+    parts.append(("outputs", tuple(ref[o] for o in g.outputs), ("unused weights", tuple(unused))))
+    return hashlib.sha256(repr(parts).encode()).hexdigest(), [*weights, *unused]
+
+
+def _type_key(t) -> tuple:
+    return (tuple(int(d) for d in t.shape), str(np.dtype(t.dtype)))
+
+
+def _attr_key(v):
+    if isinstance(v, np.ndarray):
+        a = np.ascontiguousarray(v)
+        return ("array", str(a.dtype), a.shape, hashlib.sha256(a.tobytes()).hexdigest())
+    if hasattr(v, "nodes") and hasattr(v, "inputs") and hasattr(v, "weights"):  # a subgraph (loop, if_)
+        key, order = structure(v)
+        return ("graph", key, tuple(_attr_key(np.asarray(v.weights[w])) for w in order))
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__, tuple(_attr_key(x) for x in v))
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted((str(k), _attr_key(x)) for k, x in v.items())))
+    if isinstance(v, np.generic):
+        return ("scalar", str(v.dtype), v.item())
+    if hasattr(v, "value") and hasattr(type(v), "__members__"):  # an enum
+        return ("enum", type(v).__name__, repr(v.value))
+    return (type(v).__name__, repr(v))
 
 
 def stopped_by_time(result) -> str | None:
@@ -289,6 +342,20 @@ def compute(name: str) -> dict:
     if why:
         raise RuntimeError(f"{name}: {why}; its program is not a work-bounded fingerprint")
     return fingerprint(result)
+
+
+def tree_commit() -> str:
+    """The commit of the checkout whose einsat is imported, "+changes" when its tracked files differ."""
+    import einsat
+    tree = os.path.dirname(os.path.dirname(os.path.abspath(einsat.__file__)))
+    try:
+        head = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", tree, "diff", "--quiet", "HEAD", "--", "einsat", "benchmarks", "tests"],
+                               capture_output=True).returncode != 0
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
 
 
 def load() -> dict:
@@ -315,7 +382,14 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("names", nargs="*", help="workloads (default: all): " + ", ".join(WORKLOADS))
     p.add_argument("--write", action="store_true", help="compute twice, check they agree, save")
+    p.add_argument("--tree", help="compute with the einsat, benchmarks and tests of this checkout")
     args = p.parse_args(argv)
+    if args.tree:
+        if args.write:
+            p.error("--write saves this checkout's fingerprints: run it without --tree")
+        tree = os.path.abspath(args.tree)
+        env = {**os.environ, "PYTHONPATH": tree, TREE_ENV: tree}
+        return subprocess.call([sys.executable, os.path.abspath(__file__), *args.names], env=env, cwd=tree)
     import einsat
     print(f"einsat from {os.path.dirname(einsat.__file__)}", file=sys.stderr)
     names = args.names or list(WORKLOADS)
@@ -342,6 +416,10 @@ def main(argv=None) -> int:
     if foreign:
         raise SystemExit(f"modules from outside {os.path.dirname(einsat.__file__)}: {foreign}")
     if args.write:
+        made = tree_commit()
+        for name, now in fresh.items():  # an unchanged fingerprint keeps the commit it was first made at
+            keep = saved.get(name, {}).get("commit") if not differences(name, saved.get(name), now) else None
+            now["commit"] = keep or made
         saved.update(fresh)
         PATH.parent.mkdir(parents=True, exist_ok=True)
         PATH.write_text(json.dumps({k: saved[k] for k in WORKLOADS if k in saved}, indent=1) + "\n")
@@ -351,5 +429,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, os.environ.get(TREE_ENV) or str(ROOT))
     sys.exit(main())

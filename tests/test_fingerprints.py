@@ -4,14 +4,16 @@
 run (a CNN, TASO's BERT, an LLM decoder layer against a KV cache, NasRNN, a PET mutant, an EinNet
 derivation, a partitioned model with reused pieces, cost="cpu" on a scripted profile, the fusion
 generator, an imperative function) under limits of work, not time, and reduces each result to a
-structural fingerprint (`einsat.partition.fingerprint.canonical`: ops, attributes, wiring, types;
-no value names), a digest of its weights, its op counts and its modeled cost. The saved ones in
-`tests/data/fingerprints.json` were made at commit a187c90, before the orchestration moved into
-`einsat/pipeline/`; each is recomputed here and must be the same.
+structural key (ops, attributes, wiring, types; no value names), a digest of its weights, its op
+counts and its modeled cost. The saved ones in `tests/data/fingerprints.json` were made at commit
+a187c90 (each entry's "commit"), before the orchestration moved into `einsat/pipeline/`; each is
+recomputed here and must be the same.
 
 A change that is meant to change what is extracted: regenerate with
-`.venv/bin/python scripts/fingerprints.py --write` (it computes each twice, checks they agree and
-prints what changed) and say in the commit which workloads changed and why.
+`.venv/bin/python scripts/fingerprints.py --write` (it computes each twice, checks they agree,
+prints what changed and records the commit) and say in the commit which workloads changed and why.
+`scripts/fingerprints.py --tree DIR NAME` computes one with another checkout, to find the commit
+that changed it.
 """
 
 from __future__ import annotations
@@ -50,10 +52,10 @@ def test_the_extracted_program_is_the_saved_one(name):
     changed = fingerprints.differences(name, SAVED.get(name), now)
     assert not changed, (
         f"workload {name!r} now extracts a different program than the saved fingerprint "
-        f"(tests/data/fingerprints.json, made at a187c90):\n  " + "\n  ".join(changed) +
+        f"(tests/data/fingerprints.json, made at {SAVED.get(name, {}).get('commit')}):\n  " + "\n  ".join(changed) +
         "\nIf the change is intended, regenerate with `.venv/bin/python scripts/fingerprints.py --write` "
         "and say in the commit which workloads changed and why; if not, `python scripts/fingerprints.py "
-        f"{name}` at earlier commits finds the one that changed it.")
+        f"--tree DIR {name}` on clones at earlier commits finds the one that changed it.")
 
 
 def test_a_different_program_is_caught():

@@ -20,8 +20,9 @@ difference of two fp32 computations before rounding: summation order, libm ulps)
 
 An op that cannot run in half raises an error naming the op and the precision (`NOT_IN_HALF`
 lists them with the reason: none today); ops whose half lowering belongs to another part of the
-GPU work and has not landed are listed in `PENDING`, and their tests say so (xfail with the
-reason, never a silent skip).
+GPU work and has not landed would be listed in `PENDING`, their tests saying so (xfail with the
+reason, never a silent skip): none today. The products (matmul, gemm, batchmatmul, fused_matmul,
+attention's) go through the cuBLAS emulation (`test_half_products_go_through_cublas`).
 """
 
 from __future__ import annotations
@@ -55,13 +56,9 @@ EXAMPLES = 4
 # ops that cannot run in half on the GPU, and why (each must raise a clear error naming the op
 # and the precision; `test_an_op_without_half_lowering_names_op_and_precision`): none today
 NOT_IN_HALF: dict[str, str] = {}
-# half lowerings owned by other parts of #30 that have not landed: (precision, op) -> whose.
-# eop: its kernels (gpu/kernels/eop.py, gpu/lower/eop.py) are being reworked by the engineer who
-# owns them (half storage included); in the working tree of 27 Nov 23:40 their row kernel fails in
-# fp32 as well, so the eop cases are not judged here until that lands.
-PENDING: dict[tuple[str, str], str] = {
-    (p, "eop"): "the eop kernels' owner (gpu/kernels/eop.py, gpu/lower/eop.py: half storage)" for p in ("bf16", "fp16")
-}
+# half lowerings owned by other parts of #30 that have not landed: (precision, op) -> whose (none
+# today: the GEMMs' GemmEx in bf16/fp16 and the eop kernels' half storage have landed)
+PENDING: dict[tuple[str, str], str] = {}
 
 
 # -- half cases --------------------------------------------------------------------------------
@@ -307,3 +304,18 @@ def test_cudnn_accepts_the_half_convolution_descriptors(half_host, cudnn_descrip
                 run(case.graph, case.inputs, backend=GpuBackend(dev))
         assert dev.conv_calls >= 6, precision
     assert {k[2] for k in cudnn_descriptors._desc} >= {"bfloat16", "float16"}
+
+
+def test_half_products_go_through_cublas(half_host):
+    """The half matrix products are library calls (cuBLAS' GemmEx with CUDA_R_16BF / CUDA_R_16F
+    and fp32 compute on the device), not einsat's plain integer-product kernel."""
+    library, cases, _, _ = half_host
+    for precision in HALVES:
+        for op in ("matmul", "batchmatmul", "gemm", "fused_matmul"):
+            float_cases = [c for c in cases[precision, op] if all(is_float(v.dtype) for v in c.inputs.values())]
+            assert float_cases, (precision, op)
+            for case in float_cases:
+                dev = HostDevice(library)
+                run(case.graph, case.inputs, backend=GpuBackend(dev))
+                out = case.graph.types[case.graph.outputs[0]]
+                assert dev.gemm_calls > 0 or out.size == 0, f"{op} in {precision} ran no GEMM: {case}"

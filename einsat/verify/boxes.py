@@ -26,11 +26,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from einsat.ir.registry import Op
 from einsat.verify.boxrules import SPLIT_RULES, RuleContext
 from einsat.verify.boxviews import Grid, permute, regroup
 from einsat.verify.splits import Splits, every, none, norm, uniform_splits
-
-VIEW_OPS = ("RESHAPE", "FLATTEN", "SQUEEZE", "UNSQUEEZE", "IDENTITY", "TRANSPOSE")
 
 
 def propagate_grids(graph, sources: dict[str, Splits], env=None) -> dict:
@@ -46,9 +45,9 @@ def propagate_grids(graph, sources: dict[str, Splits], env=None) -> dict:
         grids[name] = Grid.of(np.shape(value), sources[name] if name in sources else uniform_splits(value))
     for node in graph.nodes:
         ys = [graph.types[o].shape for o in node.outputs]
-        if node.op.name in VIEW_OPS:
+        if node.definition.permutes:  # a reshape or a transpose: its grid is a view of its input's
             g = grids[node.inputs[0]]
-            view = permute(g, node.attrs["perm"]) if node.op.name == "TRANSPOSE" else regroup(g, ys[0])
+            view = permute(g, node.attrs["perm"]) if node.op is Op.TRANSPOSE else regroup(g, ys[0])
             if view is not None:
                 grids[node.outputs[0]] = view
                 continue

@@ -7,9 +7,11 @@ output splits as one set of points per dimension.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
+from einsat.ir.groups import RESHAPES
 from einsat.ir.registry import Op
 from einsat.verify.splits import (
     axis_splits,
@@ -28,10 +30,37 @@ class RuleContext:
     env: object = None
 
 
+# -- the rules of the ops, each registered beside its function (as gpu's `@implements`) -----------
+
+SPLIT_RULES: dict[Op, Callable] = {}
+# op -> why it has no split rule (`boxes` then splits its outputs at every element)
+NO_SPLIT_RULE: dict[Op, str] = {}
+
+
+def split_rule(*ops: Op, single: bool = True) -> Callable:
+    """Register the decorated function as the split rule of `ops`; `single`: it returns the splits
+    of the op's one output (not a list, one per output)."""
+    def register(fn):
+        rule = (lambda node, ins, xs, ys, ctx: [fn(node, ins, xs, ys, ctx)]) if single else fn
+        for op in ops:
+            if op in SPLIT_RULES:
+                raise RuntimeError(f"{op.value} has two split rules")
+            SPLIT_RULES[op] = rule
+        return fn
+    return register
+
+
+def no_split_rule(op: Op, reason: str) -> None:
+    """Register why `op` has no split rule (its outputs are split at every element)."""
+    NO_SPLIT_RULE[op] = reason
+
+
+@split_rule(Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.NEG)
 def elementwise(node, ins, xs, ys, ctx):
     return union(*[broadcast_splits(s, x, ys[0]) for s, x in zip(ins, xs) if s is not None])
 
 
+@split_rule(Op.BATCHNORM)
 def batchnorm(node, ins, xs, ys, ctx):
     """x·A[c] + B[c]. Exact coefficients change where any of the four parameters does; random
     ones (one per distinct parameter tuple) are uniform when all tuples are equal or all differ,
@@ -49,18 +78,22 @@ def batchnorm(node, ins, xs, ys, ctx):
     return out
 
 
+@split_rule(*RESHAPES)
 def same(node, ins, xs, ys, ctx):
     return [set(s) for s in reshape_splits(xs[0], ys[0], ins[0])]
 
 
+@split_rule(Op.TRANSPOSE)
 def transpose(node, ins, xs, ys, ctx):
     return [set(ins[0][p]) for p in node.attrs["perm"]]
 
 
+@split_rule(Op.EXPAND)
 def expand(node, ins, xs, ys, ctx):
     return broadcast_splits(ins[0], xs[0], ys[0])
 
 
+@split_rule(Op.SLICE)
 def slice_(node, ins, xs, ys, ctx):
     a = node.attrs
     out = []
@@ -70,6 +103,7 @@ def slice_(node, ins, xs, ys, ctx):
     return out
 
 
+@split_rule(Op.PAD)
 def pad(node, ins, xs, ys, ctx):
     pads, mode = node.attrs["pads"], node.attrs["mode"]
     out = []
@@ -85,6 +119,7 @@ def pad(node, ins, xs, ys, ctx):
     return out
 
 
+@split_rule(Op.CONCAT)
 def concat(node, ins, xs, ys, ctx):
     axis = node.attrs["axis"]
     out = union(*[[set(s) for s in sp] for sp in ins])
@@ -96,6 +131,7 @@ def concat(node, ins, xs, ys, ctx):
     return out
 
 
+@split_rule(Op.SPLIT, single=False)
 def split(node, ins, xs, ys, ctx):
     axis = node.attrs["axis"]
     outs, off = [], 0
@@ -107,6 +143,7 @@ def split(node, ins, xs, ys, ctx):
     return outs
 
 
+@split_rule(Op.CORRECT)
 def correct(node, ins, xs, ys, ctx):
     r, rank = node.attrs["region"], len(ys[0])
     out = [set(s) for s in ins[0]]
@@ -115,10 +152,12 @@ def correct(node, ins, xs, ys, ctx):
     return out
 
 
+@split_rule(Op.CONSTANT)
 def constant(node, ins, xs, ys, ctx):
     return [set(s) for s in uniform_splits(node.attrs["value"])]
 
 
+@split_rule(Op.MATMUL, Op.BATCHMATMUL, single=False)
 def matmul(node, ins, xs, ys, ctx):
     (sa, sb), (xa, xb) = ins, xs
     a2, sa2 = ((1,) + xa, ((),) + sa) if len(xa) == 1 else (xa, sa)
@@ -131,6 +170,7 @@ def matmul(node, ins, xs, ys, ctx):
     return [[s for k, s in enumerate(full) if k not in drop]]
 
 
+@split_rule(Op.GEMM, single=False)
 def gemm(node, ins, xs, ys, ctx):
     i = set(ins[0][1] if node.attrs["trans_a"] else ins[0][0])
     j = set(ins[1][0] if node.attrs["trans_b"] else ins[1][1])
@@ -160,6 +200,7 @@ def _taps(node, ins, xs, ys, transposed: bool, kernel, dilation, count_pad=None)
     return out
 
 
+@split_rule(Op.CONV, single=False)
 def conv(node, ins, xs, ys, ctx, transposed=False):
     g = node.attrs["groups"]
     ws, f = xs[1], ys[0][1]
@@ -175,12 +216,14 @@ def conv(node, ins, xs, ys, ctx, transposed=False):
     return [[set(ins[0][0]), fs] + spatial]
 
 
+@split_rule(Op.AVGPOOL, single=False)
 def avgpool(node, ins, xs, ys, ctx):
     nsp = len(xs[0]) - 2
     spatial = _taps(node, ins, xs, ys, False, node.attrs["kernel"], (1,) * nsp, count_pad=True)
     return [[set(ins[0][0]), set(ins[0][1])] + spatial]
 
 
+@split_rule(Op.REDUCE_SUM, Op.REDUCE_MEAN, single=False)
 def reduce(node, ins, xs, ys, ctx, axes=None, keep=None):
     axes = node.attrs["axes"] if axes is None else axes
     keep = node.attrs["keepdims"] if keep is None else keep
@@ -189,10 +232,12 @@ def reduce(node, ins, xs, ys, ctx, axes=None, keep=None):
     return [[set(s) for d, s in enumerate(ins[0]) if d not in axes]]
 
 
+@split_rule(Op.GLOBAL_AVGPOOL, single=False)
 def global_avgpool(node, ins, xs, ys, ctx):
     return reduce(node, ins, xs, ys, ctx, tuple(range(2, len(xs[0]))), 1)
 
 
+@split_rule(Op.G2BMM)
 def g2bmm(node, ins, xs, ys, ctx):
     (sa, sb), m = ins, xs[0][1]
     w, d = node.attrs["width"], node.attrs["dilation"]
@@ -202,6 +247,7 @@ def g2bmm(node, ins, xs, ys, ctx):
     return [[set(sa[0]) | set(sb[0]), isplits, set(range(1, 2 * w + 1))]]
 
 
+@split_rule(Op.GBMM)
 def gbmm(node, ins, xs, ys, ctx):
     (sp, sv), m, jj = ins, xs[0][1], xs[0][2]
     d = node.attrs["dilation"]
@@ -210,31 +256,15 @@ def gbmm(node, ins, xs, ys, ctx):
     return [[set(sp[0]) | set(sv[0]), isplits, set(sv[2])]]
 
 
+@split_rule(Op.CONV_TRANSPOSE, single=False)
+def conv_transpose(node, ins, xs, ys, ctx):
+    return conv(node, ins, xs, ys, ctx, transposed=True)
+
+
+@split_rule(Op.GATHER, Op.ACCESS, single=False)
 def _generic(node, ins, xs, ys, ctx):
     return [[set(s) for s in every(y)] for y in ys]
 
 
-def _single(fn):
-    return lambda node, ins, xs, ys, ctx: [fn(node, ins, xs, ys, ctx)]
-
-
-SPLIT_RULES = {
-    Op.ADD: _single(elementwise), Op.SUB: _single(elementwise), Op.MUL: _single(elementwise),
-    Op.DIV: _single(elementwise), Op.BATCHNORM: _single(batchnorm),
-    Op.TRANSPOSE: _single(transpose), Op.EXPAND: _single(expand), Op.SLICE: _single(slice_),
-    Op.PAD: _single(pad), Op.CONCAT: _single(concat), Op.SPLIT: split, Op.CORRECT: _single(correct),
-    Op.CONSTANT: _single(constant), Op.MATMUL: matmul, Op.BATCHMATMUL: matmul, Op.GEMM: gemm,
-    Op.CONV: conv, Op.CONV_TRANSPOSE: lambda *a: conv(*a, transposed=True), Op.AVGPOOL: avgpool,
-    Op.GLOBAL_AVGPOOL: global_avgpool, Op.REDUCE_SUM: reduce, Op.REDUCE_MEAN: reduce,
-}
-for _name in ("RESHAPE", "FLATTEN", "SQUEEZE", "UNSQUEEZE", "IDENTITY"):
-    SPLIT_RULES[Op[_name]] = _single(same)
-for _name in ("NEG",):
-    if hasattr(Op, _name):
-        SPLIT_RULES[Op[_name]] = _single(elementwise)
-if hasattr(Op, "G2BMM"):
-    SPLIT_RULES[Op.G2BMM] = _single(g2bmm)
-    SPLIT_RULES[Op.GBMM] = _single(gbmm)
-for _name in ("GATHER", "ACCESS"):
-    if hasattr(Op, _name):
-        SPLIT_RULES[Op[_name]] = _generic
+no_split_rule(Op.EOP, "an expression reads its inputs through arbitrary affine maps: its outputs are split at "
+              "every element, as any op's without a rule")

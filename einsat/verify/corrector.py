@@ -41,7 +41,6 @@ import numpy as np
 
 from einsat.errors import ShapeError, VerificationError
 from einsat.ir.graph import Graph
-from einsat.ir.registry import Op
 from einsat.ir.types import is_float
 from einsat.verify import boxes, boxviews
 from einsat.verify.field import NotMultilinearError, P, Source, embed, mix_key
@@ -127,14 +126,13 @@ def _uniform(a: np.ndarray) -> bool:
     return a.size <= 1 or bool(np.all(a == a.reshape(-1)[0]))
 
 
-# inputs read as constants (indices, divisors, normalization parameters), by op
-CONSTANT_SLOTS = {Op.DIV: (1,), Op.GATHER: (1,), Op.BATCHNORM: (1, 2, 3, 4)}
 
 
 def constant_weights(graph: Graph) -> set[str]:
     """Weights that reach a constant slot (through layout ops): they must stay exact constants."""
     out: set[str] = set()
-    stack = [n.inputs[k] for n in graph.nodes for k in CONSTANT_SLOTS.get(n.op, ()) if k < len(n.inputs)]
+    # inputs read as constants (indices, divisors, normalization parameters): the registry's parameter_inputs
+    stack = [n.inputs[k] for n in graph.nodes for k in n.definition.parameter_inputs if k < len(n.inputs)]
     while stack:
         v = stack.pop()
         if v in graph.weights:

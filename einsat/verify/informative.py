@@ -31,13 +31,9 @@ from itertools import permutations
 import numpy as np
 
 from einsat.ir.graph import Graph, Node
-from einsat.ir.registry import Op
 from einsat.ir.types import is_float
 
 MIN_VARYING = 0.1  # of an output's elements, varying between two input draws
-# ops whose operands can be exchanged without changing the result (element-wise, broadcasting)
-COMMUTATIVE = frozenset({Op.ADD, Op.MUL, Op.MAXIMUM, Op.MINIMUM, Op.EQUAL,
-                         Op.LOGICAL_AND, Op.LOGICAL_OR, Op.LOGICAL_XOR})
 
 
 def varying(a0: np.ndarray, a1: np.ndarray, tol: float) -> float:
@@ -98,7 +94,7 @@ def feeding_orders(reference: Graph, candidate: Graph, out_ref: str, out_cand: s
     if n1 is None or n2 is None or n1.op is not n2.op or len(n1.inputs) != len(n2.inputs) or not _same_attrs(n1, n2):
         return []
     orders = [tuple(n2.inputs)]
-    if n1.op in COMMUTATIVE and len(n1.inputs) <= 4:
+    if n1.definition.commutative and len(n1.inputs) <= 4:
         orders += [p for p in permutations(n2.inputs) if p != orders[0]]
     options = []
     for order in orders:

@@ -23,11 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from einsat.ir.graph import Graph, Node
+from einsat.ir.groups import RELAYOUTS
 from einsat.ir.registry import Op
 from einsat.verify.correction import correct
 from einsat.verify.corrector import Differences, check_pair, find_differences
 
-VIEWS = (Op.RESHAPE, Op.TRANSPOSE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE)
+VIEWS = RELAYOUTS  # reshapes and transposes (the registry's permutes, identity aside)
 
 
 @dataclass

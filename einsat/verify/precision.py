@@ -60,13 +60,6 @@ from einsat.verify.informative import informative, varying
 from einsat.verify.numeric import draws
 
 KAPPA = 4.0
-# ops whose half result is exactly a value of their half operands (no rounding)
-EXACT = frozenset({
-    Op.TRANSPOSE, Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.EXPAND, Op.CONCAT, Op.SPLIT,
-    Op.SLICE, Op.PAD, Op.GATHER, Op.GATHER_ELEMENTS, Op.GATHER_ND, Op.NEG, Op.ABS, Op.RELU, Op.MAXIMUM,
-    Op.MINIMUM, Op.REDUCE_MAX, Op.REDUCE_MIN, Op.MAXPOOL, Op.IDENTITY, Op.WHERE, Op.CLIP, Op.ACCESS,
-    Op.ASSIGN, Op.ARGMAX,
-})
 
 
 class PrecisionError(VerificationError):
@@ -145,7 +138,7 @@ def depths(graph: Graph, rounded_inputs: set[str]) -> dict[str, int]:
             if node.op is Op.CAST:
                 src = graph.types[node.inputs[0]].dtype
                 step = int(np.dtype(src).itemsize > out.itemsize or (is_half(out) and not is_half(src)))
-            elif node.op in EXACT or not _floating(out) and not any(
+            elif node.definition.exact_in_half or not _floating(out) and not any(
                     _floating(graph.types[i].dtype) for i in node.inputs if i):
                 step = 0
             else:

@@ -16,14 +16,44 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
+from typing import Callable
 
 import numpy as np
 
+from einsat.ir.groups import RESHAPES
 from einsat.ir.registry import REGISTRY, Op
 from einsat.verify.regions import Region
 from einsat.verify.splits import reshape_groups
 
 MAX_PIECES = 64  # a region needing more pieces to pass a reshape is computed whole
+
+# -- the rules of the ops, each registered beside its function (as gpu's `@implements`) -----------
+
+RESTRICT: dict[Op, Callable] = {}
+STRIDED: set[Op] = set()  # the ops whose rules take strided regions
+# op -> why an op the verifier evaluates has no restriction rule (it is computed whole, then sliced)
+NO_RESTRICT_RULE: dict[Op, str] = {}
+WHOLE = "the whole value is computed, then sliced (exact; a rule would compute less)"
+
+
+def restrict_rule(*ops: Op, strided: bool = False) -> Callable:
+    """Register the decorated function as the restriction rule of `ops`; `strided`: it takes
+    strided regions."""
+    def register(fn):
+        for op in ops:
+            if op in RESTRICT:
+                raise RuntimeError(f"{op.value} has two restriction rules")
+            RESTRICT[op] = fn
+            if strided:
+                STRIDED.add(op)
+        return fn
+    return register
+
+
+def no_restrict_rule(reason: str, *ops: Op) -> None:
+    """Register why `ops` have no restriction rule."""
+    for op in ops:
+        NO_RESTRICT_RULE[op] = reason
 
 
 def _shape(g, name):
@@ -44,6 +74,7 @@ def elementwise(node, k, region, g):
     return node.op, ins, dict(node.attrs)
 
 
+@restrict_rule(Op.TRANSPOSE, strided=True)
 def transpose(node, k, region, g):
     perm = node.attrs["perm"]
     st, en, ks = [0] * len(perm), [0] * len(perm), [1] * len(perm)
@@ -60,6 +91,7 @@ def _window(lo_out, hi_out, stride, pad, span, n):
     return a, b, a - lo, hi - b
 
 
+@restrict_rule(Op.CONV, strided=True)
 def conv(node, k, region, g):
     """Output rows a, a + s, ... of a conv of stride t are the rows of a conv of stride s·t over
     the input window from row a·t − padding on; strided images and filters read strided inputs."""
@@ -104,6 +136,7 @@ def _axis(lo_out, count, step, stride, pad, dil, kernel, n):
     return (lo, hi, 1, b, e, outer, dil) if hi > lo else None
 
 
+@restrict_rule(Op.AVGPOOL)
 def avgpool(node, k, region, g):
     x = node.inputs[0]
     xs, a = _shape(g, x), node.attrs
@@ -121,6 +154,7 @@ def avgpool(node, k, region, g):
     return node.op, [(x, Region(st, en))], dict(a, padding=tuple(pb + pe), ceil_mode=0)
 
 
+@restrict_rule(Op.MATMUL, Op.BATCHMATMUL, strided=True)
 def matmul(node, k, region, g):
     a, b = node.inputs
     xa, xb = _shape(g, a), _shape(g, b)
@@ -135,6 +169,7 @@ def matmul(node, k, region, g):
     return node.op, [(a, ra), (b, rb)], dict(node.attrs)
 
 
+@restrict_rule(Op.GEMM)
 def gemm(node, k, region, g):
     a, b = node.inputs[0], node.inputs[1]
     (i0, j0), (i1, j1) = region.starts, region.ends
@@ -147,6 +182,7 @@ def gemm(node, k, region, g):
     return node.op, ins, dict(node.attrs)
 
 
+@restrict_rule(Op.CONCAT)
 def concat(node, k, region, g):
     axis = node.attrs["axis"]
     r0, r1 = region.starts[axis], region.ends[axis]
@@ -164,6 +200,7 @@ def concat(node, k, region, g):
     return node.op, pieces, dict(node.attrs)
 
 
+@restrict_rule(Op.SPLIT)
 def split(node, k, region, g):
     axis = node.attrs["axis"]
     off = sum(node.attrs["sizes"][:k])
@@ -172,6 +209,7 @@ def split(node, k, region, g):
     return None, [(node.inputs[0], Region(st, en))], None
 
 
+@restrict_rule(Op.SLICE)
 def slice_(node, k, region, g):
     a = node.attrs
     if any(s < 0 for s in a["steps"]):
@@ -185,6 +223,7 @@ def slice_(node, k, region, g):
                                                          "steps": a["steps"]}
 
 
+@restrict_rule(Op.PAD)
 def pad(node, k, region, g):
     a = node.attrs
     if a["mode"] != "constant":
@@ -204,6 +243,7 @@ def pad(node, k, region, g):
     return node.op, [(node.inputs[0], Region(st, en))], dict(a, pads=tuple(pb + pe))
 
 
+@restrict_rule(Op.BATCHNORM, strided=True)
 def batchnorm(node, k, region, g):
     c = Region((region.starts[1],), (region.ends[1],), (region.steps[1],))
     return node.op, [(node.inputs[0], region)] + [(i, c) for i in node.inputs[1:]], dict(node.attrs)
@@ -220,6 +260,7 @@ class Pieces:
     shape: tuple[int, ...] = ()
 
 
+@restrict_rule(*(op for op in RESHAPES if not REGISTRY[op].aliases), strided=True)
 def reshape(node, k, region, g):
     """A row-major reshape: the region cut into the fewest boxes (splitting the outermost
     offending dimension into single positions, recursively) that are each a box of the input."""
@@ -263,17 +304,16 @@ def _source_box(xs, ys, groups, r: Region) -> tuple[Region | None, list[int]]:
     return (Region(st, en, ks), []) if not bad else (None, bad)
 
 
+@restrict_rule(*(op for op in RESHAPES if REGISTRY[op].aliases), strided=True)
 def identity(node, k, region, g):
     return None, [(node.inputs[0], region)], None
 
 
-RESTRICT = {Op.TRANSPOSE: transpose, Op.CONV: conv, Op.AVGPOOL: avgpool, Op.MATMUL: matmul,
-            Op.BATCHMATMUL: matmul, Op.GEMM: gemm, Op.CONCAT: concat, Op.SPLIT: split,
-            Op.SLICE: slice_, Op.PAD: pad, Op.BATCHNORM: batchnorm, Op.IDENTITY: identity,
-            Op.RESHAPE: reshape, Op.FLATTEN: reshape, Op.SQUEEZE: reshape, Op.UNSQUEEZE: reshape}
-for _op, _d in REGISTRY.items():  # element-wise ops read the same region (broadcast)
-    if _d.elementwise:
-        RESTRICT.setdefault(_op, elementwise)
-# the rules that take strided regions
-STRIDED = {Op.TRANSPOSE, Op.CONV, Op.MATMUL, Op.BATCHMATMUL, Op.BATCHNORM, Op.IDENTITY, Op.RESHAPE, Op.FLATTEN,
-           Op.SQUEEZE, Op.UNSQUEEZE} | {op for op, rule in RESTRICT.items() if rule is elementwise}
+# element-wise ops read the same region of each input (broadcast)
+restrict_rule(*(op for op, d in REGISTRY.items() if d.elementwise and op not in RESTRICT), strided=True)(elementwise)
+
+no_restrict_rule(f"a constant: {WHOLE}", Op.CONSTANT)
+no_restrict_rule(f"a reduction reads whole axes; no rule yet: {WHOLE}", Op.REDUCE_SUM, Op.REDUCE_MEAN,
+                 Op.GLOBAL_AVGPOOL)
+no_restrict_rule(f"no rule yet: {WHOLE}", Op.EXPAND, Op.GATHER, Op.ACCESS, Op.CONV_TRANSPOSE, Op.G2BMM, Op.GBMM,
+                 Op.EOP, Op.CORRECT)

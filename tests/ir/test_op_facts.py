@@ -36,14 +36,6 @@ PENDING: dict[str, dict[str, str]] = {
     "einsat/runtime/inputs.py": {"_MASK_VIEWS": "groups.PERMUTES, the repeats_input ops and cast (values kept)"},
     # being converted in this change, package by package
     "einsat/testing/programs.py": {"ELEMENTWISE": "", "MULTILINEAR": "", "ALL_OPS": "", "CHAIN_OPS": ""},
-    "einsat/verify/boxrules.py": {"SPLIT_RULES": ""},
-    "einsat/verify/corrector.py": {"CONSTANT_SLOTS": ""},
-    "einsat/verify/field/contract.py": {"CONTRACTIONS": ""},
-    "einsat/verify/field/table.py": {"AFFINE": "", "RULES": ""},
-    "einsat/verify/informative.py": {"COMMUTATIVE": ""},
-    "einsat/verify/placement.py": {"VIEWS": ""},
-    "einsat/verify/precision.py": {"EXACT": ""},
-    "einsat/verify/restrict_rules.py": {"RESTRICT": "", "STRIDED": ""},
 }
 
 

@@ -11,13 +11,12 @@ from hypothesis import strategies as st
 
 import einsat
 from einsat.ir import GraphBuilder
-from einsat.ir.registry import REGISTRY
 from einsat.testing.strategies import multilinear_programs
 from einsat.verify.field import NotMultilinearError, P, Source, embed, unique
 from einsat.verify.field import evaluate as fieldeval
 from einsat.verify.field.base import digit_map
 from einsat.verify.field.evaluate import FieldEnv, Known, evaluate, evaluate_at
-from einsat.verify.field.table import AFFINE, NOT_YET_EVALUABLE, RULES, exact_over_field
+from einsat.verify.field.table import exact_over_field
 
 F64 = np.float64
 
@@ -124,13 +123,6 @@ def test_batchnorm_is_the_affine_map_of_its_float64_coefficients(rng):
     np.testing.assert_array_equal(evaluate(g, exact_env({"x": xv}))[g.outputs[0]][0], want)
 
 
-def test_the_rule_table_follows_the_registrys_multilinear_flag():
-    flagged = {op for op, d in REGISTRY.items() if d.multilinear}
-    without_rule = sorted(op.value for op in flagged - NOT_YET_EVALUABLE if op not in RULES)
-    assert without_rule == [], "multi-linear ops with no field rule (add one, or list them as not yet evaluable)"
-    unflagged = sorted(op.value for op in RULES if op not in flagged and op not in AFFINE)
-    assert unflagged == [], "field rules of ops the registry does not flag multi-linear (nor listed as affine)"
-    assert not NOT_YET_EVALUABLE & set(RULES) and not flagged & set(AFFINE)
 
 
 def test_pad_is_exact_over_the_field_with_any_fill_but_multilinear_only_with_zero():

@@ -11,8 +11,11 @@ the coordinates, `broadcast_flat` follows NumPy broadcasting back to an input.
 from __future__ import annotations
 
 from math import prod
+from typing import Callable
 
 import numpy as np
+
+from einsat.ir.registry import Op
 
 
 def unravel(flat: np.ndarray, shape) -> np.ndarray:
@@ -81,3 +84,29 @@ def node_shapes(node, ctx):
     """(input shapes, None for an absent input; output shapes) of `node` in the rule's graph."""
     g = ctx.graph
     return [g.types[i].shape if i else None for i in node.inputs], [g.types[o].shape for o in node.outputs]
+
+
+# -- the field rules, each registered beside its code (as gpu's `@implements`) --------------------
+
+RULES: dict[Op, Rule] = {}
+# op -> why it is exact over the field though not multi-linear in the registry's sense (linear in
+# each input separately): affine maps whose parameters come from weights only, and a select
+AFFINE: dict[Op, str] = {}
+# op -> why an op flagged multi-linear has no field rule yet (the verifier refuses it)
+NOT_YET_EVALUABLE: dict[Op, str] = {}
+
+
+def field_rule(*ops: Op, affine: str = "") -> Callable:
+    """Register a field rule for `ops`: decorate a `Rule` class (made with no arguments), or call
+    the result on an instance (`field_rule(Op.ADD)(Elementwise(F.add))`). `affine`: the reason the
+    ops are exact over the field though the registry does not flag them multi-linear."""
+    def register(rule):
+        instance = rule() if isinstance(rule, type) else rule
+        for op in ops:
+            if op in RULES:
+                raise RuntimeError(f"{op.value} has two field rules: {RULES[op]} and {instance}")
+            RULES[op] = instance
+            if affine:
+                AFFINE[op] = affine
+        return rule
+    return register

@@ -12,7 +12,7 @@ import numpy as np
 
 from einsat.ir.registry import Op
 from einsat.verify import field as F
-from einsat.verify.field.base import Rule, broadcast_flat, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, broadcast_flat, field_rule, node_shapes, ravel, unravel
 
 PAIR_CHUNK = 1 << 22  # elements gathered at once on the pairwise path
 BLOCK_WASTE = 16      # a BLAS block may compute this many products per wanted one and still win
@@ -151,5 +151,7 @@ class GBMM(Contraction):
         return ka[:, None] * jj + np.arange(jj)[None, :], ra, b_idx, rb
 
 
-CONTRACTIONS = {Op.MATMUL: MatMul(), Op.BATCHMATMUL: MatMul(), Op.GEMM: Gemm(), Op.G2BMM: G2BMM(),  # conv: conv.py
-                Op.GBMM: GBMM()}
+field_rule(Op.MATMUL, Op.BATCHMATMUL)(MatMul())  # conv: conv.py
+field_rule(Op.GEMM)(Gemm())
+field_rule(Op.G2BMM)(G2BMM())
+field_rule(Op.GBMM)(GBMM())

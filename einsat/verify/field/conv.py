@@ -26,8 +26,9 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.registry import Op
 from einsat.verify import field as F
-from einsat.verify.field.base import node_shapes, ravel, unravel
+from einsat.verify.field.base import field_rule, node_shapes, ravel, unravel
 from einsat.verify.field.contract import BLOCK_WASTE, Contraction, _keys, contract
 
 
@@ -172,3 +173,7 @@ class Conv(Contraction):
         if len(ins) > 2 and ins[2] is not None:
             y = F.add(y, ins[2].read(unravel(out_flat[0], node_shapes(node, ctx)[1][0])[1]))
         return [y]
+
+
+field_rule(Op.CONV)(Conv())
+field_rule(Op.CONV_TRANSPOSE)(Conv(transposed=True))

@@ -18,9 +18,10 @@ import numpy as np
 from einsat.errors import describe_node
 from einsat.ir.expr.nodes import Call, Const, Expr, Guard, Read, products, reads, scopes
 from einsat.ir.ops.eop import expression_of
+from einsat.ir.registry import Op
 from einsat.verify import field as F
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.field.base import Rule, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, field_rule, node_shapes, ravel, unravel
 
 FIELD_FNS = {"add": F.add, "sub": F.sub, "mul": F.mul, "neg": lambda a: F.sub(0, a)}
 
@@ -49,6 +50,8 @@ def _positions(r: Read, shape, lows, values) -> np.ndarray:
     return pos.reshape((1,) * (2 - pos.ndim) + pos.shape)
 
 
+@field_rule(Op.EOP, affine="an expression that is a sum of products of reads and constants (its rule refuses "
+                            "any other)")
 class Eop(Rule):
     def expr(self, node) -> Expr:
         return expression_of(node.attrs["expr"])

@@ -12,8 +12,10 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.groups import RESHAPES
+from einsat.ir.registry import Op
 from einsat.verify import field as F
-from einsat.verify.field.base import Rule, broadcast_flat, digit_map, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, broadcast_flat, digit_map, field_rule, node_shapes, ravel, unravel
 
 # -- moves ---------------------------------------------------------------------------------------
 
@@ -62,6 +64,7 @@ def _one(flat, src):
     return None, src
 
 
+@field_rule(*RESHAPES)
 class Same(Move):
     """Row-major reshapes and renames read the same flat position."""
 
@@ -69,6 +72,7 @@ class Same(Move):
         return _one(flat, flat)
 
 
+@field_rule(Op.TRANSPOSE)
 class Transpose(Move):
     def source(self, node, ctx, k, flat):
         (xs,), (ys,) = node_shapes(node, ctx)
@@ -76,12 +80,14 @@ class Transpose(Move):
         return _one(flat, digit_map(flat, ys, [int(strides[p]) for p in node.attrs["perm"]]))
 
 
+@field_rule(Op.EXPAND)
 class Expand(Move):
     def source(self, node, ctx, k, flat):
         (xs,), (ys,) = node_shapes(node, ctx)
         return _one(flat, broadcast_flat(flat, ys, xs))
 
 
+@field_rule(Op.SLICE)
 class Slice(Move):
     def source(self, node, ctx, k, flat):
         (xs,), (ys,) = node_shapes(node, ctx)
@@ -91,6 +97,7 @@ class Slice(Move):
         return _one(flat, ravel(inc, xs))
 
 
+@field_rule(Op.PAD, affine="a constant fill: affine when the fill is not 0")
 class Pad(Move):
     def fill(self, node):
         return int(F.embed_constant(node.attrs["value"]))
@@ -113,6 +120,7 @@ class Pad(Move):
         return np.where(src >= 0, 0, -1), src
 
 
+@field_rule(Op.CONCAT)
 class Concat(Move):
     def source(self, node, ctx, k, flat):
         xs, (ys,) = node_shapes(node, ctx)
@@ -129,6 +137,7 @@ class Concat(Move):
         return which, src
 
 
+@field_rule(Op.SPLIT)
 class Split(Move):
     def source(self, node, ctx, k, flat):
         (xs,), ys = node_shapes(node, ctx)
@@ -138,6 +147,7 @@ class Split(Move):
         return _one(flat, ravel(c, xs))
 
 
+@field_rule(Op.CORRECT, affine="the mutant's value or the fix's, by a static region")
 class Correct(Move):
     def source(self, node, ctx, k, flat):
         (_, fs), (ys,) = node_shapes(node, ctx)
@@ -149,6 +159,7 @@ class Correct(Move):
         return inside.astype(np.int64), src
 
 
+@field_rule(Op.GATHER, Op.ACCESS)
 class Generic(Move):
     """Any other single-data layout op: run its NumPy semantics on the input's flat indices (the
     remaining inputs, e.g. gather's indices, must be constants). Costs one pass over the tensor."""
@@ -167,6 +178,7 @@ class Generic(Move):
         return degs[0]
 
 
+@field_rule(Op.CONSTANT, affine="a constant: degree 0")
 class Constant(Move):
     def pull(self, node, ctx, out_flat):
         return []

@@ -13,9 +13,10 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.registry import Op
 from einsat.verify import field as F
 from einsat.verify.field import NotMultilinearError
-from einsat.verify.field.base import Rule, broadcast_flat, node_shapes, ravel, unravel
+from einsat.verify.field.base import Rule, broadcast_flat, field_rule, node_shapes, ravel, unravel
 
 # -- element-wise --------------------------------------------------------------------------------
 
@@ -36,6 +37,7 @@ class Elementwise(Rule):
         return [self.fn(*args)]
 
 
+@field_rule(Op.DIV, affine="division by a weight-only divisor")
 class Divide(Elementwise):
     """a / b with b a constant (degree 0): a times the inverse of b."""
 
@@ -48,6 +50,7 @@ class Divide(Elementwise):
         return degs[0]
 
 
+@field_rule(Op.BATCHNORM, affine="x·A[c] + B[c], A and B from the weight-only parameters")
 class BatchNorm(Rule):
     """y = x·A[c] + B[c] with A = scale/sqrt(var+eps), B = bias − mean·A: exact (embedded float64)
     or, with the env's `batchnorm_key`, random per distinct channel parameters."""
@@ -104,6 +107,7 @@ def tap_positions(o: np.ndarray, stride: int, pad: int, dilation: int, kernel: i
     return o[:, None] * stride - pad + np.arange(kernel)[None, :] * dilation
 
 
+@field_rule(Op.AVGPOOL)
 class AvgPool(Window):
     def window(self, node, ctx, flat):
         (xs,), (ys,) = node_shapes(node, ctx)
@@ -151,9 +155,18 @@ class Reduce(Window):
         return idx, coef
 
 
+@field_rule(Op.GLOBAL_AVGPOOL)
 class GlobalAvgPool(Reduce):
     def __init__(self):
         super().__init__(mean=True)
 
     def axes(self, node, xs):
         return tuple(range(2, len(xs))), 1
+
+
+field_rule(Op.ADD)(Elementwise(F.add))
+field_rule(Op.SUB)(Elementwise(F.sub))
+field_rule(Op.MUL)(Elementwise(F.mul, True))
+field_rule(Op.NEG)(Elementwise(lambda a: F.sub(0, a)))
+field_rule(Op.REDUCE_SUM)(Reduce(False))
+field_rule(Op.REDUCE_MEAN)(Reduce(True))

@@ -8,7 +8,8 @@ Targets:
   optimize   random programs -> `einsat.optimize` -> numeric equivalence (and over the field
              when both programs are multi-linear); when the caller passes `optimize` (this package
              sits below the top level, which passes `einsat.optimize`: `einsat fuzz` does)
-  fusion     element-wise / broadcast / reduction chains (`programs.chains`) -> `einsat.optimize`
+  fusion     element-wise / broadcast / reduction chains (`programs.chains`, half of them with an
+             interior value also an output: a norm's eop_multi writes it) -> `einsat.optimize`
              under the H100 model (chains become fused eOperators) -> `to_onnx` -> `load_onnx`
              -> numeric equivalence; with `optimize`, like the optimize target
   onnx       random programs -> `to_onnx` -> `load_onnx` -> numeric equivalence
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, find, settings
+from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from einsat.ir.graph import Graph
@@ -82,7 +84,18 @@ def _programs():
 
 
 def _chains():
-    return chains(max_nodes=6, max_side=5)
+    return _shared_chains(chains(max_nodes=6, max_side=5))
+
+
+@st.composite
+def _shared_chains(draw, strategy):
+    """A chain (`programs.chains`), half the time with one of its interior values an output too:
+    a value read outside the chain, which a fused norm or softmax then also writes (`eop_multi`)."""
+    g = draw(strategy)
+    interior = [o for n in g.nodes for o in n.outputs if o not in g.outputs]
+    if interior and draw(st.booleans()):
+        g = Graph(g.nodes, g.input_types(), [draw(st.sampled_from(interior))] + list(g.outputs), g.weights, g.name)
+    return g
 
 
 def _is_multilinear(g: Graph) -> bool:
@@ -100,7 +113,8 @@ def _inlined_weights(graph: Graph, out: Graph) -> list[str]:
     eop reads a scalar weight as a constant of its expression (over the field a weight is a
     variable, a constant is not, so the two programs differ there by construction)."""
     from einsat.ir.registry import Op
-    exprs = [str(n.attrs.get("expr", "")) for n in out.nodes if n.op is Op.EOP]
+    exprs = [str(n.attrs.get("expr") or n.attrs.get("exprs", "")) for n in out.nodes
+             if n.op in (Op.EOP, Op.EOP_MULTI)]
     if not exprs:
         return []
     have = {content_key(np.asarray(a)) for a in out.weights.values()}

@@ -319,3 +319,20 @@ def test_half_products_go_through_cublas(half_host):
                 run(case.graph, case.inputs, backend=GpuBackend(dev))
                 out = case.graph.types[case.graph.outputs[0]]
                 assert dev.gemm_calls > 0 or out.size == 0, f"{op} in {precision} ran no GEMM: {case}"
+
+
+@pytest.mark.parametrize("precision", sorted(HALVES))
+def test_a_half_op_left_to_the_host_computes_as_the_reference(precision):
+    """A convolution over 4 spatial dims has no cuDNN kernel and runs on the host: its half
+    operands are computed in fp32 and the result rounded once, exactly as the reference does (it
+    failed before: the host fallback handed half arrays to the reference without their types)."""
+    from einsat.ir.builder import GraphBuilder
+    half = HALVES[precision]
+    b = GraphBuilder("conv4d")
+    g = b.build(b.conv(b.input("x", (1, 2, 3, 3, 3, 3), half), b.input("w", (2, 2, 2, 2, 2, 2), half)), names=["y"])
+    rng = np.random.default_rng(0)
+    feeds = {n: rng.standard_normal(s).astype(half) for n, s in (("x", (1, 2, 3, 3, 3, 3)), ("w", (2,) * 6))}
+    backend = GpuBackend(HostDevice(KernelLibrary()))
+    got = run(g, feeds, backend=backend)["y"]
+    assert backend.host_fallbacks == {"conv": 1}
+    np.testing.assert_array_equal(got.astype(np.float32), run(g, feeds)["y"].astype(np.float32))

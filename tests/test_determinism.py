@@ -136,3 +136,58 @@ def test_the_same_profile_gives_the_same_program_under_the_measured_model(tmp_pa
         assert r.report.profile["measured"] == 0 and r.report.profile["left"] == 0
         stopped_by_work(r)
     same_program(runs[0].graph, runs[1].graph)
+
+
+class _Event:
+    """What HiGHS hands a callback: its outputs (the node count, a cost), and an interrupt flag."""
+
+    def __init__(self, nodes: int = 0, cost: float = 10.0):
+        self.data_out = type("Out", (), {})()
+        self.data_out.mip_node_count = nodes
+        self.data_out.objective_function_value = self.data_out.mip_primal_bound = cost
+        self.data_out.mip_dual_bound = 1.0
+        self.interrupted = False
+
+    def interrupt(self):
+        self.interrupted = True
+
+
+def test_a_long_root_node_stops_on_checks_not_on_the_clock():
+    """At the root the node count does not move: the watch counts HiGHS's interrupt checks since
+    the last better program, so a root that outlasts the time limit still ends by work."""
+    from einsat.extract.ilp_watch import IlpWatch
+
+    watch = IlpWatch(stall_nodes=50, root_stall_checks=5)
+    watch._on_solution(_Event(cost=10.0))
+    stops = []
+    for k in range(12):
+        if k == 3:
+            watch._on_solution(_Event(cost=9.0))  # a better program after the 3rd check: 5 more from there
+        e = _Event(nodes=0)
+        watch._on_interrupt(e)
+        stops.append(e.interrupted)
+        if e.interrupted:
+            break
+    assert stops == [False] * 8 + [True] and watch.reason == "stopped improving"
+    off_root = IlpWatch(stall_nodes=50, root_stall_checks=5)
+    off_root._on_solution(_Event(cost=10.0))
+    for _ in range(20):  # past the root, nodes decide: 20 checks at node 10 are no stall
+        e = _Event(nodes=10)
+        off_root._on_interrupt(e)
+        assert not e.interrupted
+
+
+def test_an_ilp_stopped_at_its_root_by_work_gives_the_same_program_twice(monkeypatch, busy):
+    """The root stall with a small bound on a real HiGHS solve: it stops at the root, says so
+    (not "time limit"), and a second run with every core busy stops at the same program."""
+    from einsat.extract import ilp_watch
+
+    monkeypatch.setattr(ilp_watch, "ROOT_STALL_CHECKS", 1)
+    g = attention_layer()
+    quiet = einsat.optimize(g, limits=LIMITS, time_limit=60, partition=False, verify=False)
+    busy()
+    loaded = einsat.optimize(g, limits=LIMITS, time_limit=60, partition=False, verify=False)
+    for r in (quiet, loaded):
+        assert r.report.extraction.status.startswith("stopped improving"), r.report.extraction.status
+        stopped_by_work(r)
+    same_program(quiet.graph, loaded.graph)

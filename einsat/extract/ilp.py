@@ -25,11 +25,11 @@ candidate using a subset of its children) are dropped first; this keeps an optim
 The solve starts from a given selection (HiGHS `setSolution`) and the result is the better of
 the two, so the ILP is never worse than its start. What it returns is bounded by work, never by the
 clock: it stops when optimal (relative gap `REL_GAP`), after `MAX_NODES` branch-and-bound nodes,
-or when no better program came for a number of nodes (`ilp_watch.IlpWatch`): the same e-graph
-gives the same program whatever the machine's load. The time limit and the run's budget only
-stop it early, and then the status says "time limit" (or "interrupted"). When it stops short
-of optimal the relative gap (cost - bound) / cost is reported, with the better of HiGHS's
-bound and `lower_bound`'s.
+or when no better program came for a number of nodes, or of HiGHS's checks while still at the
+root node (`ilp_watch.IlpWatch`): the same e-graph gives the same program whatever the
+machine's load. The time limit and the run's budget only stop it early, and then the status
+says "time limit" (or "interrupted"). When it stops short of optimal the relative gap
+(cost - bound) / cost is reported, with the better of HiGHS's bound and `lower_bound`'s.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ import numpy as np
 
 from einsat.budget import Budget
 from einsat.errors import ExtractionError
+from einsat.extract import ilp_watch
 from einsat.extract.greedy import lower_bound
 from einsat.extract.ilp_watch import STALL_NODES, IlpWatch
 from einsat.extract.problem import Problem, Selection
@@ -135,8 +136,9 @@ def _components(problem: Problem, ids: dict[int, list[int]]) -> dict[int, int]:
 def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budget: Budget | None = None,
               progress=None, stall_nodes: int | None = STALL_NODES, max_nodes: int = MAX_NODES) -> IlpResult:
     """The cheapest acyclic selection, or the best found in `max_nodes` branch-and-bound nodes or
-    when no better one came for `stall_nodes` nodes (`IlpWatch`; None: never), work bounds that
-    make it deterministic; `time_limit` seconds (and the run's `budget`) only stop it early."""
+    when no better one came for `stall_nodes` nodes (or `ilp_watch.ROOT_STALL_CHECKS` checks at the
+    root: `IlpWatch`; None: never), work bounds that make it deterministic; `time_limit` seconds
+    (and the run's `budget`) only stop it early."""
     import highspy  # here, not at import: cost models and greedy extraction run without HiGHS
     t0 = time.perf_counter()
     start_cost = problem.cost(start)
@@ -208,7 +210,8 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
         [highspy.HighsVarType.kContinuous] * len(tcol)
     h.passModel(lp)
     h.setSolution(_start_vector(problem, start, col, gcol, tcol, comp, ncol))
-    watch = IlpWatch(budget, progress, math.inf if stall_nodes is None else stall_nodes)
+    watch = IlpWatch(budget, progress, math.inf if stall_nodes is None else stall_nodes,
+                     math.inf if stall_nodes is None else ilp_watch.ROOT_STALL_CHECKS)
     watch.attach(h)
     h.run()
 

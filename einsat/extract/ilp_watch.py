@@ -9,10 +9,15 @@ the solve when
 - no better program came for `STALL_NODES` branch-and-bound nodes, or for as many nodes as
   it took to find the incumbent if that is more: "stopped improving". Past that point HiGHS
   mostly works on its lower bound; the incumbent is kept and the gap says how far from proven
-  it is.
+  it is;
+- at the root node, where the node count does not move (a long root: its LP, cuts and
+  heuristics), no better program came for `ROOT_STALL_CHECKS` of HiGHS's interrupt checks:
+  also "stopped improving". HiGHS checks at fixed points of its algorithm (each separation
+  round, LP resolve, heuristic), so the checks count work as nodes do; without this a root
+  that outlasts the time limit would end on the clock (the status "time limit") on every run.
 
-The stall is counted in nodes, work that does not depend on the machine's load, never in
-seconds: the same e-graph stops at the same node with the same program whatever else the
+The stall is counted in nodes (and checks at the root), work that does not depend on the
+machine's load, never in seconds: the same e-graph stops at the same node with the same program whatever else the
 machine runs (HiGHS's search is deterministic). Only the time limit and the budget are clocks,
 and they stop a solve early: the status says so ("time limit"), and a run given the time gets
 the same program every time. (`ilp.MAX_NODES` bounds the whole search the same way.)
@@ -30,15 +35,19 @@ from typing import Callable
 from einsat.budget import Budget
 
 STALL_NODES = 200
+ROOT_STALL_CHECKS = 1000  # interrupt checks at the root without a better program (ResNet-18's root: ~560)
 PROGRESS_S = 0.5
 
 
 class IlpWatch:
     def __init__(self, budget: Budget | None = None, progress: Callable[[str, float], None] | None = None,
-                 stall_nodes: float = STALL_NODES):
+                 stall_nodes: float = STALL_NODES, root_stall_checks: float = ROOT_STALL_CHECKS):
         self.budget = budget
         self.progress = progress
         self.stall_nodes = stall_nodes
+        self.root_stall_checks = root_stall_checks
+        self.checks = 0       # interrupt checks so far
+        self.improved_check = 0  # the check count at the last better incumbent
         self.start = self.shown = time.perf_counter()
         self.improved_at = 0  # the branch-and-bound node of the last better incumbent
         self.best = math.inf
@@ -55,17 +64,20 @@ class IlpWatch:
     def _on_solution(self, event) -> None:
         cost = float(event.data_out.objective_function_value)
         if cost < self.best:
-            self.best, self.improved_at = cost, self._nodes(event)
+            self.best, self.improved_at, self.improved_check = cost, self._nodes(event), self.checks
             self._show(f"better program found: {cost:,.2f}", cost)
 
     def _on_interrupt(self, event) -> None:
         nodes = self._nodes(event)
+        self.checks += 1
         if self.budget is not None and self.budget.cancelled:
             self.reason = self.budget.reason or "interrupted"  # "memory limit" when the memory watch stopped it
         elif self.budget is not None and self.budget.exhausted:
             self.reason = "time limit"
         elif nodes - self.improved_at > max(self.stall_nodes, self.improved_at):
             self.reason = "stopped improving"
+        elif nodes == 0 and self.checks - self.improved_check > self.root_stall_checks:
+            self.reason = "stopped improving"  # at the root
         if self.reason is not None:
             event.interrupt()
         elif time.perf_counter() - self.shown >= PROGRESS_S:

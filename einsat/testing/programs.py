@@ -22,10 +22,15 @@ the outputs do not depend on are dropped.
   program_inputs(graph)                  input arrays for a program
 
 `ELEMENTWISE`, `MULTILINEAR` and `ALL_OPS` are the op lists the strategies draw from by default;
-pass `ops=[...]` to draw from others (in order of preference: shrinking moves to the first).
+pass `ops=[...]` to draw from others (in order of preference: shrinking moves to the first). They
+are derived, not listed: each op a program can apply registers how (`@builds`, in order of
+preference; `NOT_DRAWN` says why an op has none), and the registry's flags pick the lists
+(element-wise; multi-linear or affine over the field, PET's MLTPs; `CHAIN_OPS`: chain_fusable).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 from hypothesis import strategies as st
@@ -34,20 +39,13 @@ from hypothesis.extra import numpy as hnp
 from einsat.errors import AttributeValueError, ShapeError
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.graph import Graph
-from einsat.ir.registry import Op
+from einsat.ir.registry import REGISTRY, Op
 from einsat.runtime import random_inputs
 from einsat.testing.attrs import attrs_for
 
 __all__ = ["ALL_OPS", "CHAIN_OPS", "ELEMENTWISE", "MULTILINEAR", "chains", "input_arrays", "multilinear_programs",
            "program_inputs", "programs"]
 
-ELEMENTWISE = [Op.ADD, Op.RELU, Op.MUL, Op.SUB, Op.SIGMOID, Op.TANH, Op.DIV, Op.GELU, Op.LEAKY_RELU]
-MULTILINEAR = [Op.ADD, Op.TRANSPOSE, Op.MUL, Op.SUB, Op.RESHAPE, Op.MATMUL, Op.CONV, Op.CONCAT, Op.SPLIT,
-               Op.SLICE, Op.PAD, Op.AVGPOOL, Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.GLOBAL_AVGPOOL, Op.FLATTEN,
-               Op.UNSQUEEZE, Op.SQUEEZE, Op.EXPAND, Op.BATCHMATMUL, Op.GEMM, Op.BATCHNORM, Op.GATHER,
-               Op.CONV_TRANSPOSE]
-ALL_OPS = ELEMENTWISE + [op for op in MULTILINEAR if op not in ELEMENTWISE] + \
-    [Op.SOFTMAX, Op.MAXPOOL, Op.LAYERNORM]
 
 
 def _shapes(min_rank: int = 1, max_rank: int = 4, min_side: int = 1, max_side: int = 5) -> st.SearchStrategy:
@@ -85,65 +83,181 @@ def _other(draw, b, x, pool, op):
     return x if kind == 0 else draw(st.sampled_from(same))
 
 
+# -- builders: how a program applies each op it can draw, registered per op ------------------------
+
+BUILDERS: dict[Op, Callable] = {}
+
+
+def builds(*ops: Op) -> Callable:
+    """Register the decorated function as the way `programs` applies `ops`:
+    `fn(draw, b, op, x, pool, pad_modes)` -> the op's outputs, or None where it does not apply to x.
+    Registration order is the order of preference (shrinking moves towards the first)."""
+    def register(fn):
+        for op in ops:
+            BUILDERS[op] = fn
+        return fn
+    return register
+
+
 def _make(draw, b, op: Op, x, pool, pad_modes):
     """Apply `op` to `x` (drawing what else it needs); None when it does not apply to x."""
-    r, shape = x.type.rank, x.shape
-    if op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV):
-        return [b.op(op, x, _other(draw, b, x, pool, op))]
-    if op in (Op.RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.LEAKY_RELU, Op.IDENTITY):
-        return [b.op(op, x, **draw(attrs_for(op, [x.type])))]
-    if op is Op.MATMUL and r >= 1:
-        return [b.matmul(x, _weight(b, (shape[-1], draw(st.integers(1, 4)))))]
-    if op is Op.BATCHMATMUL and r == 3:
-        return [b.batchmatmul(x, _weight(b, (shape[0], shape[2], draw(st.integers(1, 4)))))]
-    if op is Op.GEMM and r == 2:
-        a = draw(attrs_for(op, [x.type]))
-        k = shape[0] if a["trans_a"] else shape[1]
-        n = draw(st.integers(1, 4))
-        w = _weight(b, (n, k) if a["trans_b"] else (k, n))
-        c = _weight(b, (n,)) if draw(st.booleans()) else None
-        return [b.gemm(x, w, c, **a)] if c is not None else [b.gemm(x, w, **a)]
-    if op in (Op.CONV, Op.CONV_TRANSPOSE) and r in (3, 4):
-        c = shape[1]
-        g = draw(st.sampled_from([d for d in range(1, c + 1) if c % d == 0]))
-        f = g * draw(st.integers(1, 2))
-        kernel = tuple(draw(st.integers(1, 3)) for _ in shape[2:])
-        wshape = (f, c // g) + kernel if op is Op.CONV else (c, f // g) + kernel
-        w = _weight(b, wshape)
-        attrs = draw(attrs_for(op, [x.type, w.type]))
-        bias = _weight(b, (f,)) if draw(st.booleans()) else None
-        return [b.op(op, x, w, bias, groups=g, **attrs)] if bias is not None else \
-            [b.op(op, x, w, groups=g, **attrs)]
-    if op in (Op.AVGPOOL, Op.MAXPOOL, Op.GLOBAL_AVGPOOL) and r in (3, 4):
-        return [b.op(op, x, **draw(attrs_for(op, [x.type])))]
-    if op is Op.BATCHNORM and r >= 2:
-        c = shape[1]
-        params = [_weight(b, (c,)), _weight(b, (c,)), _weight(b, (c,)), _weight(b, (c,), positive=True)]
-        return [b.batchnorm(x, *params)]
-    if op is Op.LAYERNORM and r >= 1:
-        a = draw(attrs_for(op, [x.type]))
-        return [b.layernorm(x, _weight(b, shape[a["axis"]:]), **a)]
-    if op is Op.SQUEEZE and 1 not in shape:
+    build = BUILDERS.get(op)
+    return None if build is None else build(draw, b, op, x, pool, pad_modes)
+
+
+@builds(Op.ADD)
+def _binary(draw, b, op, x, pool, pad_modes):
+    return [b.op(op, x, _other(draw, b, x, pool, op))]
+
+
+@builds(Op.RELU)
+def _unary(draw, b, op, x, pool, pad_modes):
+    return [b.op(op, x, **draw(attrs_for(op, [x.type])))]
+
+
+builds(Op.MUL, Op.SUB)(_binary)
+builds(Op.SIGMOID, Op.TANH)(_unary)
+builds(Op.DIV)(_binary)
+builds(Op.GELU, Op.LEAKY_RELU, Op.NEG)(_unary)
+
+
+@builds(Op.TRANSPOSE, Op.RESHAPE)
+def _by_attrs(draw, b, op, x, pool, pad_modes):
+    if x.type.rank < 1 or op is Op.SQUEEZE and 1 not in x.shape or op is Op.SPLIT and max(x.shape, default=0) < 2 \
+            or op is Op.EXPAND and 1 not in x.shape:
         return None
-    if op is Op.SPLIT and max(shape, default=0) < 2:
+    out = b.op(op, x, **draw(attrs_for(op, [x.type], pad_modes=pad_modes)))
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+@builds(Op.MATMUL)
+def _matmul(draw, b, op, x, pool, pad_modes):
+    if x.type.rank < 1:
         return None
-    if op is Op.EXPAND and 1 not in shape:
+    return [b.matmul(x, _weight(b, (x.shape[-1], draw(st.integers(1, 4)))))]
+
+
+@builds(Op.CONV)
+def _conv(draw, b, op, x, pool, pad_modes):
+    shape = x.shape
+    if x.type.rank not in (3, 4):
         return None
-    if op is Op.CONCAT and r >= 1:
-        a = draw(attrs_for(op, [x.type]))
-        same = [t for t in pool if t.shape[:a["axis"]] == shape[:a["axis"]] and t.type.rank == r
-                and t.shape[a["axis"] + 1:] == shape[a["axis"] + 1:]]
-        return [b.concat(x, draw(st.sampled_from(same)), **a)]
-    if op is Op.GATHER and r >= 1:
-        a = draw(attrs_for(op, [x.type]))
-        n = shape[a["axis"]]
-        idx = draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=3))
-        return [b.gather(x, b.weight(None, np.array(idx, dtype=np.int64)), **a)]
-    if op in (Op.TRANSPOSE, Op.RESHAPE, Op.FLATTEN, Op.UNSQUEEZE, Op.SQUEEZE, Op.EXPAND, Op.SPLIT,
-              Op.SLICE, Op.PAD, Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.SOFTMAX) and r >= 1:
-        out = b.op(op, x, **draw(attrs_for(op, [x.type], pad_modes=pad_modes)))
-        return list(out) if isinstance(out, tuple) else [out]
-    return None
+    c = shape[1]
+    g = draw(st.sampled_from([d for d in range(1, c + 1) if c % d == 0]))
+    f = g * draw(st.integers(1, 2))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in shape[2:])
+    wshape = (f, c // g) + kernel if op is Op.CONV else (c, f // g) + kernel
+    w = _weight(b, wshape)
+    attrs = draw(attrs_for(op, [x.type, w.type]))
+    bias = _weight(b, (f,)) if draw(st.booleans()) else None
+    return [b.op(op, x, w, bias, groups=g, **attrs)] if bias is not None else [b.op(op, x, w, groups=g, **attrs)]
+
+
+@builds(Op.CONCAT)
+def _concat(draw, b, op, x, pool, pad_modes):
+    shape, r = x.shape, x.type.rank
+    if r < 1:
+        return None
+    a = draw(attrs_for(op, [x.type]))
+    same = [t for t in pool if t.shape[:a["axis"]] == shape[:a["axis"]] and t.type.rank == r
+            and t.shape[a["axis"] + 1:] == shape[a["axis"] + 1:]]
+    return [b.concat(x, draw(st.sampled_from(same)), **a)]
+
+
+builds(Op.SPLIT, Op.SLICE, Op.PAD)(_by_attrs)
+
+
+@builds(Op.AVGPOOL)
+def _pool(draw, b, op, x, pool, pad_modes):
+    return [b.op(op, x, **draw(attrs_for(op, [x.type])))] if x.type.rank in (3, 4) else None
+
+
+builds(Op.REDUCE_SUM, Op.REDUCE_MEAN)(_by_attrs)
+builds(Op.GLOBAL_AVGPOOL)(_pool)
+builds(Op.FLATTEN, Op.UNSQUEEZE, Op.SQUEEZE, Op.EXPAND)(_by_attrs)
+
+
+@builds(Op.BATCHMATMUL)
+def _batchmatmul(draw, b, op, x, pool, pad_modes):
+    shape = x.shape
+    if x.type.rank != 3:
+        return None
+    return [b.batchmatmul(x, _weight(b, (shape[0], shape[2], draw(st.integers(1, 4)))))]
+
+
+@builds(Op.GEMM)
+def _gemm(draw, b, op, x, pool, pad_modes):
+    if x.type.rank != 2:
+        return None
+    a = draw(attrs_for(op, [x.type]))
+    k = x.shape[0] if a["trans_a"] else x.shape[1]
+    n = draw(st.integers(1, 4))
+    w = _weight(b, (n, k) if a["trans_b"] else (k, n))
+    c = _weight(b, (n,)) if draw(st.booleans()) else None
+    return [b.gemm(x, w, c, **a)] if c is not None else [b.gemm(x, w, **a)]
+
+
+@builds(Op.BATCHNORM)
+def _batchnorm(draw, b, op, x, pool, pad_modes):
+    if x.type.rank < 2:
+        return None
+    c = x.shape[1]
+    params = [_weight(b, (c,)), _weight(b, (c,)), _weight(b, (c,)), _weight(b, (c,), positive=True)]
+    return [b.batchnorm(x, *params)]
+
+
+@builds(Op.GATHER)
+def _gather(draw, b, op, x, pool, pad_modes):
+    if x.type.rank < 1:
+        return None
+    a = draw(attrs_for(op, [x.type]))
+    n = x.shape[a["axis"]]
+    idx = draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=3))
+    return [b.gather(x, b.weight(None, np.array(idx, dtype=np.int64)), **a)]
+
+
+builds(Op.CONV_TRANSPOSE)(_conv)
+builds(Op.SOFTMAX)(_by_attrs)
+builds(Op.MAXPOOL)(_pool)
+
+
+@builds(Op.LAYERNORM)
+def _layernorm(draw, b, op, x, pool, pad_modes):
+    if x.type.rank < 1:
+        return None
+    a = draw(attrs_for(op, [x.type]))
+    return [b.layernorm(x, _weight(b, x.shape[a["axis"]:]), **a)]
+
+
+builds(Op.IDENTITY)(_unary)
+
+# op -> why a program cannot draw it yet (`tests/testing/test_strategies.py` checks that every op
+# exact over the field is drawn or has a reason here)
+NOT_DRAWN: dict[Op, str] = {}
+
+
+def not_drawn(op: Op, reason: str) -> None:
+    NOT_DRAWN[op] = reason
+
+
+not_drawn(Op.G2BMM, "a banded product needs two [batch, m, k] operands of one shape and a width that fits")
+not_drawn(Op.GBMM, "a banded product needs a [batch, m, 2w+1] band and a [batch, m, n] operand")
+not_drawn(Op.ACCESS, "a functionalization view: the frontend makes it from imperative code")
+not_drawn(Op.CONSTANT, "a source: programs draw inputs and weights instead")
+not_drawn(Op.CORRECT, "a PET correction: `mutant_pairs` and the corrector make them")
+not_drawn(Op.EOP, "an eOperator: derivations and fusion make them from drawn programs")
+
+
+def _exact_over_field(op: Op) -> bool:
+    from einsat.verify.field.table import AFFINE  # the field rules' affine ops (PET §3)
+    return REGISTRY[op].multilinear or op in AFFINE
+
+
+# the op lists the strategies draw from, in the builders' order (first = preferred): element-wise
+# ops, the ops exact over the field (PET's multi-linear and affine ops: MLTPs), every op drawn
+ELEMENTWISE = [op for op in BUILDERS if REGISTRY[op].elementwise]
+MULTILINEAR = [op for op in BUILDERS if _exact_over_field(op)]
+ALL_OPS = ELEMENTWISE + [op for op in BUILDERS if op not in ELEMENTWISE]
 
 
 @st.composite
@@ -199,30 +313,62 @@ def _constant_tail(draw, b, v):
     return b.op(op, other, zero) if draw(st.booleans()) else b.op(op, zero, other)
 
 
-CHAIN_OPS = [Op.ADD, Op.MUL, Op.SUB, Op.DIV, Op.RELU, Op.SIGMOID, Op.TANH, Op.GELU, Op.ERF, Op.POW, Op.SOFTMAX,
-             Op.LAYERNORM, Op.REDUCE_MEAN, Op.REDUCE_SUM, Op.MAXIMUM]
+# -- chains: ops combined the way norms, softmax and GELU are written out --------------------------
+
+CHAIN_BUILDERS: dict[Op, Callable] = {}
+
+
+def chain_builds(*ops: Op) -> Callable:
+    """Register how a chain applies `ops` (`fn(draw, b, op, x, pool)` -> a value or None); an op
+    without one is applied as `programs` applies it."""
+    def register(fn):
+        for op in ops:
+            CHAIN_BUILDERS[op] = fn
+        return fn
+    return register
+
+
+@chain_builds(Op.ERF)
+def _erf(draw, b, op, x, pool):
+    return b.erf(x)
+
+
+@chain_builds(Op.POW)
+def _pow(draw, b, op, x, pool):
+    return b.pow(x, b.const(draw(st.sampled_from([2.0, 3.0]))))
+
+
+@chain_builds(Op.SOFTMAX)
+def _softmax(draw, b, op, x, pool):
+    return b.softmax(x, axis=draw(st.integers(0, x.type.rank - 1)))
+
+
+@chain_builds(Op.MAXIMUM)
+def _maximum(draw, b, op, x, pool):
+    return b.maximum(x, _other(draw, b, x, pool, op))
+
+
+@chain_builds(Op.REDUCE_MEAN, Op.REDUCE_SUM)
+def _statistic(draw, b, op, x, pool):
+    """A reduction combined with `x` at once: centring, scaling by a row statistic."""
+    r = x.type.rank
+    stat = b.op(op, x, axes=(r - 1,), keepdims=1)
+    if draw(st.booleans()):  # a root-mean-square: x / sqrt(mean(x * x) + eps)
+        stat = b.sqrt(b.add(b.op(op, b.mul(x, x), axes=(r - 1,), keepdims=1), b.const(0.5)))
+        return b.div(x, stat)
+    return b.op(draw(st.sampled_from([Op.SUB, Op.MUL])), x, stat)
 
 
 def _chain_step(draw, b, op: Op, x, pool):
-    """One op of a chain applied to `x`: a reduction is combined with `x` at once (centring,
-    scaling by a row statistic: how norms and softmax are written out)."""
-    r = x.type.rank
-    if op is Op.ERF:
-        return b.erf(x)
-    if op is Op.POW:
-        return b.pow(x, b.const(draw(st.sampled_from([2.0, 3.0]))))
-    if op is Op.SOFTMAX:
-        return b.softmax(x, axis=draw(st.integers(0, r - 1)))
-    if op is Op.MAXIMUM:
-        return b.maximum(x, _other(draw, b, x, pool, op))
-    if op in (Op.REDUCE_MEAN, Op.REDUCE_SUM):
-        stat = b.op(op, x, axes=(r - 1,), keepdims=1)
-        if draw(st.booleans()):  # a root-mean-square: x / sqrt(mean(x * x) + eps)
-            stat = b.sqrt(b.add(b.op(op, b.mul(x, x), axes=(r - 1,), keepdims=1), b.const(0.5)))
-            return b.div(x, stat)
-        return b.op(draw(st.sampled_from([Op.SUB, Op.MUL])), x, stat)
+    """One op of a chain applied to `x`."""
+    if op in CHAIN_BUILDERS:
+        return CHAIN_BUILDERS[op](draw, b, op, x, pool)
     outs = _make(draw, b, op, x, pool, ("constant",))
     return outs[0] if outs else None
+
+
+# the ops a chain draws: those fusion merges into one eOperator (the registry's chain_fusable)
+CHAIN_OPS = [op for op in dict.fromkeys([*BUILDERS, *CHAIN_BUILDERS]) if REGISTRY[op].chain_fusable]
 
 
 @st.composite

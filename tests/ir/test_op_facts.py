@@ -34,8 +34,6 @@ PENDING: dict[str, dict[str, str]] = {
     "einsat/runtime/profiler.py": {"WEIGHT_INPUTS": "groups.PACKED_INPUTS (flag packed_inputs)",
                                    "GEMM_OPS": "groups.MATMULS (matmul and the fused ops with it as core)"},
     "einsat/runtime/inputs.py": {"_MASK_VIEWS": "groups.PERMUTES, the repeats_input ops and cast (values kept)"},
-    # being converted in this change, package by package
-    "einsat/testing/programs.py": {"ELEMENTWISE": "", "MULTILINEAR": "", "ALL_OPS": "", "CHAIN_OPS": ""},
 }
 
 

@@ -96,3 +96,37 @@ def test_constant_tails_are_zero_behind_a_commutative_op(g):
             g.producer(i) is not None and g.producer(i).op is Op.RELU and g.producer(g.producer(i).inputs[0]).op
             is Op.SUB and len(set(g.producer(g.producer(i).inputs[0]).inputs)) == 1 for i in last.inputs):
         assert np.all(out == 0)
+
+
+# -- the op lists follow the registry (#26: MULTILINEAR had drifted from the multilinear flag) ------
+
+def _field_exact(op) -> bool:
+    from einsat.ir.registry import REGISTRY
+    from einsat.verify.field.table import AFFINE
+    return REGISTRY[op].multilinear or op in AFFINE
+
+
+@pytest.mark.parametrize("op", es.ALL_OPS, ids=lambda o: o.value)
+def test_every_listed_op_is_drawn(op):
+    g = find(es.programs(ops=[op], max_nodes=2, min_rank=1, max_rank=4),
+             lambda g: any(n.op is op for n in g.nodes), settings=settings(max_examples=300, database=None))
+    assert any(n.op is op for n in g.nodes)
+
+
+def test_multilinear_lists_exactly_the_drawn_ops_exact_over_the_field():
+    from einsat.ir.registry import REGISTRY
+    from einsat.testing.programs import NOT_DRAWN
+    assert all(_field_exact(op) for op in es.MULTILINEAR), "an op with no exact meaning over the field"
+    missing = [op.value for op in REGISTRY if _field_exact(op) and op not in es.MULTILINEAR and op not in NOT_DRAWN]
+    assert not missing, f"ops exact over the field that multilinear programs never draw: {missing}"
+    assert not set(NOT_DRAWN) & set(es.ALL_OPS), "a reason for an op that is drawn"
+    # the drift #26 found: neg and identity are multi-linear and drawable
+    assert {Op.NEG, Op.IDENTITY} <= set(es.MULTILINEAR)
+
+
+def test_elementwise_and_chain_lists_follow_the_registry():
+    from einsat.ir.registry import REGISTRY
+    assert es.ELEMENTWISE and all(REGISTRY[op].elementwise for op in es.ELEMENTWISE)
+    assert es.ALL_OPS[:len(es.ELEMENTWISE)] == es.ELEMENTWISE  # element-wise ops are preferred
+    from einsat.testing.programs import CHAIN_OPS
+    assert CHAIN_OPS and all(REGISTRY[op].chain_fusable for op in CHAIN_OPS)

@@ -118,7 +118,9 @@ def write(rows: list[dict], cost: str, seq: int, commit: str | None = None) -> N
         alone = ", ".join(str(v) for v in r["left_alone"].values())
         lines.append(f"| {r['workload']} | {r['input_us']:.1f} | {r['unfused_us']:.1f} | {r['fused_us']:.1f} | "
                      f"{gain:.3f}x | {r['kernels_unfused']} → {r['kernels_fused']} | {kept} | {alone} |")
-    lines += ["", "## Optimization time (s, this machine)", "", "| workload | no fusion | fusion |", "|---|---|---|"]
+    lines += ["", "## Optimization time (s, this machine)", "",
+              "Wall clock on a shared 2-core machine with other jobs running: compare within a row only.", "",
+              "| workload | no fusion | fusion |", "|---|---|---|"]
     lines += [f"| {r['workload']} | {r['unfused_s']:.1f} | {r['fused_s']:.1f} |" for r in rows]
     lines += ["", "## What the modeled figures say", "",
               "- A fused eop is charged one launch and its external inputs and output once (its roofline); "

@@ -34,7 +34,9 @@ and the facts other layers read (each replaced a table of op names; `einsat.ir.g
 - chain_fusable: it computes (not layout-only), deterministically, keeping a float input's dtype;
 - comparison: a bool element-wise function of two inputs;
 - correction: a mutant and a fix in, the mutant's (first input's) dtype out;
-- nchwc: "blocked" ops take [N, C, *spatial] inputs, "carried" ones keep their input's rank;
+- nchwc: "blocked" ops take [N, C, *spatial] inputs, "carried" ones keep their input's rank; and on
+  onnxruntime (where its CPU build blocks a convolution) a blocked op alone runs between reorders,
+  a carried op after a blocked convolution before the one reorder out;
 - per_position: the op takes [N, C, *spatial] inputs and keeps N and the spatial sizes at unit strides;
 - packed_inputs: tensor-core ops' weight slots.
 """
@@ -501,3 +503,58 @@ def test_per_position_ops_compute_the_same_at_every_position(op):
         np.testing.assert_allclose(cropped, out[..., 1:], rtol=1e-5, atol=1e-6, err_msg=f"{case}")
         checked += 1
     assert checked, f"no {op.value} case with a spatial dim"
+
+
+# onnxruntime's blocked layout, checked on onnxruntime itself (where its CPU build has one)
+
+def _ort_nodes(graph) -> list[str]:
+    """The op types of onnxruntime's fully optimized version of `graph`."""
+    import os
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+
+    from einsat.ir.onnx.export import to_onnx
+    with tempfile.TemporaryDirectory() as d:
+        so = ort.SessionOptions()
+        so.optimized_model_filepath = os.path.join(d, "o.onnx")
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3
+        ort.InferenceSession(to_onnx(graph).SerializeToString(), so, providers=["CPUExecutionProvider"])
+        return [n.op_type for n in onnx.load(so.optimized_model_filepath).graph.node]
+
+
+def _image_graph(op: Op | None, after_conv: bool):
+    """x [1, 16, 8, 8] (through a 3x3 conv keeping its shape if `after_conv`), then `op`."""
+    from einsat.ir import GraphBuilder
+    b = GraphBuilder("nchwc", seed=0)
+    x = b.input("x", (1, 16, 8, 8))
+    if after_conv:
+        x = b.conv(x, b.weight("w", (16, 16, 3, 3)), padding=(1, 1, 1, 1))
+    if op is None:
+        return b.build(x)
+    args = {Op.CONV: lambda: b.conv(x, b.weight("k", (16, 16, 3, 3)), padding=(1, 1, 1, 1)),
+            Op.FUSED_CONV: lambda: b.fused_conv(x, b.weight("k", (16, 16, 3, 3)), padding=(1, 1, 1, 1)),
+            Op.MAXPOOL: lambda: b.maxpool(x, kernel=(2, 2)), Op.AVGPOOL: lambda: b.avgpool(x, kernel=(2, 2)),
+            Op.GLOBAL_AVGPOOL: lambda: b.global_avgpool(x),
+            Op.BATCHNORM: lambda: b.batchnorm(x, *(b.weight(None, (16,)) for _ in range(3)),
+                                              b.weight(None, np.full(16, 2.0, np.float32))),
+            Op.ADD: lambda: b.add(x, b.relu(x)), Op.MUL: lambda: b.mul(x, b.relu(x)),
+            Op.CONCAT: lambda: b.concat(x, b.relu(x), axis=1)}
+    y = args[op]() if op in args else b.op(op, x)
+    return b.build(y)
+
+
+@pytest.mark.parametrize("op", ops_with("nchwc"), ids=lambda o: o.value)
+def test_nchwc_ops_run_in_onnxruntimes_blocked_layout(op):
+    """A "blocked" op alone runs between a ReorderInput and a ReorderOutput; a "carried" op after a
+    blocked convolution runs before the ReorderOutput (one reorder out, last)."""
+    if "ReorderInput" not in _ort_nodes(_image_graph(None, after_conv=True)):
+        pytest.skip("this onnxruntime build has no blocked layout on this CPU")
+    if REGISTRY[op].nchwc == "blocked":
+        nodes = _ort_nodes(_image_graph(op, after_conv=False))
+        assert "ReorderInput" in nodes and "ReorderOutput" in nodes, nodes
+    else:
+        nodes = _ort_nodes(_image_graph(op, after_conv=True))
+        assert nodes.count("ReorderOutput") == 1 and nodes[-1] == "ReorderOutput", nodes

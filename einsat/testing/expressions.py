@@ -11,6 +11,8 @@ and inputs (see `tests/rewrites/derive/`).
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 from hypothesis import strategies as st
 
@@ -19,36 +21,68 @@ from einsat.ir.registry import Op, normalize_attrs, opdef
 from einsat.ir.types import TensorType
 from einsat.testing.strategies import conv_cases, conv_transpose_cases, pool_cases
 
-OPS = ("conv", "conv_transpose", "matmul", "g2bmm", "gbmm", "avgpool")
+# op -> the strategy of its (input shapes, attributes), registered per op (`@case`); `OPS` is their
+# names, in registration order (shrinking moves to the first)
+CASES: dict[Op, Callable] = {}
 
 
-@st.composite
-def _case(draw, op: str) -> tuple[list[tuple[int, ...]], dict]:
-    if op == "conv":
-        c = draw(conv_cases(1, 2))
-        return [c["x"], c["w"]] + ([(c["w"][0],)] if c["bias"] else []), c["attrs"]
-    if op == "conv_transpose":
-        c = draw(conv_transpose_cases(1, 2))
-        return [c["x"], c["w"]], c["attrs"]
-    if op == "avgpool":
-        c = draw(pool_cases("avg"))
-        return [c["x"]], dict(c["attrs"], count_include_pad=1, ceil_mode=0)
+def case(op: Op) -> Callable:
+    def register(fn):
+        CASES[op] = fn
+        return fn
+    return register
+
+
+@case(Op.CONV)
+def _conv(draw):
+    c = draw(conv_cases(1, 2))
+    return [c["x"], c["w"]] + ([(c["w"][0],)] if c["bias"] else []), c["attrs"]
+
+
+@case(Op.CONV_TRANSPOSE)
+def _conv_transpose(draw):
+    c = draw(conv_transpose_cases(1, 2))
+    return [c["x"], c["w"]], c["attrs"]
+
+
+@case(Op.MATMUL)
+def _matmul(draw):
     dim = st.integers(1, 6)
-    if op == "matmul":
-        batch = tuple(draw(st.lists(st.integers(1, 3), max_size=1)))
-        m, k, n = draw(dim), draw(dim), draw(dim)
-        return [batch + (m, k), (k, n)], {}
-    z, m, k = draw(st.integers(1, 2)), draw(st.integers(1, 8)), draw(dim)
-    width, dil = draw(st.integers(0, 3)), draw(st.integers(1, 3))
-    if op == "g2bmm":
-        return [(z, m, k), (z, m, k)], {"width": width, "dilation": dil}
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=1)))
+    m, k, n = draw(dim), draw(dim), draw(dim)
+    return [batch + (m, k), (k, n)], {}
+
+
+def _band(draw):
+    return draw(st.integers(1, 2)), draw(st.integers(1, 8)), draw(st.integers(1, 6)), \
+        draw(st.integers(0, 3)), draw(st.integers(1, 3))
+
+
+@case(Op.G2BMM)
+def _g2bmm(draw):
+    z, m, k, width, dil = _band(draw)
+    return [(z, m, k), (z, m, k)], {"width": width, "dilation": dil}
+
+
+@case(Op.GBMM)
+def _gbmm(draw):
+    z, m, k, width, dil = _band(draw)
     return [(z, m, 2 * width + 1), (z, m, k)], {"dilation": dil}
+
+
+@case(Op.AVGPOOL)
+def _avgpool(draw):
+    c = draw(pool_cases("avg"))
+    return [c["x"]], dict(c["attrs"], count_include_pad=1, ceil_mode=0)
+
+
+OPS = tuple(op.value for op in CASES)
 
 
 @st.composite
 def op_expressions(draw, ops=OPS) -> tuple[Expr, list[tuple[int, ...]]]:
     op = Op(draw(st.sampled_from(ops)))
-    shapes, attrs = draw(_case(op.value))
+    shapes, attrs = CASES[op](draw)
     types = [TensorType(s, np.float64) for s in shapes]
     attrs = normalize_attrs(op, attrs, types)
     return opdef(op).expression(types, attrs), shapes

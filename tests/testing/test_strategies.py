@@ -130,3 +130,11 @@ def test_elementwise_and_chain_lists_follow_the_registry():
     assert es.ALL_OPS[:len(es.ELEMENTWISE)] == es.ELEMENTWISE  # element-wise ops are preferred
     from einsat.testing.programs import CHAIN_OPS
     assert CHAIN_OPS and all(REGISTRY[op].chain_fusable for op in CHAIN_OPS)
+
+
+def test_every_derivable_op_has_expression_cases():
+    from einsat.ir.groups import DERIVABLE
+    from einsat.testing.expressions import CASES, OPS
+    missing = sorted(op.value for op in DERIVABLE if op not in CASES)
+    assert not missing, f"ops the derivation generator rewrites with no expression cases: {missing}"
+    assert OPS == tuple(op.value for op in CASES)

@@ -145,11 +145,15 @@ def cpu_scripted():
     h = b.relu(b.add(b.matmul(x, b.weight("w1", (32, 64))), b.weight("b1", (64,))))
     k = b.relu(b.add(b.matmul(x, b.weight("w2", (32, 64))), b.weight("b2", (64,))))
     g = b.build(b.matmul(b.mul(h, k), b.weight("w3", (64, 16))))
+    SCRIPTED.update(profiled=0, checked=0)
     with scripted_timing(), tempfile.TemporaryDirectory() as tmp:
         model = _cpu_model(os.path.join(tmp, "profile.json"))
         result = einsat.optimize(g, cost=model, limits=_limits(), time_limit=ILP_SECONDS, partition=False)
     if not result.report.profile or not result.report.profile.get("measured"):
         raise RuntimeError(f"cpu_scripted: the scripted profile timed nothing ({result.report.profile})")
+    if not (SCRIPTED["profiled"] and SCRIPTED["checked"]):  # else a clock timed what this run measured
+        raise RuntimeError(f"cpu_scripted: the run did not time through the scripted functions ({SCRIPTED}): "
+                           "where does it time now?")
     return result
 
 
@@ -195,8 +199,12 @@ def foreign_modules() -> list[str]:
                   and not _inside_einsat(m))
 
 
+SCRIPTED = {"profiled": 0, "checked": 0}  # calls of the scripted timing functions, by the last cpu_scripted run
+
+
 def _scripted_profile(sigs, *args, **kw):
     from einsat.runtime.profiler import ProfileRun
+    SCRIPTED["profiled"] += 1
     out = ProfileRun(method={"reps": 15, "statistic": "median", "order": "scripted", "call_overhead_us": 3.0,
                              "node_overhead_us": 0.5, "stream_bytes_per_us": 8000.0, "cache_bytes": 32 << 20,
                              "nchwc_block": 8})
@@ -211,6 +219,7 @@ def _scripted_profile(sigs, *args, **kw):
 
 def _scripted_check(model, baseline, candidate, reps=15):
     from einsat.runtime.profiler import judge
+    SCRIPTED["checked"] += 1
     base = [1000.0 + k for k in range(15)]
     return judge(base, [v / 2 for v in base])
 

@@ -14,33 +14,10 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
+from einsat.pipeline.events import ProgressEvent
 
-@dataclass(frozen=True)
-class ProgressEvent:
-    """One step of an optimization. `phase`: load, saturate, profile, extract, verify, measure, done."""
-
-    phase: str
-    message: str = ""
-    step: int | None = None
-    nodes: int | None = None
-    classes: int | None = None
-    elapsed: float | None = None
-
-    def __str__(self) -> str:
-        parts = [f"{self.phase:<9}"]
-        if self.step is not None:
-            parts.append(f"step {self.step:>3}")
-        if self.nodes is not None:
-            parts.append(f"{self.nodes:>8,} e-nodes")
-        if self.classes is not None:
-            parts.append(f"{self.classes:>7,} e-classes")
-        if self.elapsed is not None:
-            parts.append(f"{self.elapsed:6.1f} s")
-        if self.message:
-            parts.append(self.message)
-        return "  ".join(parts)
+__all__ = ["ProgressDisplay", "ProgressEvent"]
 
 
 class ProgressDisplay:

@@ -57,9 +57,9 @@ def test_a_cancelled_budget_stops_saturation_before_its_next_phase():
 
 def test_an_interrupted_optimize_returns_the_best_program_verified(monkeypatch):
     """Ctrl-C during saturation (here: the budget cancelled by the first phase's progress)."""
-    optimize_module = importlib.import_module("einsat.optimize")
+    optimize_module = importlib.import_module("einsat.pipeline.phases")  # the run's phases
     budget = Budget()
-    real = optimize_module._saturate
+    real = optimize_module.saturate
 
     def saturate(graph, rules, limits, model, notify, run):
         def cancel_after_first(event):
@@ -68,7 +68,7 @@ def test_an_interrupted_optimize_returns_the_best_program_verified(monkeypatch):
             notify(event)
         return real(graph, rules, limits, model, cancel_after_first, run)
 
-    monkeypatch.setattr(optimize_module, "_saturate", saturate)
+    monkeypatch.setattr(optimize_module, "saturate", saturate)
     g = block()
     result = einsat.optimize(g, budget=budget)
     r = result.report
@@ -157,21 +157,21 @@ def test_a_budgeted_run_runs_the_input_for_its_verification_before_the_search(mo
     """With a deadline, the input program's verification runs come first (the "reference" phase),
     their time is held back from the search, and the verification at the end runs only the result."""
     numeric = importlib.import_module("einsat.verify.numeric")
-    optimize_module = importlib.import_module("einsat.optimize")
+    optimize_module = importlib.import_module("einsat.pipeline.phases")  # the run's phases
     g = block()
     calls = []
     real_run = numeric.run
     monkeypatch.setattr(numeric, "run", lambda graph, draw, keep=(): calls.append(graph is g) or
                         real_run(graph, draw, keep=keep))
     held = []
-    real_saturate = optimize_module._saturate
+    real_saturate = optimize_module.saturate
 
     def saturate(graph, rules, limits, model, notify, run):
         held.append(run.reserved)
         assert calls == [True, True]  # both draws of the input ran before saturation
         return real_saturate(graph, rules, limits, model, notify, run)
 
-    monkeypatch.setattr(optimize_module, "_saturate", saturate)
+    monkeypatch.setattr(optimize_module, "saturate", saturate)
     budget = Budget(60.0)
     r = einsat.optimize(g, budget=budget).report
     assert held and held[0] > 0 and budget.reserved == 0
@@ -185,12 +185,12 @@ def test_an_unbudgeted_run_has_no_reference_phase():
 
 
 def test_a_failed_run_gives_its_held_seconds_back(monkeypatch):
-    optimize_module = importlib.import_module("einsat.optimize")
+    optimize_module = importlib.import_module("einsat.pipeline.phases")  # the run's phases
 
     def broken(*args, **kwargs):
         raise RuntimeError("saturation broke")
 
-    monkeypatch.setattr(optimize_module, "_saturate", broken)
+    monkeypatch.setattr(optimize_module, "saturate", broken)
     budget = Budget(60.0)
     with pytest.raises(RuntimeError, match="saturation broke"):
         einsat.optimize(block(), budget=budget)

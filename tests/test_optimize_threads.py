@@ -13,6 +13,7 @@ import einsat.optimize  # noqa: F401  (the module, for _with_threads)
 from einsat.cost.models import cost_model
 from einsat.cost.target import cpu_model
 from einsat.errors import EinsatError
+from einsat.pipeline import Options
 from tests.test_optimize_measured import double_transpose
 
 pytest.importorskip("onnxruntime")
@@ -80,3 +81,4 @@ def test_the_command_line_passes_threads(tmp_path, monkeypatch):
     einsat.save_onnx(double_transpose(), str(path))
     assert cli.main(["optimize", str(path), "-o", str(tmp_path / "o.onnx"), "--cost", "cpu", "--threads", "4"]) == 2
     assert asked["threads"] == 4 and asked["cost"] == "cpu"
+    assert Options.of(**asked).threads == 4  # the keywords are the command's Options

@@ -3,8 +3,13 @@
 `--cost` names the cost model as `einsat.optimize(cost=...)` does (`einsat.cost.models`;
 `--device` is its deprecated old name). Progress goes to stderr (one redrawn line on a terminal,
 plain lines otherwise; `-q` for none); the summary table goes to stdout. The output paths (`-o`,
-`--report`) are checked before any work. `--time-limit` is the budget of the whole run (reading
-the model, the search, the verification and writing the result, not Python's start); the report's
+`--report`) are checked before any work. `--budget` is the seconds of the whole run (reading
+the model, the search, the verification and writing the result, not Python's start), given to
+its phases by the pipeline's planner (`einsat.pipeline.plan`); `--time-limit` is its older
+spelling (`einsat.optimize`'s `time_limit=` is another thing: the ILP's seconds, which the
+command line leaves at their default). The flags become the run's `einsat.pipeline.Options`
+(`options_of`), the same record `einsat.optimize` makes of its keywords (the command calls it
+with them); the report's
 times are the command's (Python's start, reading, each phase, writing) and its total is the run's
 wall time. A first Ctrl-C is acknowledged at once (what the run does now, what it will write): it
 stops the search, and the best program found so far is verified and written. A second one stops at
@@ -74,9 +79,10 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="with --cost cpu: the intra-op threads onnxruntime profiles and measures at, the count "
                         "you will deploy with (default 1; the profile is kept per count)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                   help="seconds for the whole run (search, extraction and verification share it; "
-                        "default: no limit)")
+    p.add_argument("--budget", type=float, default=None, metavar="S",
+                   help="seconds for the whole run (reading, search, extraction, verification and writing "
+                        "share it; default: no limit)")
+    p.add_argument("--time-limit", dest="budget", type=float, metavar="S", action=_Deprecated, new="--budget")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="the e-graph's node limit (default 30000)")
     p.add_argument("--memory-gb", type=float, default=None, metavar="GB",
@@ -126,6 +132,7 @@ def check_writable(path: Path, what: str) -> None:
 
 def cmd_optimize(args: argparse.Namespace) -> int:
     import einsat
+    from einsat.pipeline.phases import write
     from einsat.progress import ProgressDisplay
 
     if args.output.resolve() == args.model.resolve():
@@ -135,37 +142,23 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if args.report.suffix not in REPORT_FORMATS:
             raise EinsatError(f"--report {args.report}: the file name must end in .json or .html")
         check_writable(args.report, "report")
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise EinsatError(f"--time-limit must be positive, got {args.time_limit}")
-    if args.profile_budget is not None and args.profile_budget < 0:
-        raise EinsatError(f"--profile-budget must not be negative, got {args.profile_budget}")
-    if args.nodes is not None and args.nodes < 1:
-        raise EinsatError(f"--nodes must be positive, got {args.nodes}")
-    partition = _partitioning(args)
-    if args.memory_gb is not None and args.memory_gb <= 0:
-        raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
-    if args.half_io and args.precision not in ("bf16", "fp16"):
-        raise EinsatError(f"--half-io needs --precision bf16 or fp16, not {args.precision}")
-    if args.allow_inconclusive and args.require_proof:
-        raise EinsatError("--allow-inconclusive and --require-proof contradict each other")
     from einsat.budget import Budget
-    budget = Budget(args.time_limit)  # the whole run's, loading included
+    from einsat.pipeline.plan import Planner
+    options = options_of(args, None)  # every flag checked before any work
+    budget = Budget(args.budget)  # the whole run's, loading included
+    planner = Planner(budget)
     t0 = time.perf_counter()
     started = getattr(args, "started", t0)  # when `main` began (the report's total is the run's wall time)
     graph = load_model(args)
     from einsat.runtime.onnx_nodes import check_runnable
     check_runnable(graph, str(args.model))  # before the search, not at the verification
     read = time.perf_counter() - t0
-    writing = budget.reserve(read)  # writing the result takes about what reading took
+    planner.hold("write", read)  # writing the result takes about what reading took
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     budget.on_interrupt = _acknowledge(args, display)
     try:
         with budget.interruptible():  # the whole run: a first Ctrl-C during the check lets it finish
-            result = einsat.optimize(graph, cost=args.cost, extractor=args.extractor,
-                                     limits=_limits(args.nodes, args.memory_gb), budget=budget, progress=display,
-                                     verify=True if args.allow_inconclusive else "prove",
-                                     profile_budget=args.profile_budget, recheck=args.recheck, partition=partition,
-                                     threads=args.threads, precision=args.precision, half_io=args.half_io)
+            result = einsat.optimize(graph, **options.replace(budget=budget, progress=display).keywords())
     except KeyboardInterrupt:  # a second Ctrl-C
         if display is not None:
             display.close()
@@ -177,18 +170,44 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise EinsatError(f"{args.model}: {first} Nothing was written: --allow-inconclusive writes the result "
                           f"anyway.\n{details}") from None
     finally:
-        budget.release(writing)
+        planner.release("write")
         if display is not None:
             display.close()
-    t1 = time.perf_counter()
-    einsat.save_onnx(result.graph, args.output)
-    wall_times(result.report, getattr(args, "startup", None), read, time.perf_counter() - t1, started)
+    wrote = write(result.graph, args.output, planner, einsat.save_onnx)  # (read at call time)
+    wall_times(result.report, getattr(args, "startup", None), read, wrote, started)
     print(result.report)
     print(f"wrote {args.output}")
     if args.report is not None:
         write_report(result, args.report)
         print(f"wrote {args.report}")
     return 0
+
+
+def options_of(args: argparse.Namespace, budget=None):
+    """The run's `einsat.pipeline.Options` from the command's flags (`budget`: the run's `Budget`,
+    default `--budget`'s seconds), each checked with a message naming its flag."""
+    from einsat.pipeline import Options
+
+    if args.budget is not None and args.budget <= 0:
+        raise EinsatError(f"--budget (--time-limit) must be positive, got {args.budget}")
+    if args.profile_budget is not None and args.profile_budget < 0:
+        raise EinsatError(f"--profile-budget must not be negative, got {args.profile_budget}")
+    if args.nodes is not None and args.nodes < 1:
+        raise EinsatError(f"--nodes must be positive, got {args.nodes}")
+    partition = _partitioning(args)
+    if args.memory_gb is not None and args.memory_gb <= 0:
+        raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
+    if args.half_io and args.precision not in ("bf16", "fp16"):
+        raise EinsatError(f"--half-io needs --precision bf16 or fp16, not {args.precision}")
+    if args.allow_inconclusive and args.require_proof:
+        raise EinsatError("--allow-inconclusive and --require-proof contradict each other")
+    if args.threads is not None and args.threads < 1:
+        raise EinsatError(f"--threads must be positive, got {args.threads}")
+    return Options(cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes, args.memory_gb),
+                   budget=args.budget if budget is None else budget,
+                   verify=True if args.allow_inconclusive else "prove", profile_budget=args.profile_budget,
+                   recheck=args.recheck, partition=partition, threads=args.threads, precision=args.precision,
+                   half_io=args.half_io)
 
 
 def wall_times(report, startup: float | None, read: float, write: float, started: float) -> None:

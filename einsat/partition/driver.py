@@ -26,53 +26,23 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from einsat import budget as budgets
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph, Node, fresh_name
 from einsat.partition.cut import Cut, Piece, align, atoms, candidates, crossings, cut_at, group, subgraph
-from einsat.partition.executors import EXECUTORS, run_jobs, spawn_safe
+from einsat.partition.executors import run_jobs, spawn_safe
 from einsat.partition.fingerprint import canonical
 from einsat.partition.rebind import rebind
 from einsat.partition.report import CutSummary, PartitionSummary, PieceSummary
-from einsat.progress import ProgressEvent
+from einsat.pipeline import phases
+from einsat.pipeline.events import ProgressEvent
+from einsat.pipeline.options import Options, Partitioning
+from einsat.pipeline.report import Report
+from einsat.pipeline.runner import Result
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Partitioning:
-    """How `optimize` splits a large program (see the module docstring).
-
-    above: programs with more nodes than this are partitioned (`optimize(partition=None)`);
-    piece_nodes: the most nodes in one piece (a repeated unit included): about 40-60 nodes of a
-        transformer layer grow an e-graph within the default `Limits.nodes` in a few rewrite steps;
-    max_crossing: the most values a cut may cross;
-    min_unit: the fewest nodes of a repeated unit that makes pieces of its own;
-    reuse: optimize pieces with one fingerprint once;
-    executor: "process" (the default), "serial" or "ray" (`partition.executors`);
-    workers: processes (this one included) or Ray CPUs (None: the CPUs this process may use);
-    address: a Ray cluster's address (None: Ray's default, a local cluster).
-    """
-
-    above: int = 256
-    piece_nodes: int = 64
-    max_crossing: int = 4
-    min_unit: int = 8
-    reuse: bool = True
-    executor: str = "process"
-    workers: int | None = None
-    address: str | None = None
-
-    def __post_init__(self):
-        if self.executor not in EXECUTORS:
-            raise EinsatError(f"unknown executor {self.executor!r}; choose one of {EXECUTORS}")
-        if self.piece_nodes < 1 or self.max_crossing < 0 or self.above < 0:
-            raise EinsatError(f"invalid partitioning {self}")
 
 
 def partition(graph: Graph, settings: Partitioning = Partitioning()) -> tuple[list[Piece], list[Cut]]:
@@ -104,26 +74,18 @@ def crossing_cost(cost, nbytes: int) -> float | None:
     return None
 
 
-def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs=None, cost, rules=None,
-                         limits=None, extractor: str = "ilp", time_limit: float | None = None, budget=None,
-                         verify: bool | str = True, progress=None, profile_budget: float | None = None,
-                         check_reps: int | None = None, recheck: bool = False, recipe: bool = False):
-    """`einsat.optimize` of a partitioned program (called by it; see the module docstring). Every
-    piece is optimized with the caller's options, a measured model's included (`profile_budget`,
-    `check_reps`, `recheck`). With `recipe`, the result's `recipe` makes every new weight of the
-    stitched program from the input's weights: the pieces' recipes joined (`joined_recipe`)."""
-    from einsat import measure
-    from einsat.optimize import Result, _examples, _never_slower, verify_equivalent
-    from einsat.optimize_report import Report
+def optimize_partitioned(graph: Graph, options: Options, state: phases.State) -> Result:
+    """The partitioned run of `graph` (loaded by the pipeline: `state`, whose planner gives the
+    pieces their seconds), with `options` (`options.partition`: how it is cut; see the module
+    docstring). Every piece is a run of the pipeline with the caller's options, a measured
+    model's included (`profile_budget`, `check_reps`, `recheck`). With `recipe`, the result's
+    `recipe` makes every new weight of the stitched program from the input's weights: the
+    pieces' recipes joined (`joined_recipe`)."""
 
-    run = budgets.of(budget)
-    examples = _examples(graph, example_inputs) if example_inputs is not None else None
+    settings, cost, run, verify = options.partition, state.model, state.budget, options.verify
     times: dict[str, float] = {}
     t0 = time.perf_counter()
-
-    def notify(event: ProgressEvent) -> None:
-        if progress is not None:
-            progress(event)
+    notify = state.notify
 
     pieces, cuts = partition(graph, settings)
     canon = [canonical(p.graph) for p in pieces]
@@ -136,11 +98,10 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     notify(ProgressEvent("partition", f"{len(pieces)} pieces, {len(own)} to optimize"))
 
     workers = settings.workers or _cpus()
-    options: dict[str, Any] = dict(cost=cost, rules=rules, limits=limits, extractor=extractor,
-                                   time_limit=time_limit, verify=verify, profile_budget=profile_budget,
-                                   check_reps=check_reps, recheck=recheck)
+    piece_options = options.replace(cost=cost, threads=None, partition=False, recipe=True, progress=None, budget=None,
+                            input_shapes=None, fill_weights=None, precision="fp32", half_io=False)
     executor = settings.executor
-    if executor != "serial" and not (_picklable(rules) and _picklable(cost)):
+    if executor != "serial" and not (_picklable(options.rules) and _picklable(cost)):
         log.warning("the pieces run in this process: the rule schedule or the cost model cannot be pickled "
                     "for a worker")
         executor = "serial"
@@ -151,9 +112,10 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
             executor = "serial"
     if executor == "serial":
         workers = 1
-    if run.seconds is not None:  # the pieces share what is left, a fifth kept for stitching and checks
-        options["budget"] = max(0.5, 0.8 * run.remaining() / max(1, math.ceil(len(own) / workers)))
-    jobs = [(pieces[k].graph, options) for k in own]
+    if state.planner.bounded:  # the pieces share what is left, a fifth kept for stitching and checks
+        piece_options = piece_options.replace(budget=state.planner.seconds("pieces",
+                                                                           rounds=math.ceil(len(own) / workers)))
+    jobs = [(pieces[k].graph, piece_options) for k in own]
     t = time.perf_counter()
     done = [0]
 
@@ -201,7 +163,7 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
                     check_copy(piece.graph, program)
             except EinsatError as e:  # a rewrite that depended on the template's weights: optimize it alone
                 fallback = f"optimized alone: the template did not apply ({str(e).splitlines()[0]})"
-                res = run_jobs([(piece.graph, options)], "serial")[0]
+                res = run_jobs([(pieces[k].graph, piece_options)], "serial")[0]
                 program, src = res.graph, k
             seconds = time.perf_counter() - t1 + (res.seconds if fallback else 0.0)
         if res.recipe is not None and res.recipe.outputs:
@@ -223,25 +185,15 @@ def optimize_partitioned(graph: Graph, settings: Partitioning, *, example_inputs
     t = time.perf_counter()
     renames: list[dict[str, str]] = []
     stitched = stitch(graph, pieces, programs, renames)
-    made = joined_recipe(graph, recipes, renames) if recipe else None
+    made = joined_recipe(graph, recipes, renames) if options.recipe else None
     times["stitch"] = time.perf_counter() - t
-    verification = None
+    phases.verify(state, stitched, identical=False)
     if verify:
-        t = time.perf_counter()
-        notify(ProgressEvent("verify", "running both programs on random inputs"))
-        verification = verify_equivalent(graph, stitched, examples=examples, require_proof=verify == "prove")
-        run.verified = stitched  # what a second Ctrl-C writes from here on (the CLI)
-        times["verify"] = time.perf_counter() - t
-    returned, measured, kept_input = stitched, None, None
-    if measure.measured(cost) and not run.cancelled:
-        # never slower, for the whole: pieces each measured faster do not make the stitched program
-        # faster (the cuts, the runtime's own fusion across them), so it is timed against its input
-        t = time.perf_counter()
-        notify(ProgressEvent("measure", f"the input and the stitched result side by side on {cost.target}"))
-        measure.profile(cost, cost.unit_signatures(stitched), None)  # its fused groups, for the prediction
-        returned, measured, kept_input = _never_slower(cost, graph, stitched, check_reps or measure.CHECK_REPS,
-                                                       recheck)
-        times["measure"] = time.perf_counter() - t
+        times["verify"] = state.times["verify"]
+    phases.check(state, stitched, "the stitched result")
+    if "measure" in state.times:
+        times["measure"] = state.times["measure"]
+    verification, returned, measured, kept_input = state.verification, state.result, state.measured, state.kept_input
     times["total"] = time.perf_counter() - t0
 
     cut_rows = [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes,
@@ -372,7 +324,7 @@ def _cpus() -> int:
 
 def _saturation(reports):
     """The pieces' saturations as one summary: e-nodes and matches summed, stop reasons counted."""
-    from einsat.optimize_report import SaturationSummary
+    from einsat.pipeline.report import SaturationSummary
 
     sats = [r.saturation for r in reports if r.saturation is not None]
     if not sats:

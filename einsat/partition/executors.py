@@ -2,7 +2,7 @@
 
 Every executor runs `optimize_piece` on each job and returns the results in job order, so the
 stitched program does not depend on which worker finished first; the optimization of one piece
-is deterministic (`einsat.optimize`), so serial, process-pool and Ray runs give the same program
+is deterministic (`einsat.pipeline.run`), so serial, process-pool and Ray runs give the same program
 (unless a time limit, rather than the node or iteration limit, stops a piece's saturation: then
 the machine's load decides how far it got, as for any time-limited run).
 
@@ -26,10 +26,11 @@ from typing import Any
 
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
+from einsat.pipeline.options import EXECUTORS, Options
 
 log = logging.getLogger(__name__)
 
-EXECUTORS = ("serial", "process", "ray")
+__all__ = ["EXECUTORS", "PieceResult", "optimize_piece", "run_jobs", "spawn_safe"]
 
 
 @dataclass
@@ -41,19 +42,22 @@ class PieceResult:
     pid: int = 0              # the process that optimized it
 
 
-def optimize_piece(job: tuple[Graph, dict]) -> PieceResult:
-    """Optimize one piece (a job: the piece and `optimize`'s keyword arguments)."""
+def optimize_piece(job: tuple[Graph, Options | dict]) -> PieceResult:
+    """Optimize one piece (a job: the piece and its run's `Options`, or `optimize`'s keywords):
+    a run of the pipeline, never partitioned again, with its recipe."""
     import time
 
-    from einsat.optimize import optimize
+    from einsat.pipeline import run
 
     graph, options = job
+    if isinstance(options, dict):
+        options = Options.of(**options)
     t0 = time.perf_counter()
-    result = optimize(graph, recipe=True, partition=False, **options)
+    result = run(graph, None, options.replace(recipe=True, partition=False))
     return PieceResult(result.graph, result.recipe, result.report, time.perf_counter() - t0, os.getpid())
 
 
-def run_jobs(jobs: list[tuple[Graph, dict]], executor: str, workers: int | None = None,
+def run_jobs(jobs: list[tuple[Graph, Options | dict]], executor: str, workers: int | None = None,
              address: str | None = None, on_done=None) -> list[PieceResult]:
     """`optimize_piece` on every job with `executor`, the results in job order; `on_done(k, result)`
     is called as each finishes (in any order). Once a piece run in this process was interrupted

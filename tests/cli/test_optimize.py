@@ -103,7 +103,7 @@ def test_optimize_writes_a_verified_model_and_prints_a_summary(tmp_path, capsys)
     small_model(tmp_path / "block.onnx")
     out = tmp_path / "fast.onnx"
     assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--cost", "h200",
-                 "--time-limit", "60"]) == 0  # 1.4 s idle; a clean-checkout run at load 6 ran out of 6 s
+                 "--budget", "60"]) == 0  # 1.4 s idle; a clean-checkout run at load 6 ran out of 6 s
     captured = capsys.readouterr()
     assert "modeled cost (h200: the datasheet roofline, µs)" in captured.out
     assert "verification: proved" in captured.out
@@ -129,7 +129,7 @@ def test_a_failed_verification_writes_nothing(tmp_path, capsys, monkeypatch):
     t = graph.types[name]
     broken = EGraphData({0: EClass(0, [ENode(None, leaf=("input", "x"))], t),
                          1: EClass(1, [ENode(Op.RELU, (0,))], t)}, [1], [name], {"x": t}, {})
-    monkeypatch.setattr(importlib.import_module("einsat.optimize"), "_saturate",
+    monkeypatch.setattr(importlib.import_module("einsat.pipeline.phases"), "saturate",
                         lambda *args: (broken, SaturationSummary(2, 2, "saturated")))
     out = tmp_path / "out.onnx"
     assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(out), "--cost", "h100", "--quiet"]) == 2
@@ -148,7 +148,7 @@ def test_version(capsys):
 def test_output_paths_are_checked_before_any_work(tmp_path, capsys, monkeypatch, flag):
     import importlib
     small_model(tmp_path / "block.onnx")
-    monkeypatch.setattr(importlib.import_module("einsat.optimize"), "_saturate",
+    monkeypatch.setattr(importlib.import_module("einsat.pipeline.phases"), "saturate",
                         lambda *a: pytest.fail("optimized before checking the output path"))
     out, report = tmp_path / "out.onnx", tmp_path / "r.html"
     missing = tmp_path / "missing" / "dir" / ("out.onnx" if flag == "-o" else "r.html")
@@ -209,7 +209,7 @@ def assert_self_contained_report(path):
 def test_fill_weights_on_optimize(tmp_path, capsys):
     from einsat.cli.demo import demo_model_path
     assert main(["optimize", str(demo_model_path()), "-o", str(tmp_path / "o.onnx"), "-q", "--fill-weights",
-                 "random", "--time-limit", "4", "--extractor", "greedy", "--nodes", "3000"]) == 0
+                 "random", "--budget", "4", "--extractor", "greedy", "--nodes", "3000"]) == 0
     assert "verification: proved" in capsys.readouterr().out
 
 
@@ -236,7 +236,7 @@ def test_ctrl_c_stops_the_search_and_writes_the_best_program(tmp_path):
     from einsat.cli.demo import demo_model_path
     out = tmp_path / "o.onnx"
     proc = subprocess.Popen([sys.executable, "-m", "einsat.cli", "optimize", str(demo_model_path()), "-o", str(out),
-                             "--fill-weights", "random", "--time-limit", "60"],
+                             "--fill-weights", "random", "--budget", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     line, start = "", time.monotonic()
     while "step" not in line and time.monotonic() - start < 60:  # saturation has begun
@@ -297,8 +297,8 @@ def test_an_inconclusive_verification_is_refused_unless_allowed_and_memory_is_ch
     assert "verification: INCONCLUSIVE" in text and "limit 2 GB" in text and out.is_file()
 
 
-def test_the_time_limit_holds_back_the_writing_of_the_result(tmp_path, monkeypatch):
-    """--time-limit covers reading and writing the model: the search sees the writing's share
+def test_the_budget_holds_back_the_writing_of_the_result(tmp_path, monkeypatch):
+    """--budget covers reading and writing the model: the search sees the writing's share
     (as long as reading took) as spent, and it is given back before the file is written."""
     import einsat
     small_model(tmp_path / "block.onnx")
@@ -315,7 +315,7 @@ def test_the_time_limit_holds_back_the_writing_of_the_result(tmp_path, monkeypat
 
     monkeypatch.setattr(einsat, "optimize", optimize)  # the command reads both at call time
     monkeypatch.setattr(einsat, "save_onnx", save)
-    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), "--time-limit", "30",
+    assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), "--budget", "30",
                  "-q"]) == 0
     assert seen["held while optimizing"] > 0 and seen["held while writing"] == 0
     assert (tmp_path / "o.onnx").exists()

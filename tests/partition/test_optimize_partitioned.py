@@ -246,7 +246,7 @@ def test_a_time_budget_is_shared_by_the_pieces(graph, monkeypatch):
     from einsat.partition import executors
     seen = []
     real = executors.optimize_piece
-    monkeypatch.setattr(executors, "optimize_piece", lambda job: seen.append(job[1].get("budget")) or real(job))
+    monkeypatch.setattr(executors, "optimize_piece", lambda job: seen.append(job[1].budget) or real(job))
     result = einsat.optimize(graph, limits=LIMITS, budget=30.0, partition=dataclasses.replace(SERIAL, reuse=False))
     assert len(seen) == 4 and all(b is not None and 0.5 <= b <= 0.8 * 30.0 / 4 + 1e-9 for b in seen)
     assert result.report.verification is not None
@@ -257,9 +257,11 @@ def test_a_layer_inside_a_partitioned_model_costs_no_more_than_the_layer_optimiz
     from einsat.partition import partition
     graph = prenorm(layers=3)
     settings = Partitioning(above=0, executor="serial")
-    whole = einsat.optimize(graph, limits=LIMITS, partition=settings)
+    # the ILP's time limit far off, as elsewhere here: at the default 5 s a loaded machine stopped
+    # the layer's ILP at its time limit in one run and not in the other (40.67 against 39.42 µs)
+    whole = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=settings)
     pieces, _ = partition(graph, settings)
-    alone = einsat.optimize(pieces[0].graph, limits=LIMITS, partition=False)
+    alone = einsat.optimize(pieces[0].graph, limits=LIMITS, time_limit=60, partition=False)
     part = whole.report.partition
     layers = [p for p in part.pieces if p.fingerprint == part.pieces[0].fingerprint]
     assert len(layers) == 3  # the last layer too: it is cut off the final norm and reuses the first
@@ -308,4 +310,4 @@ def test_the_pieces_get_the_measured_models_options(monkeypatch):
     monkeypatch.setattr(driver, "run_jobs", spy)
     einsat.optimize(stacked(layers=2), limits=LIMITS, time_limit=60, partition=SERIAL, profile_budget=7.0,
                     check_reps=5, recheck=True)
-    assert seen and all(o["profile_budget"] == 7.0 and o["check_reps"] == 5 and o["recheck"] for o in seen)
+    assert seen and all(o.profile_budget == 7.0 and o.check_reps == 5 and o.recheck for o in seen)

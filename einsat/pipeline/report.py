@@ -1,0 +1,297 @@
+"""The report `einsat.optimize` returns: what changed, what was searched, what was checked.
+
+`str(report)` is the summary the CLI prints; every figure is also a field, and the report is
+plain data: `dataclasses.asdict(report)`, `report.to_dict()` and `report.to_json()` keep it
+(the saturation's phases and per-rule statistics go in whole, whatever fields they carry).
+In a notebook the report draws itself (`_repr_html_`: tables, the e-graph's growth, per-op cost
+bars, time per phase; see `einsat.viz`).
+
+Every cost is a program's modeled cost in `unit`: `cost_before` is the input's, `cost_after`
+the result's, and the extraction's `starts` are the programs each start would rebuild (with
+weight-only subprograms computed once at compile time, which is why the input's start may
+cost less than the input).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the extractor (and HiGHS behind it) loads only when optimize runs
+    from einsat.extract.extraction import ExtractionSummary
+
+
+TIME_UNITS = {"µs": 1e3, "us": 1e3, "ms": 1.0, "s": 1e-3}  # a cost unit that is a time: per millisecond
+
+
+@dataclass
+class Verification:
+    """The numeric check of the optimized program against the input (see `verify_equivalent`).
+
+    `status` is "proved" (every output agreed and varied between the input draws, itself or
+    through the values feeding its last op), "identical" (the result is the input program op for
+    op, wired alike, with equal weights: nothing to run; `optimize.identical_program`) or
+    "inconclusive" (every output agreed, but some could not have failed: constant or saturated;
+    `notes` says which and why). A failed check is a `VerificationError`, never a report."""
+
+    trials: int
+    max_error: float      # the worst |optimized - input| / (|input| + max|input|); passes <= tolerance
+    tolerance: float      # the relative tolerance
+    output: str           # the output where `max_error` was found
+    method: str = "einsat.verify.numeric.equivalent on random inputs (NumPy)"
+    status: str = "proved"
+    notes: list[str] = field(default_factory=list)             # why inconclusive, one line per output
+    varying: dict[str, float | None] = field(default_factory=dict)  # per output: fraction of elements that varied
+    feeding: dict[str, list[str]] = field(default_factory=dict)     # outputs checked through the values feeding them
+
+    @property
+    def proved(self) -> bool:
+        return self.status in ("proved", "identical")
+
+    def __str__(self) -> str:
+        if self.status == "identical":
+            return "identical: the result is the input program, op for op with equal weights (nothing to run)"
+        error = (f"worst relative error {self.max_error:.2g} (output {self.output!r}, "
+                 f"tolerance {self.tolerance:.2g})")
+        if not self.proved:
+            return (f"INCONCLUSIVE: the outputs agree on {self.trials} input set(s), {error}, but the "
+                    "comparison could not have failed: " + "; ".join(self.notes))
+        known = {k: v for k, v in self.varying.items() if v is not None}
+        least = min(known, key=known.get) if known else None
+        varies = f", outputs vary (least: {least!r} in {known[least]:.0%} of elements)" if least else ""
+        behind = "".join(f", {k!r} checked through {', '.join(map(repr, v))}" for k, v in self.feeding.items())
+        return f"proved: {self.trials} input set(s) compared{varies}{behind}, {error}"
+
+
+@dataclass
+class SaturationSummary:
+    """The e-graph search: size, why it stopped, its phases and the rules that matched."""
+
+    enodes: int
+    eclasses: int
+    stop_reason: str
+    iterations: int | None = None
+    seconds: float | None = None
+    node_limit: int | None = None
+    egglog_nodes: int | None = None   # the session's count (list cells and Get included), what the limit bounds
+    rule_matches: dict[str, int] = field(default_factory=dict)
+    stop_text: str = ""               # the stop reason in words, with the limit that stopped it
+    phases: list[dict[str, Any]] = field(default_factory=list)       # one per phase run, in order
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)   # per rule: matches, time_s, ...
+    rounds: list[dict] = field(default_factory=list)  # generator rounds: step, generator, counts, seconds
+
+    @staticmethod
+    def of(report, data, limits) -> SaturationSummary:
+        """From a session's `SaturationReport`, the exported e-graph and the session's limits."""
+        return SaturationSummary(enodes=data.num_nodes(), eclasses=len(data.classes),
+                                 stop_reason=report.stop_reason.value, iterations=report.iterations,
+                                 seconds=report.time_s, node_limit=report.node_limit,
+                                 egglog_nodes=report.nodes,
+                                 rule_matches={k: v.matches for k, v in report.rules.items()},
+                                 stop_text=report.stop_text(limits),
+                                 phases=[dataclasses.asdict(p) for p in report.phases],
+                                 rules={k: dataclasses.asdict(v) for k, v in report.rules.items()},
+                                 rounds=[{"step": r.step, "generator": r.generator, "counts": dict(r.counts),
+                                          "seconds": r.time_s} for r in report.rounds])
+
+    def busiest(self, n: int = 5) -> list[tuple[str, int]]:
+        """The `n` rules with the most matches; rules that never matched are left out."""
+        matched = [(k, v) for k, v in self.rule_matches.items() if v > 0]
+        return sorted(matched, key=lambda kv: (-kv[1], kv[0]))[:n]
+
+    def round_lines(self) -> list[str]:
+        """One line per generator round that found something to work on (a round whose counts
+        are all zero is left out, as rules that never matched are; `rounds` keeps every one)."""
+        return [f"{r['generator']} step {r['step'] + 1}: "
+                + ", ".join(f"{v} {k}" for k, v in r["counts"].items()) + f" ({r['seconds']:.2f} s)"
+                for r in self.rounds if any(r["counts"].values())]
+
+    def __str__(self) -> str:
+        text = f"{self.enodes:,} e-nodes in {self.eclasses:,} e-classes"
+        if self.iterations is not None:
+            text += f" after {self.iterations} rewrite step(s)"
+        return text + f"; stopped: {self.stop_text or self.stop_reason}"
+
+
+@dataclass
+class Report:
+    """Everything `optimize` measured. Costs are modeled by `model`, in `unit`."""
+
+    name: str
+    model: str
+    unit: str
+    cost_before: float
+    cost_after: float
+    ops_before: dict[str, int]
+    ops_after: dict[str, int]
+    saturation: SaturationSummary | None
+    extraction: ExtractionSummary
+    verification: Verification | None
+    times: dict[str, float]
+    cost_by_op_before: dict[str, float] = field(default_factory=dict)
+    cost_by_op_after: dict[str, float] = field(default_factory=dict)
+    interrupted: bool = False  # the run was cancelled (Ctrl-C, memory limit): the best program found so far
+    stop: str | None = None    # why it was cancelled: "interrupted" (Ctrl-C), "memory limit"
+    memory: dict[str, Any] = field(default_factory=dict)  # `einsat.memory.MemoryWatch.summary()`: bytes
+    # a model that measures its target (cost="cpu"): how its figures were profiled (`measure.ProfileSummary`),
+    # the input and the result timed side by side (`runtime.profiler.Comparison.to_dict`), and why
+    # the input was returned instead of the result (None: the result was returned)
+    profile: dict[str, Any] | None = None
+    measured: dict[str, Any] | None = None
+    kept_input: str | None = None
+    partition: Any = None      # a partitioned run's `einsat.partition.PartitionSummary`: pieces, cuts, reuse
+    model_label: str = ""      # the cost model in a few words (`CostModel.label`): what the cost labels name
+    # a run at a half precision: the returned program against the fp32 input, output by output
+    # (`einsat.verify.precision.PrecisionReport`: error distribution, bound)
+    precision: Any = None
+
+    @property
+    def speedup(self) -> float:
+        """Modeled cost before / after (1.0: no change)."""
+        return self.cost_before / self.cost_after if self.cost_after > 0 else float("inf")
+
+    @property
+    def reduction(self) -> float:
+        """The fraction of the modeled cost removed."""
+        return 1 - self.cost_after / self.cost_before if self.cost_before > 0 else 0.0
+
+    @property
+    def measured_speedup(self) -> float | None:
+        """The input's measured time over the returned program's (1.0 when the input is returned),
+        None when nothing was measured."""
+        if self.measured is None:
+            return 1.0 if self.kept_input else None
+        return 1.0 if self.kept_input else self.measured["speedup"]
+
+    @property
+    def verified(self) -> bool:
+        """The result was checked and agreed (see `proved` for whether that check could have failed)."""
+        return self.verification is not None
+
+    @property
+    def proved(self) -> bool:
+        """The check agreed on outputs that vary with the inputs: it could have failed."""
+        return self.verification is not None and self.verification.proved
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data: its fields, and speedup, reduction and verified."""
+        out = dataclasses.asdict(self)
+        out.update(speedup=self.speedup, reduction=self.reduction, verified=self.verified, proved=self.proved,
+                   measured_speedup=self.measured_speedup)
+        return _finite(out)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def table(self) -> list[tuple[str, str, str]]:
+        nodes = (str(sum(self.ops_before.values())), str(sum(self.ops_after.values())))
+        # the second column is the program returned: the input itself when it was kept (`kept_input`)
+        return [("", "input", "returned (the input)" if self.kept_input else "optimized"),
+                (f"modeled cost ({self.model_label or self.model}, {self.unit})", f"{self.cost_before:,.2f}",
+                 f"{self.cost_after:,.2f}"),
+                ("nodes", *nodes)] + \
+               [(f"  {op}", str(self.ops_before.get(op, 0)), str(self.ops_after.get(op, 0)))
+                for op in sorted(set(self.ops_before) | set(self.ops_after),
+                                 key=lambda o: (-max(self.ops_before.get(o, 0), self.ops_after.get(o, 0)), o))
+                if self.ops_before.get(op, 0) != self.ops_after.get(op, 0)]
+
+    def memory_text(self) -> str:
+        m, gb = self.memory, 2**30
+        limit = "unbounded" if m.get("limit_bytes") is None else f"limit {m['limit_bytes'] / gb:.3g} GB"
+        text = f"peak {m['peak_bytes'] / gb:.2f} GB resident, {m['added_bytes'] / gb:.2f} GB added by the run ({limit})"
+        return text + ("; LIMIT REACHED: the search stopped early" if m.get("exceeded") else "")
+
+    def extraction_text(self) -> str:
+        x = self.extraction
+        gap = "" if x.gap is None else f", gap {x.gap:.1%}"
+        starts = ", ".join(f"{k} {v:,.2f}" + (" (weight-only ops precomputed)" if k == "input" and
+                                               v < self.cost_before - 1e-9 * abs(self.cost_before) else "")
+                           for k, v in x.starts.items())
+        # a partitioned run's starts are its pieces' (each piece's report): none for the whole program
+        starts = f"; starts ({self.unit}): {starts}" if starts else ""
+        return f"{x.method}, {x.status}{gap}; {x.candidates:,} candidates in {x.classes:,} e-classes{starts}"
+
+    def __str__(self) -> str:
+        rows = self.table()
+        w0 = max(len(r[0]) for r in rows)
+        w1 = max(len(r[1]) for r in rows)
+        w2 = max(len(r[2]) for r in rows)
+        lines = [f"einsat optimize: {self.name}" + (f"  ({self.stop or 'interrupted'}: the best program found "
+                                                    "so far)" if self.interrupted else "")]
+        lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
+        lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
+        lines += self.measured_lines()
+        if self.saturation is not None:
+            lines.append(f"  e-graph: {self.saturation}")
+            top = self.saturation.busiest()
+            lines.append("  busiest rules: " + (", ".join(f"{k} ({v:,})" for k, v in top) if top
+                                                else "none matched"))
+            lines += [f"  {line}" for line in self.saturation.round_lines()]
+        lines.append(f"  extraction: {self.extraction_text()}")
+        if self.verification is None:
+            lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
+        else:
+            lines.append(f"  verification: {self.verification}")
+        if self.precision is not None:
+            lines += [f"  precision: {line}" for line in str(self.precision).splitlines()]
+        if self.partition is not None:
+            lines += ["  partition: " + "\n  ".join(str(self.partition).splitlines())]
+        lines.append("  time: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.times.items()))
+        if self.memory:
+            lines.append(f"  memory: {self.memory_text()}")
+        return "\n".join(lines)
+
+    def measured_lines(self) -> list[str]:
+        """The profile and the side-by-side measurement, for a model that measures its target."""
+        lines = []
+        if self.profile is not None:
+            p = self.profile
+            text = (f"  profile: {p['needed']} signatures on {p['target']}{threads_text(p.get('threads'))}: "
+                    f"{p['cached']} from the cache, {p['measured']} measured now in {p['seconds']:.1f} s")
+            text += f", {p['failed']} failed" if p["failed"] else ""
+            text += f", {p['left']} left to the calibrated roofline" if p["left"] else ""
+            lines.append(text + f" ({p['path']})")
+        if self.measured is not None:
+            # one unit in one report: the measured times in the costs' unit (when it is a time), and
+            # the modeled costs beside them are the table's (the input's) and the extracted program's
+            m = self.measured
+            scale = TIME_UNITS.get(self.unit)
+            unit, digits = (self.unit, 1) if scale else ("ms", 3)
+            ms = (lambda v: f"{v * scale:,.{digits}f}") if scale else (lambda v: f"{v:,.{digits}f}")  # noqa: E731
+            (b0, b1), (c0, c1) = m["baseline_spread_ms"], m["candidate_spread_ms"]
+            p0, p1 = [v * 1e3 for v in m["predicted_ms"]] if m.get("predicted_ms") else (self.cost_before,
+                                                                                         self.cost_after)
+            lines.append(f"  measured on {m['backend']}{threads_text(m.get('threads'))}: "
+                         f"input {ms(m['baseline_ms'])} {unit} [p10 {ms(b0)}, "
+                         f"p90 {ms(b1)}], optimized {ms(m['candidate_ms'])} {unit} [p10 {ms(c0)}, p90 {ms(c1)}]: "
+                         f"{m['speedup']:.3f}x measured (faster in {m['wins']}/{m['rounds']} interleaved rounds); "
+                         f"modeled: input {p0:,.2f} -> extracted {p1:,.2f} {self.unit} "
+                         f"({p0 / p1 if p1 else float('inf'):.3f}x)"
+                         + (f"; verdict kept from {m['measured_at']} (optimize(recheck=True) measures again)"
+                            if m.get("measured_at") else ""))
+        if self.kept_input:
+            lines.append(f"  returned: the INPUT program ({self.kept_input})")
+        return lines
+
+    def _repr_html_(self) -> str:
+        from einsat.viz.report import report_html
+        return report_html(self, standalone=False)
+
+
+def threads_text(threads) -> str:
+    """" at N intra-op thread(s)" for a CPU measurement (`optimize(threads=)`), "" for none."""
+    return f" at {threads} intra-op thread{'' if threads == 1 else 's'}" if threads else ""
+
+
+def _finite(value):
+    """JSON has no inf or NaN: they become None; tuples become lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

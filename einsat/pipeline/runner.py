@@ -1,0 +1,152 @@
+"""The run: one program, its `Options`, the phases in order under one planner, the `Result`.
+
+    from einsat.pipeline import Options, run
+    result = run(graph, None, Options.of(cost="h100", budget=30))
+
+`run` is what `einsat.optimize` and the command line call (through `einsat.optimize.run`,
+which adds partitioning), and what partitioning calls for each piece. In order:
+
+1. precision: a half precision converts the fp32 input first, verifies the conversion, runs
+   the half program, and checks the result against the fp32 input (`einsat.verify.precision`);
+2. load (import, functionalize; what would fail any verification, found now);
+3. partitioning: a program above `Partitioning.above` nodes is handed to `split` (the caller's
+   partitioned driver: this package does not import `einsat.partition`, which imports it);
+4. reference, profile, saturate, profile, extract or choose, verify, check
+   (`einsat.pipeline.phases`), under the memory watch and, for the search, Ctrl-C;
+5. the report and, with `recipe`, the result's new weights from the input's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from einsat.ir.graph import Graph
+from einsat.ir.precision import convert, half_dtype
+from einsat.pipeline import measure, phases
+from einsat.pipeline import verification as checks
+from einsat.pipeline.events import ProgressEvent
+from einsat.pipeline.memory import MemoryWatch
+from einsat.pipeline.options import Options, Partitioning
+from einsat.pipeline.plan import Planner
+from einsat.pipeline.report import Report
+
+
+@dataclass
+class Result:
+    """The optimized program, the report of how it was found and checked, and the input program."""
+
+    graph: Graph
+    report: Report
+    input: Graph | None = None
+    recipe: Graph | None = None  # with optimize(recipe=True): the result's new weights from the input's
+
+    def __iter__(self):  # `graph, report = einsat.optimize(g)`
+        return iter((self.graph, self.report))
+
+    def _repr_html_(self) -> str:
+        from einsat.viz.report import report_html
+        return report_html(self.report, before=self.input, after=self.graph, standalone=False)
+
+
+# split(graph, options, state) -> Result: the partitioned run of a loaded program (einsat.partition)
+Split = Callable[[Graph, Options, "phases.State"], Result]
+
+
+def run(program, example_inputs, options: Options, split: Split | None = None) -> Result:
+    """Optimize `program` with `options` (see `einsat.optimize` for both); `split`: how a
+    program above the partitioning threshold is optimized (None: as one e-graph)."""
+    if half_dtype(options.precision) is not None:
+        return _in_half(program, example_inputs, options, split)
+    state = phases.State(options, options.model(), Planner.of(options), options.progress)
+    run_budget = state.budget
+    start = time.perf_counter()
+    with MemoryWatch(_memory_bytes(options), run_budget) as watch:
+        try:
+            with run_budget.interruptible():
+                phases.load(state, program, example_inputs)
+            settings = options.partition if options.partition is not None else Partitioning()
+            if settings is not False and split is not None and len(state.graph.nodes) > settings.above:
+                result = split(state.graph, options.replace(partition=settings), state)
+            else:
+                result = None
+                with run_budget.interruptible():
+                    try:
+                        phases.reference(state)
+                        phases.profile_input(state)
+                        phases.saturate_phase(state)
+                        phases.profile_candidates(state)
+                        phases.extract_phase(state)
+                    finally:  # the verification's seconds go back to the budget, whatever happened
+                        state.planner.release("verify")
+                if run_budget.cancelled and not (run_budget.reason == "interrupted"
+                                                 and run_budget.on_interrupt is not None):  # else said
+                    phases.log.warning("%s: verifying the best program found so far", run_budget.reason)
+                phases.verify(state)
+                phases.check(state, state.extraction.graph)
+        finally:
+            state.planner.release_all()
+    if result is not None:  # partitioned: the pieces' own reports say what they did
+        result.report.memory = watch.summary()
+        return result
+    state.times["total"] = time.perf_counter() - start
+    return _result(state, watch)
+
+
+def _result(state: phases.State, watch: MemoryWatch) -> Result:
+    """The report of a single-graph run, and its result."""
+    graph, model, extraction, result = state.graph, state.model, state.extraction, state.result
+    times = state.times
+    before = model.graph_cost(graph)
+    after = model.graph_cost(result) if measure.measured(model) else extraction.cost
+    measured = state.measured
+    if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
+        measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
+                    "threads": model.machine.get("threads"),
+                    "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
+    run_budget, profiled = state.budget, state.profiled
+    report = Report(name=graph.name, model=model.name, model_label=model.label, unit=model.unit, cost_before=before,
+                    cost_after=after, ops_before=graph.op_counts(),
+                    ops_after=result.op_counts(), saturation=state.saturation,
+                    extraction=extraction.summary(), verification=state.verification, times=times,
+                    cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(result),
+                    interrupted=run_budget.cancelled, stop=run_budget.reason, memory=watch.summary(),
+                    profile={**profiled.to_dict(), "threads": model.machine.get("threads")} if profiled else None,
+                    measured=measured, kept_input=state.kept_input)
+    state.notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
+    made = None
+    if state.options.recipe and result is extraction.graph:  # the input returned (never slower) makes no weights
+        from einsat.egraph.weights import weight_recipe
+        new = {k: c for k, c in extraction.weight_classes.items() if k not in graph.weights}
+        made = weight_recipe(state.data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")
+    return Result(result, report, graph, made)
+
+
+def _in_half(program, example_inputs, options: Options, split: Split | None) -> Result:
+    """A half precision: the fp32 program converted (and the conversion verified), the half
+    program optimized, and the result checked against the fp32 input within the precision's bound."""
+    options = options.replace(budget=options.run_budget())  # one budget: the conversion counts
+    source = phases.load_program(program, example_inputs, dict(input_shapes=options.input_shapes,
+                                                               fill_weights=options.fill_weights, seed=options.seed))
+    half = convert(source, options.precision, options.half_io)
+    plain = options.replace(precision="fp32", half_io=False, input_shapes=None, fill_weights=None)
+    if half is source:  # already in half: optimized as it is
+        return run(source, example_inputs, plain, split)
+    examples = checks.examples_by_name(source, example_inputs)
+    from einsat.verify.precision import verify_conversion
+
+    conversion = verify_conversion(source, half, options.precision, inputs=examples, seed=options.seed)
+    result = run(half, checks.retyped(half, examples),
+                 plain.replace(verify=bool(options.verify), budget=options.run_budget()), split)
+    result.report.precision = conversion
+    if options.verify:  # the proof: the result against the fp32 input, within the precision's bound
+        result.report.precision = verify_conversion(source, result.graph, options.precision, inputs=examples,
+                                                    seed=options.seed)
+        result.report.verification = checks.precision_verification(result.report.precision, options.verify)
+    return result
+
+
+def _memory_bytes(options: Options) -> int | None:
+    limits = options.saturation_limits()
+    return None if limits.memory_gb is None else int(limits.memory_gb * 2**30)

@@ -1,0 +1,181 @@
+"""The budget planner (`einsat.pipeline.plan`): every phase of a run takes its seconds from one
+place, profiling and the measured choice included, and a small budget holds for all of them.
+
+The measured run here uses scripted timings (a profiler that "takes" `PER_SIG` seconds per
+signature, and a side-by-side check that takes `CHECK_S`): real onnxruntime timings on a loaded
+machine would make the seconds, not the planner, decide what the test sees."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import scipy.optimize  # noqa: F401 (the profile's fit imports it once: not a phase's seconds)
+
+import einsat
+from einsat.budget import Budget
+from einsat.cost.target import cpu_model
+from einsat.egraph import Limits
+from einsat.ir import GraphBuilder
+from einsat.pipeline import Options, Planner, measure
+from einsat.pipeline.plan import CHOICE_S, EXTRACT_S, FLOORS, PROFILE_S, SHARES
+from einsat.runtime.profiler import Comparison, ProfileRun
+
+PER_SIG = 0.15   # seconds the scripted profiler takes per signature
+CHECK_S = 0.2    # seconds the scripted side-by-side check takes
+SLACK = 0.5      # what a phase may pass its seconds by: one signature, the bookkeeping around it
+
+
+def block():
+    b = GraphBuilder("block", seed=1)
+    x = b.input("x", (32, 64))
+    h = b.relu(b.add(b.matmul(x, b.weight("w1", (64, 64))), b.matmul(x, b.weight("w2", (64, 64)))))
+    y = b.sigmoid(b.matmul(b.transpose(b.transpose(h, perm=(1, 0)), perm=(1, 0)), b.weight("w3", (64, 32))))
+    return b.build(b.mul(y, b.tanh(y)))
+
+
+def scripted_profiler(calls: list):
+    """`runtime.profiler.profile_signatures` as a script: each signature takes PER_SIG seconds
+    (a modeled figure as its time), checked against the budget before each, as the real loop
+    checks before each batch."""
+    def profile_signatures(sigs, reps=15, budget_s=None, progress=None, **kwargs):
+        start, run = time.monotonic(), ProfileRun()
+        todo = list(sigs)
+        while todo:
+            if budget_s is not None and time.monotonic() - start > budget_s:
+                run.left = todo
+                break
+            sig = todo.pop(0)
+            time.sleep(PER_SIG)
+            run.entries[sig.key] = {"us": 1.0 if len(sig.key) % 2 else 1000.0}  # fast rates: optimism pays
+        run.seconds = time.monotonic() - start
+        calls.append((budget_s, run.seconds, len(run.entries), len(run.left)))
+        return run
+    return profile_signatures
+
+
+def verdict(*args, **kwargs) -> Comparison:
+    time.sleep(CHECK_S)
+    return Comparison(1.0, 0.9, (0.9, 1.1), (0.8, 1.0), 15, 12, 0.01, (0, 0), True, "onnxruntime")
+
+
+def test_without_a_budget_every_phase_gets_its_cap():
+    p = Planner.of(Options())
+    assert [p.seconds(x) for x in ("profile", "saturate", "extract", "choose", "check", "pieces")] == \
+        [PROFILE_S, Limits().time_s, EXTRACT_S, CHOICE_S, None, None]
+    p = Planner.of(Options.of(profile_budget=7, time_limit=2, limits=Limits(time_s=3)))
+    assert (p.seconds("profile"), p.seconds("extract"), p.seconds("saturate")) == (7, 2, 3)
+    assert p.hold("verify", 10) == 0.0 and p.budget.remaining() == float("inf")
+
+
+def test_with_a_budget_a_phase_gets_its_share_of_what_is_left():
+    p = Planner.of(Options(budget=100))
+    assert p.seconds("saturate") == Limits().time_s  # the cap binds: 8 < 50
+    left = p.budget.remaining()
+    assert p.seconds("profile") == pytest.approx(SHARES["profile"] * left, abs=0.05)
+    assert p.seconds("pieces", rounds=4) == pytest.approx(SHARES["pieces"] * left / 4, abs=0.05)
+    held = p.hold("verify", 60)
+    assert held == 60 and p.seconds("extract") == pytest.approx(min(EXTRACT_S, 0.8 * (left - 60)), abs=0.05)
+    assert p.seconds("choose") == pytest.approx(SHARES["choose"] * (left - 60), abs=0.05)
+    p.release("verify")
+    assert p.budget.reserved == 0 and p.budget.remaining() > 99
+    p.budget.cancel()  # nothing left: the floors, so that a phase can still return its best
+    assert [p.seconds(x) for x in ("saturate", "extract", "pieces", "profile")] == \
+        [FLOORS["saturate"], FLOORS["extract"], FLOORS["pieces"], 0.0]
+    assert p.grants["extract"] == [pytest.approx(min(EXTRACT_S, 0.8 * (left - 60)), abs=0.05), FLOORS["extract"]]
+
+
+def test_the_measured_choice_keeps_to_its_seconds(tmp_path, monkeypatch):
+    """`measure.choose` times what the extraction chose within `seconds`; without them, its own
+    ways' 60 s (here 1.5 s) are its only bound."""
+    from einsat.ir import Op, TensorType
+    from einsat.ir.signature import signature_of
+    calls = []
+    monkeypatch.setattr(measure, "profile_signatures", scripted_profiler(calls))
+    monkeypatch.setattr(measure, "PROFILE_REPS", 1)
+    pool = iter([signature_of(Op.RELU, {}, [TensorType((k, 8))]) for k in range(1, 1000)])
+
+    class Chosen:  # each extraction chooses 4 ops the profile has not seen yet
+        graph = None
+
+        def __init__(self):
+            self.sigs = [next(pool) for _ in range(4)]
+
+    monkeypatch.setattr(measure, "signatures_of_graph", lambda graph: extracted[-1].sigs)
+    extracted = []
+
+    def extract():
+        extracted.append(Chosen())
+        return extracted[-1]
+
+    def choose(seconds):
+        model = cpu_model(path=tmp_path / f"{seconds}.json")
+        summary = measure.ProfileSummary("onnxruntime", model.path, 40, 0, 0, 0, 40, 0.0, 0.0, 0.0)
+        t0 = time.monotonic()
+        _, after = measure.choose(model, extract, summary, budget_s=1.5, seconds=seconds)
+        return time.monotonic() - t0, after
+
+    bounded, summary = choose(0.4)
+    assert 0 < summary.chosen and bounded <= 0.4 + PER_SIG + SLACK
+    free, summary = choose(None)
+    assert free >= 1.5 > bounded + PER_SIG  # each way's own 1.5 s: the bound above was the phase's
+
+
+def test_a_measured_run_keeps_every_phase_inside_a_small_budget(tmp_path, monkeypatch):
+    """cost="cpu" with a 5 s budget: load, the reference runs, profiling (the input's ops, then
+    the candidates', at most `profile_budget`), saturation, extraction, the measured choice,
+    verification and the check each take at most what the planner gave them, and the run its
+    budget."""
+    budget_s = 5.0
+    calls, planners = [], []
+    monkeypatch.setattr(measure, "profile_signatures", scripted_profiler(calls))
+    monkeypatch.setattr(measure, "check_measured", verdict)
+    real_of = Planner.of.__func__
+    monkeypatch.setattr(Planner, "of", classmethod(lambda cls, *a, **k: planners.append(real_of(cls, *a, **k))
+                                                   or planners[-1]))
+    model = cpu_model(path=tmp_path / "p.json")
+    t0 = time.perf_counter()
+    result = einsat.optimize(block(), cost=model, budget=budget_s, limits=Limits(nodes=3000, iterations=3),
+                             profile_budget=1.2, partition=False)
+    wall = time.perf_counter() - t0
+    r, (plan,) = result.report, planners
+    took, granted = plan.took, plan.granted
+    assert set(took) >= {"load", "reference", "profile", "saturate", "extract", "choose", "verify", "check"}
+    # profiling left signatures to the roofline, and the measured choice timed some of them
+    assert r.profile["left"] > 0 or r.profile["chosen"] > 0, (calls, r.profile)
+    assert took["choose"] > 0 and r.profile["chosen"] > 0, (calls, r.profile, took, granted)
+    for phase in ("profile", "choose"):
+        assert took[phase] <= granted[phase] + SLACK, (phase, took[phase], granted[phase])
+    # saturation stops between its phases (egglog cannot be interrupted inside one): past its
+    # seconds by one phase at most, the set-up and export besides
+    longest = max(p["time_s"] for p in r.saturation.phases)
+    assert took["saturate"] <= granted["saturate"] + longest + SLACK, (took["saturate"], granted["saturate"], longest)
+    assert took["extract"] <= sum(plan.grants["extract"]) + SLACK
+    assert all(b is not None and b <= granted["profile"] + 1e-9 for b, *_ in calls[:2])  # input, candidates
+    assert took["check"] >= CHECK_S and "measure" in r.times  # the check ran, within what was left
+    assert r.times["total"] <= budget_s + longest + SLACK and wall <= budget_s + longest + 2 * SLACK
+    assert plan.budget.reserved == 0 and r.verified
+    # the same run without a budget: the phases get their caps, and the scripted profiler times everything
+    calls.clear()
+    planners.clear()
+    free = einsat.optimize(block(), cost=cpu_model(path=tmp_path / "q.json"), limits=Limits(nodes=3000, iterations=3),
+                           partition=False)
+    assert planners[0].granted["profile"] == PROFILE_S and planners[0].granted["check"] is None
+    assert free.report.profile["left"] == 0 and free.report.profile["chosen"] == 0 == planners[0].took["choose"]
+
+
+def test_a_cli_run_holds_the_writing_back_and_writes_within_its_budget(tmp_path, monkeypatch):
+    from einsat.cli import main
+    from tests.cli.test_optimize import small_model
+    planners = []
+    real_init = Planner.__init__
+
+    def recording(self, *a, **k):
+        real_init(self, *a, **k)
+        planners.append(self)
+    monkeypatch.setattr(Planner, "__init__", recording)
+    small_model(tmp_path / "m.onnx")
+    assert main(["optimize", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "-q", "--budget", "30"]) == 0
+    command = planners[0]  # the command's own: reading and writing; the run's is the next one
+    assert "write" in command.took and command.budget.reserved == 0 and command.held == {}
+    assert isinstance(command.budget, Budget) and command.budget.seconds == 30

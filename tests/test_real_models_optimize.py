@@ -21,7 +21,7 @@ from einsat.errors import VerificationError
 from einsat.testing.plant import perturb
 from tests.ir.test_models import assert_fp32_close, ort_run
 
-optimize_module = importlib.import_module("einsat.optimize")
+optimize_module = importlib.import_module("einsat.pipeline.verification")  # the verify phase's check
 BUDGET = 20.0  # seconds per run: the search stops early, the checks are the point here
 FAMILIES = ["zoo_squeezenet", "hf_resnet50", "hf_distilbert", "hf_vit_b16"]
 

@@ -25,6 +25,7 @@ CXX = shutil.which(os.environ.get("CXX", "g++"))
 CONSTANTS = {
     (cudnn, "DATA_FLOAT"): "CUDNN_DATA_FLOAT", (cudnn, "DATA_DOUBLE"): "CUDNN_DATA_DOUBLE",
     (cudnn, "DATA_HALF"): "CUDNN_DATA_HALF", (cudnn, "TENSOR_NCHW"): "CUDNN_TENSOR_NCHW",
+    (cudnn, "DATA_BFLOAT16"): "CUDNN_DATA_BFLOAT16",
     (cudnn, "CROSS_CORRELATION"): "CUDNN_CROSS_CORRELATION", (cudnn, "MATH_DEFAULT"): "CUDNN_DEFAULT_MATH",
     (cudnn, "MATH_TENSOR_OP"): "CUDNN_TENSOR_OP_MATH", (cudnn, "MATH_FMA"): "CUDNN_FMA_MATH",
     (cudnn, "FWD_ALGOS"): "CUDNN_CONVOLUTION_FWD_ALGO_COUNT",

@@ -42,6 +42,8 @@ NOT_COMPUTING = SOURCES | _with(lambda d: d.layout_only)
 LINEAR_POINTWISE = _with(lambda d: d.multilinear and (d.elementwise or d.aliases))
 # ops computing the same function at every spatial position: the flagged ones and the point-wise
 PER_POSITION = _with(lambda d: d.per_position) | LINEAR_POINTWISE
+# ops whose applications to inputs of one shape PET stacks into one
+STACKS = _with(lambda d: d.stacks)
 # the convolutions (cuDNN's): `tensor_core == "conv"`
 CONVOLUTIONS = _with(lambda d: d.tensor_core == "conv")
 # fused op -> its core op

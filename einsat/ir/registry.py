@@ -290,6 +290,10 @@ class OpDef:
     # on an [N, C, *spatial] input it computes the same function at every spatial position (with
     # unit strides): PET's layout mutations move its spatial dims (`rewrites.mutate.grammar`)
     per_position: ClassVar[bool] = False
+    # applied to first inputs stacked along axis 0 (the other inputs shared), it gives their
+    # outputs stacked along axis 0: PET groups independent applications over inputs of one shape
+    # into one (`rewrites.mutate.subprograms`)
+    stacks: ClassVar[bool] = False
     # inputs a one-node onnxruntime model holds as initializers (the weights it pre-packs, and
     # lays out for its blocked convolutions, only when constant; `runtime.profiler`)
     packed_inputs: ClassVar[tuple[int, ...]] = ()

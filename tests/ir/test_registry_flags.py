@@ -38,6 +38,7 @@ and the facts other layers read (each replaced a table of op names; `einsat.ir.g
   onnxruntime (where its CPU build blocks a convolution) a blocked op alone runs between reorders,
   a carried op after a blocked convolution before the one reorder out;
 - per_position: the op takes [N, C, *spatial] inputs and keeps N and the spatial sizes at unit strides;
+- stacks: the op on first inputs stacked along axis 0 gives their outputs stacked along axis 0;
 - packed_inputs: tensor-core ops' weight slots.
 """
 
@@ -59,7 +60,7 @@ NOT_FLAGS = {"op", "attrs", "arity", "onnx_type", "doc"}
 FLAGS = ("multilinear", "elementwise", "layout_only", "view", "foldable", "repeats_input", "tensor_core", "bodies",
          "commutative", "dtype_of_first", "shape_of_first", "permutes", "reshapes", "aliases", "ufunc", "bool_ufunc",
          "reduces", "fused_core", "parameter_inputs", "exact_in_half", "layout_commutes", "matched", "derivable",
-         "eop_fusable", "chain_fusable", "comparison", "correction", "nchwc", "per_position", "packed_inputs")
+         "eop_fusable", "chain_fusable", "comparison", "correction", "nchwc", "per_position", "stacks", "packed_inputs")
 NO_CASES = {Op.OPAQUE}  # a black box: it promises nothing
 EXAMPLES = 12
 CASE_OPS = sorted((op for op in REGISTRY if op not in NO_CASES), key=lambda op: op.value)
@@ -269,7 +270,7 @@ def test_fact_types():
     for op, d in REGISTRY.items():
         for flag in ("commutative", "dtype_of_first", "shape_of_first", "permutes", "reshapes", "aliases",
                      "exact_in_half", "layout_commutes", "derivable", "eop_fusable", "chain_fusable", "comparison",
-                     "correction", "per_position"):
+                     "correction", "per_position", "stacks"):
             assert isinstance(getattr(d, flag), bool), f"{op.value}.{flag} must be a bool"
         for flag in ("reduces", "fused_core"):
             assert getattr(d, flag) is None or getattr(d, flag) in REGISTRY, f"{op.value}.{flag} names no op"
@@ -558,3 +559,19 @@ def test_nchwc_ops_run_in_onnxruntimes_blocked_layout(op):
     else:
         nodes = _ort_nodes(_image_graph(op, after_conv=True))
         assert nodes.count("ReorderOutput") == 1 and nodes[-1] == "ReorderOutput", nodes
+
+
+@pytest.mark.parametrize("op", ops_with("stacks"), ids=lambda o: o.value)
+def test_stacking_ops_stack_their_outputs(op):
+    rng = np.random.default_rng(0)
+    checked = 0
+    for case in cases(op):
+        node, args = call(case)
+        if args[0].ndim < 2:
+            continue  # a vector's one axis is the one contracted
+        other = redraw(rng, args[0])
+        (a,), (b,) = apply(node, args), apply(node, [other, *args[1:]])
+        (both,) = apply(node, [np.concatenate([args[0], other]), *args[1:]])
+        np.testing.assert_allclose(both, np.concatenate([a, b]), rtol=1e-5, atol=1e-5, err_msg=f"{case}")
+        checked += 1
+    assert checked, f"no {op.value} case with a first input of rank 2 or more"

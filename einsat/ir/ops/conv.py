@@ -138,6 +138,7 @@ CONV_ATTRS = {
 @register
 class Conv(OpDef):
     op = Op.CONV
+    stacks = True
     per_position = True
     matched = 3
     derivable = True

@@ -54,6 +54,7 @@ def matmul_expression(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ..
 @register
 class MatMul(OpDef):
     op = Op.MATMUL
+    stacks = True
     ufunc = np.matmul
     matched = 0
     tensor_core = "gemm"

@@ -63,6 +63,7 @@ MAX_OPS = 16
 MAX_TERMS = 400
 MAX_CHAINS = 512
 MAX_SHARED = 2  # further outputs of one fused chain (values also read outside it)
+MAX_WALK = 20000  # source values `_feeds_back` visits before it gives up (and refuses)
 
 
 def _expression(node: ENode, data: EGraphData, out: TensorType | None) -> Expr | None:
@@ -122,7 +123,6 @@ class Program:
                 if cls.name is None:
                     continue
                 self.producer[cid] = next((n for n in cls.nodes if n.op in FUSABLE), cls.nodes[0])
-                self.order[cid] = cid
                 for n in cls.nodes:
                     for c in n.children:
                         if c != ABSENT:
@@ -214,15 +214,17 @@ def _feeds_back(extra: list[tuple[int, Expr]], children: list[int], program: Pro
     eop would then read a value computed from its own output: a cycle). Walks up from the inputs
     through the source's producers, no further back than the further outputs' positions."""
     targets = {ec for ec, _ in extra}
-    floor = min(program.order.get(ec, -1) for ec in targets)
+    floor = min(program.order.get(ec, -1) for ec in targets)  # -1: no source order, no pruning
     stack, seen = list(children), set()
     while stack:
         c = stack.pop()
         if c in targets:
             return True
-        if c in seen or program.order.get(c, -1) < floor:
+        if c in seen or -1 < program.order.get(c, -1) < floor:
             continue
         seen.add(c)
+        if len(seen) > MAX_WALK:
+            return True  # not shown acyclic within the bound: no eop_multi
         node = program.producer.get(c)
         if node is not None:
             stack.extend(k for k in node.children if k != ABSENT)

@@ -46,6 +46,7 @@ import numpy as np
 
 from einsat.cost.profile_db import ProfileDB
 from einsat.ir.graph import Graph
+from einsat.ir.groups import MATMULS, PACKED_INPUTS
 from einsat.ir.registry import Op
 from einsat.ir.signature import Signature
 from einsat.ir.types import TensorType
@@ -163,19 +164,15 @@ def ort_runner(graph: Graph, seed: int = 0, threads: int = THREADS) -> Runner:
     return wall_runner(lambda: session.run(None, feeds))
 
 
-# inputs a one-node model holds as initializers: the weights of convolutions and of 2-D GEMMs,
-# which onnxruntime pre-packs (and lays out for its blocked NCHWc convolutions) only when constant
-WEIGHT_INPUTS = {Op.CONV: (1, 2), Op.FUSED_CONV: (1, 2), Op.CONV_TRANSPOSE: (1, 2), Op.GEMM: (1, 2)}
-GEMM_OPS = (Op.MATMUL, Op.FUSED_MATMUL)
-
-
 def weight_positions(sig: Signature) -> tuple[int, ...]:
-    """The input positions of `sig` a program most likely feeds from weights (see WEIGHT_INPUTS;
-    a matmul's second operand when it is 2-D, with a fused matmul's bias). Signatures do not
+    """The input positions of `sig` a program most likely feeds from weights: the inputs the
+    registry marks `packed_inputs` (a convolution's or a GEMM's weights, which onnxruntime
+    pre-packs, and lays out for its blocked NCHWc convolutions, only when they are initializers),
+    and a matmul's second operand when it is 2-D, with a fused matmul's bias. Signatures do not
     record which inputs are constant; these are what CNNs and transformers' projections have."""
-    if sig.op in WEIGHT_INPUTS:
-        return WEIGHT_INPUTS[sig.op]
-    if sig.op in GEMM_OPS and len(sig.inputs) > 1 and sig.inputs[1] is not None and sig.inputs[1].rank == 2:
+    if sig.op in PACKED_INPUTS:
+        return PACKED_INPUTS[sig.op]
+    if sig.op in MATMULS and len(sig.inputs) > 1 and sig.inputs[1] is not None and sig.inputs[1].rank == 2:
         return (1, 2)
     return ()
 

@@ -107,8 +107,17 @@ def test_conv_relu_is_fused_on_resnet_blocks():
 
 
 def test_same_input_same_program_twice(workloads):
+    """The same program when work ends each phase (#27: a time limit may only stop a run early,
+    and then the program may depend on the load: the default 8 s / 5 s limits did, under
+    `make test` with every core busy). The time limits here are far off, and the reports say
+    work stopped both runs."""
+    from einsat.egraph.session import Limits
+
     g = workloads.build("bert_tensat", seq=8, hidden=32, heads=2, layers=1)
-    a, b = optimize(g).graph, optimize(g).graph
+    runs = [optimize(g, limits=Limits(time_s=300), time_limit=120) for _ in range(2)]
+    for r in runs:
+        assert "time" not in r.report.saturation.stop_reason and "time limit" not in r.report.extraction.status
+    a, b = (r.graph for r in runs)
     assert canonical(a) == canonical(b)
     assert [n.outputs for n in a.nodes] == [n.outputs for n in b.nodes]
     assert set(a.weights) == set(b.weights)

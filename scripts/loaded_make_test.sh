@@ -7,14 +7,15 @@
 # COMMIT (default HEAD of this checkout) is cloned fresh under /tmp; one busy process per core
 # (`python -c 'while True: pass'`) runs for the whole time; `make test` runs RUNS times (default 3) in
 # the clone; each run's log and a summary.md (commit, date, machine, load, pass/fail counts, wall
-# times, the failing tests) go to benchmarks/results/loaded_make_test/ of this checkout (OUT_DIR
-# overrides). The busy processes are killed on exit, however the script ends.
+# times, the failing tests; rewritten after each run) go to benchmarks/results/loaded_make_test/
+# of this checkout (OUT_DIR overrides). The busy processes are killed on exit, however the script ends.
 #
 # The clone's .venv and .torch-venv start as hard-linked copies of this checkout's (the clone is
 # fresh, the 1.9 GB of wheels need not be), then `pip install -e` runs in the clone exactly as the
 # Makefile's venv recipe does (so the editable einsat is the clone's and a changed pyproject.toml is
-# honoured) and make's stamps are touched, so that `make test` itself runs only the tests. Setting
-# FRESH_VENV=1 lets make build the venvs from scratch instead.
+# honoured), the copies' scripts are pointed at the clone's venv (their shebangs named the
+# checkout's: Jupyter's kernel then ran there), and make's stamps are touched, so that `make test`
+# itself runs only the tests. Setting FRESH_VENV=1 lets make build the venvs from scratch instead.
 set -uo pipefail
 
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,7 +40,12 @@ git clone -q --no-checkout "$SRC" "$CLONE" && git -C "$CLONE" checkout -q "$COMM
 
 if [ "${FRESH_VENV:-0}" != 1 ]; then
   for v in .venv .torch-venv; do
-    if [ -d "$SRC/$v" ]; then cp -al "$SRC/$v" "$CLONE/$v" || cp -a "$SRC/$v" "$CLONE/$v"; fi
+    if [ -d "$SRC/$v" ]; then
+      cp -al "$SRC/$v" "$CLONE/$v" || cp -a "$SRC/$v" "$CLONE/$v"
+      # a venv names its own path in its scripts (shebangs, activate): point them at the clone's
+      # (sed -i writes a new file, so the hard-linked originals stay as they are)
+      grep -rlI --null "$SRC/$v" "$CLONE/$v/bin" 2>/dev/null | xargs -0 -r sed -i "s#$SRC/$v#$CLONE/$v#g"
+    fi
   done
   (cd "$CLONE" && .venv/bin/python -m pip install -q -c constraints.txt -e '.[test,notebooks,bench,dev]') \
     > "$OUT_DIR/setup.log" 2>&1 || { echo "venv set-up failed, see $OUT_DIR/setup.log"; exit 1; }
@@ -55,6 +61,41 @@ for _ in $(seq "$NCORES"); do
 done
 echo "busy processes: ${BUSY_PIDS[*]}"
 
+summary() {
+  {
+    echo "# \`make test\` under load (scripts/loaded_make_test.sh)"
+    echo
+    echo "- commit: \`$COMMIT\` ($(git -C "$SRC" log -1 --format=%s "$COMMIT" | cut -c1-100)...)"
+    echo "- date (UTC): started $STARTED, this summary $(date -u +%Y-%m-%dT%H:%MZ) ($DONE of $RUNS runs done)"
+    echo "- machine: $(uname -srm), $NCORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(free -g | awk '/Mem:/ {print $2}') GiB"
+    echo "- load: $NCORES busy processes (\`$PY -c 'while True: pass'\`, one per core) for the whole time, on a machine shared with other work; load average before -> after each run below"
+    echo "- clone: $CLONE; venvs hard-linked from the checkout, then \`pip install -e\` in the clone"
+    echo
+    echo "| run | result | wall (s) | load average (1/5/15 min) |"
+    echo "|---|---|---|---|"
+    for i in $(seq "$DONE"); do
+      echo "| $i | ${RESULTS[$i]} | ${WALLS[$i]} | ${LOADS[$i]} |"
+    done
+    echo
+    echo "## Failing tests"
+    echo
+    any=0
+    for i in $(seq "$DONE"); do
+      fails="$(grep -E '^(FAILED|ERROR) ' "$OUT_DIR/run$i.log")"
+      if [ -n "$fails" ]; then
+        any=1
+        echo "run $i:"
+        echo
+        echo "$fails" | sed 's/^/    /'
+        echo
+      fi
+    done
+    [ "$any" = 0 ] && echo "none"
+  } > "$OUT_DIR/summary.md"
+}
+
+STARTED="$(date -u +%Y-%m-%dT%H:%MZ)"
+DONE=0
 declare -a WALLS RESULTS LOADS
 for i in $(seq "$RUNS"); do
   log="$OUT_DIR/run$i.log"
@@ -69,36 +110,9 @@ for i in $(seq "$RUNS"); do
   tail_line="$(grep -E '^(=+ )?[0-9]+ (passed|failed)|(passed|failed|error).* in [0-9.]+s' "$log" | tail -1)"
   RESULTS[$i]="rc=$rc; ${tail_line:-no pytest summary line}"
   echo "run $i: ${RESULTS[$i]} (${WALLS[$i]} s)"
+  DONE=$i
+  summary  # after each run: a run cut short keeps what the finished ones said
 done
 
-{
-  echo "# \`make test\` under load (scripts/loaded_make_test.sh)"
-  echo
-  echo "- commit: \`$COMMIT\` ($(git -C "$SRC" log -1 --format=%s "$COMMIT" | cut -c1-100)...)"
-  echo "- date (UTC): $(date -u +%Y-%m-%dT%H:%MZ) (finished)"
-  echo "- machine: $(uname -srm), $NCORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), $(free -g | awk '/Mem:/ {print $2}') GiB"
-  echo "- load: $NCORES busy processes (\`$PY -c 'while True: pass'\`, one per core) for the whole time, on a machine shared with other work; load average before -> after each run below"
-  echo "- clone: $CLONE; venvs hard-linked from the checkout, then \`pip install -e\` in the clone"
-  echo
-  echo "| run | result | wall (s) | load average (1/5/15 min) |"
-  echo "|---|---|---|---|"
-  for i in $(seq "$RUNS"); do
-    echo "| $i | ${RESULTS[$i]} | ${WALLS[$i]} | ${LOADS[$i]} |"
-  done
-  echo
-  echo "## Failing tests"
-  echo
-  any=0
-  for i in $(seq "$RUNS"); do
-    fails="$(grep -E '^(FAILED|ERROR) ' "$OUT_DIR/run$i.log")"
-    if [ -n "$fails" ]; then
-      any=1
-      echo "run $i:"
-      echo
-      echo "$fails" | sed 's/^/    /'
-      echo
-    fi
-  done
-  [ "$any" = 0 ] && echo "none"
-} > "$OUT_DIR/summary.md"
+
 echo "summary: $OUT_DIR/summary.md"

@@ -9,7 +9,7 @@
 limits) -> export -> extraction (ILP or greedy, started from the input's own program, so the
 modeled cost never goes up) -> numeric verification against the input, which always runs: a
 mismatch raises `VerificationError`, never returns a wrong program); `run` is the same with
-`Options` already made (the command line's way in). A program above the partitioning threshold
+`Options` already made. A program above the partitioning threshold
 goes to `einsat.partition`, which calls the pipeline for each piece.
 
 A run can have a time budget for the whole of it (`budget=`: seconds, or an `einsat.budget.Budget`
@@ -130,7 +130,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
 
 
 def run(program, example_inputs, options: Options) -> Result:
-    """`optimize` with its `Options` made (the command line's way in): the pipeline, with
+    """`optimize` with its `Options` already made: the pipeline (`einsat.pipeline.run`), with
     `einsat.partition` for a program above the partitioning threshold."""
     from einsat.partition.driver import optimize_partitioned
 

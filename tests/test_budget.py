@@ -82,7 +82,12 @@ def test_an_interrupted_optimize_returns_the_best_program_verified(monkeypatch):
 
 def test_a_whole_run_budget_bounds_saturation_and_extraction():
     result = einsat.optimize(block(), budget=1.0)
-    assert result.report.saturation.seconds <= 0.5 + 1.0  # its share, passed by one phase at most
+    # no phase starts once saturation's share (0.5 s) is spent: the phases before the last one ran
+    # within it. (Its wall seconds also hold the session's set-up, which took 2-3 s under a loaded
+    # make test, #27 item 5: the clock says how busy the machine was, not what the budget did.)
+    sat = result.report.saturation
+    assert sum(p["time_s"] for p in sat.phases[:-1]) <= 0.5
+    assert sat.stop_reason in ("time limit", "saturated", "iteration limit"), sat.stop_reason
     assert result.report.verified
 
 

@@ -23,7 +23,8 @@ reading took). The phases before it see them as spent until `release`.
 
 Without a budget every phase gets its cap (None: unbounded), exactly as before the planner:
 a run with no budget is shaped by work limits, never by the clock of another phase.
-`granted` keeps what each phase was given (`grants`: every grant, in order), `took` what it
+`granted` keeps what each phase was given (`grants`: every grant; `log`: each with what was
+left then, in order), `took` what it
 took by the planner's phase names (the measured choice's profiling apart, as "choose"; the
 check as "check"), and `times` the same seconds under the report's names (the choice's timing
 counted as "profile", its extractions as "extract", the check as "measure").
@@ -55,6 +56,7 @@ class Planner:
         self.grants: dict[str, list[float | None]] = {}
         self.times: dict[str, float] = {}
         self.took: dict[str, float] = {}
+        self.log: list[tuple[str, float | None, float | None]] = []  # (phase, seconds given, seconds left then)
         self.held: dict[str, float] = {}
 
     @classmethod
@@ -76,12 +78,14 @@ class Planner:
         """The seconds `phase` may take, starting now: its share of what is left (divided among
         `rounds` that run one after the other), capped and floored; its cap without a deadline."""
         cap = self.caps.get(phase)
-        if self.bounded:
-            share = SHARES[phase] * max(0.0, self.budget.remaining()) / max(1, rounds)
+        left = self.budget.remaining() if self.bounded else None
+        if left is not None:
+            share = SHARES[phase] * max(0.0, left) / max(1, rounds)
             share = max(FLOORS.get(phase, 0.0), share)
             cap = share if cap is None else min(cap, share)
         self.granted[phase] = cap
         self.grants.setdefault(phase, []).append(cap)
+        self.log.append((phase, cap, left))
         return cap
 
     def hold(self, phase: str, seconds: float) -> float:

@@ -7,10 +7,10 @@ machine would make the seconds, not the planner, decide what the test sees."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
-import scipy.optimize  # noqa: F401 (the profile's fit imports it once: not a phase's seconds)
 
 import einsat
 from einsat.budget import Budget
@@ -23,7 +23,6 @@ from einsat.runtime.profiler import Comparison, ProfileRun
 
 PER_SIG = 0.15   # seconds the scripted profiler takes per signature
 CHECK_S = 0.2    # seconds the scripted side-by-side check takes
-SLACK = 0.5      # what a phase may pass its seconds by: one signature, the bookkeeping around it
 
 
 def block():
@@ -34,11 +33,25 @@ def block():
     return b.build(b.mul(y, b.tanh(y)))
 
 
+CALLERS = {"profile_input": "profile", "profile_candidates": "profile", "choose": "choose", "check": "check"}
+
+
+def caller() -> str | None:
+    """The planner's phase whose code called the profiler (the nearest on the stack)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name in CALLERS:
+            return CALLERS[frame.f_code.co_name]
+        frame = frame.f_back
+    return None
+
+
 def scripted_profiler(calls: list):
     """`runtime.profiler.profile_signatures` as a script: each signature takes PER_SIG seconds
     (a modeled figure as its time), checked against the budget before each, as the real loop
-    checks before each batch."""
+    checks before each batch. `calls` gets (phase, budget_s, seconds, timed, left) per call."""
     def profile_signatures(sigs, reps=15, budget_s=None, progress=None, **kwargs):
+        phase = caller()
         start, run = time.monotonic(), ProfileRun()
         todo = list(sigs)
         while todo:
@@ -49,7 +62,7 @@ def scripted_profiler(calls: list):
             time.sleep(PER_SIG)
             run.entries[sig.key] = {"us": 1.0 if len(sig.key) % 2 else 1000.0}  # fast rates: optimism pays
         run.seconds = time.monotonic() - start
-        calls.append((budget_s, run.seconds, len(run.entries), len(run.left)))
+        calls.append((phase, budget_s, run.seconds, len(run.entries), len(run.left)))
         return run
     return profile_signatures
 
@@ -108,24 +121,26 @@ def test_the_measured_choice_keeps_to_its_seconds(tmp_path, monkeypatch):
         extracted.append(Chosen())
         return extracted[-1]
 
-    def choose(seconds):
+    def choose(seconds):  # the seconds its timing took (the scripted profiler's), and its summary
         model = cpu_model(path=tmp_path / f"{seconds}.json")
         summary = measure.ProfileSummary("onnxruntime", model.path, 40, 0, 0, 0, 40, 0.0, 0.0, 0.0)
-        t0 = time.monotonic()
+        calls.clear()
         _, after = measure.choose(model, extract, summary, budget_s=1.5, seconds=seconds)
-        return time.monotonic() - t0, after
+        return sum(c[2] for c in calls), after
 
     bounded, summary = choose(0.4)
-    assert 0 < summary.chosen and bounded <= 0.4 + PER_SIG + SLACK
+    assert 0 < summary.chosen and bounded <= 0.4 + PER_SIG + 0.1
     free, summary = choose(None)
     assert free >= 1.5 > bounded + PER_SIG  # each way's own 1.5 s: the bound above was the phase's
 
 
 def test_a_measured_run_keeps_every_phase_inside_a_small_budget(tmp_path, monkeypatch):
-    """cost="cpu" with a 5 s budget: load, the reference runs, profiling (the input's ops, then
-    the candidates', at most `profile_budget`), saturation, extraction, the measured choice,
-    verification and the check each take at most what the planner gave them, and the run its
-    budget."""
+    """cost="cpu" with a 5 s budget: profiling (the input's ops, then the candidates', at most
+    `profile_budget`), saturation, extraction, the measured choice and the check each get a share
+    of what is left when they start, never more, and keep to it: the scripted timings by the
+    seconds they took, saturation by its phases (egglog's set-up and one phase cannot be cut,
+    and on a loaded machine the set-up alone took seconds: the clock would say how busy the
+    machine was, not what the planner did)."""
     budget_s = 5.0
     calls, planners = [], []
     monkeypatch.setattr(measure, "profile_signatures", scripted_profiler(calls))
@@ -134,27 +149,26 @@ def test_a_measured_run_keeps_every_phase_inside_a_small_budget(tmp_path, monkey
     monkeypatch.setattr(Planner, "of", classmethod(lambda cls, *a, **k: planners.append(real_of(cls, *a, **k))
                                                    or planners[-1]))
     model = cpu_model(path=tmp_path / "p.json")
-    t0 = time.perf_counter()
     result = einsat.optimize(block(), cost=model, budget=budget_s, limits=Limits(nodes=3000, iterations=3),
                              profile_budget=1.2, partition=False)
-    wall = time.perf_counter() - t0
     r, (plan,) = result.report, planners
     took, granted = plan.took, plan.granted
     assert set(took) >= {"load", "reference", "profile", "saturate", "extract", "choose", "verify", "check"}
+    assert [phase for phase, *_ in plan.log if phase != "extract"] == ["profile", "saturate", "choose", "check"]
+    # each phase was given a share of what was left then (what later phases need held back), never more
+    for phase, given, left in plan.log:
+        assert given <= max(left, 0.0) * SHARES[phase] + FLOORS.get(phase, 0.0) + 1e-9, (phase, given, left)
+    assert granted["profile"] <= 1.2 and plan.held == {} and plan.budget.reserved == 0
     # profiling left signatures to the roofline, and the measured choice timed some of them
-    assert r.profile["left"] > 0 or r.profile["chosen"] > 0, (calls, r.profile)
-    assert took["choose"] > 0 and r.profile["chosen"] > 0, (calls, r.profile, took, granted)
-    for phase in ("profile", "choose"):
-        assert took[phase] <= granted[phase] + SLACK, (phase, took[phase], granted[phase])
-    # saturation stops between its phases (egglog cannot be interrupted inside one): past its
-    # seconds by one phase at most, the set-up and export besides
-    longest = max(p["time_s"] for p in r.saturation.phases)
-    assert took["saturate"] <= granted["saturate"] + longest + SLACK, (took["saturate"], granted["saturate"], longest)
-    assert took["extract"] <= sum(plan.grants["extract"]) + SLACK
-    assert all(b is not None and b <= granted["profile"] + 1e-9 for b, *_ in calls[:2])  # input, candidates
-    assert took["check"] >= CHECK_S and "measure" in r.times  # the check ran, within what was left
-    assert r.times["total"] <= budget_s + longest + SLACK and wall <= budget_s + longest + 2 * SLACK
-    assert plan.budget.reserved == 0 and r.verified
+    assert r.profile["left"] > 0 and r.profile["chosen"] > 0, (calls, r.profile)
+    for phase in ("profile", "choose", "check"):  # the scripted timings: what each phase's profiling took
+        spent = sum(seconds for p, _, seconds, *_ in calls if p == phase)
+        assert spent <= (granted[phase] or 0.0) + PER_SIG + 0.1, (phase, spent, granted[phase], calls)
+    assert all(b is not None and b <= granted["profile"] + 1e-9 for p, b, *_ in calls if p == "profile")
+    assert took["choose"] > 0 and took["check"] >= CHECK_S and "measure" in r.times  # the check ran
+    # saturation starts no phase once its share is spent: all but the last ran within it
+    assert sum(p["time_s"] for p in r.saturation.phases[:-1]) <= granted["saturate"]
+    assert all(0 < g <= EXTRACT_S for g in plan.grants["extract"]) and r.verified
     # the same run without a budget: the phases get their caps, and the scripted profiler times everything
     calls.clear()
     planners.clear()

@@ -36,6 +36,7 @@ from einsat.errors import EinsatError
 from einsat.gpu.profiler import program_runner, stale
 from einsat.ir.graph import Graph
 from einsat.ir.signature import Signature, signatures_of_graph
+from einsat.ir.types import is_float
 from einsat.runtime import random_inputs
 from einsat.runtime.profiler import Comparison, Runner, compare_programs
 
@@ -95,7 +96,7 @@ def rel_error(got: np.ndarray, want: np.ndarray) -> float:
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
         return float("inf")
-    if not np.issubdtype(want.dtype, np.floating):
+    if not is_float(want.dtype):
         return 0.0 if np.array_equal(got, want) else float("inf")
     want64 = want.astype(np.float64)
     diff = np.abs(got.astype(np.float64) - want64)

@@ -83,3 +83,12 @@ def test_placeholder_bf16_weights_get_random_values():
     filled = einsat.load_onnx(fill_random_weights(model, seed=0))
     values = np.asarray(filled.weights["w"]).astype(np.float32)
     assert filled.weights["w"].dtype == BF16 and np.unique(values).size > 4
+
+
+def test_the_gpu_check_compares_bf16_outputs_within_a_tolerance():
+    """gpu.check.rel_error: bf16 outputs were compared for equality, as integers are, so a
+    bf16 program one rounding off its reference 'differed' (an infinite error)."""
+    from einsat.gpu.check import rel_error
+    want = np.array([1.0, 2.0, 4.0], BF16)
+    got = np.array([1.0, 2.0, 4.03125], BF16)  # one bf16 ulp off at 4
+    assert rel_error(got, want) == 0.03125 / 4

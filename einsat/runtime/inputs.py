@@ -27,8 +27,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from einsat.ir.graph import Graph
+from einsat.ir.groups import PERMUTES
 from einsat.ir.ops.views import spec_shapes
-from einsat.ir.registry import Op
+from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
 INT_HIGH = 5
@@ -55,9 +56,10 @@ def index_bounds(graph: Graph) -> dict[str, int]:
     return bounds
 
 
-# ops that pass a mask's values through unchanged (a cast to float keeps 0 and 1)
-_MASK_VIEWS = frozenset({Op.CAST, Op.UNSQUEEZE, Op.SQUEEZE, Op.RESHAPE, Op.FLATTEN, Op.EXPAND, Op.TRANSPOSE,
-                         Op.IDENTITY})
+def _keeps_mask(op: Op) -> bool:
+    """Whether `op` passes a mask's values through unchanged: it moves or repeats elements (the
+    registry's permutes and repeats_input facts), or casts them (a cast to float keeps 0 and 1)."""
+    return op in PERMUTES or opdef(op).repeats_input or op is Op.CAST
 
 
 def mask_inputs(graph: Graph) -> set[str]:
@@ -75,7 +77,7 @@ def mask_inputs(graph: Graph) -> set[str]:
                 continue
             seen.add(value)
             for node in uses.get(value, ()):
-                if node.op in _MASK_VIEWS:
+                if _keeps_mask(node.op):
                     stack.append(node.outputs[0])
                 elif node.op is Op.SUB and node.inputs[1] == value and _is_one(graph, node.inputs[0]):
                     found.add(name)

@@ -35,7 +35,6 @@ PENDING: dict[str, dict[str, str]] = {
         "PER_POSITION": "groups.PER_POSITION (flag per_position, and the linear point-wise ops)",
         "ELEMENTWISE": "groups.LINEAR_POINTWISE (multilinear and element-wise, or an alias)"},
     "einsat/rewrites/mutate/subprograms.py": {"GROUPED": "groups.STACKS (flag stacks)"},
-    "einsat/runtime/inputs.py": {"_MASK_VIEWS": "groups.PERMUTES, the repeats_input ops and cast (values kept)"},
 }
 
 

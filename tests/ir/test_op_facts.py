@@ -28,7 +28,6 @@ PACKAGE = ROOT / "einsat"
 # the flag or group (`einsat.ir.groups`) that replaces it. The lead converts them and empties this
 # list; an entry whose table is gone fails the test, so the list cannot go stale.
 PENDING: dict[str, dict[str, str]] = {
-    "einsat/rewrites/derive/fusion.py": {"FUSABLE": "groups.CHAIN_FUSABLE (flag chain_fusable)"},
     "einsat/rewrites/mutate/admit.py": {"NOT_CORE": "groups.NOT_COMPUTING (sources and layout-only ops)"},
     "einsat/rewrites/mutate/correction_fusion.py": {"CORRECTIONS": "groups.CORRECTIONS (flag correction)"},
     "einsat/rewrites/mutate/grammar.py": {

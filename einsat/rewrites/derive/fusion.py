@@ -51,14 +51,13 @@ from einsat.ir.expr.compose import compose, constant_input, row_form, size
 from einsat.ir.expr.measure import is_memory_bound
 from einsat.ir.expr.nodes import Expr, inputs_used, relabel_inputs, scopes
 from einsat.ir.expr.printer import fingerprint
+from einsat.ir.groups import CHAIN_FUSABLE
 from einsat.ir.ops.eop import join_expressions
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 from einsat.rewrites.post.fold import weight_only
 
-FUSABLE = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAXIMUM, Op.MINIMUM, Op.RELU, Op.SIGMOID,
-                     Op.TANH, Op.EXP, Op.LOG, Op.SQRT, Op.NEG, Op.ABS, Op.ERF, Op.GELU, Op.SOFTMAX,
-                     Op.LAYERNORM, Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.EOP})
+FUSABLE = CHAIN_FUSABLE  # the ops a chain may hold: the registry's chain_fusable fact
 MAX_OPS = 16
 MAX_TERMS = 400
 MAX_CHAINS = 512

@@ -79,7 +79,7 @@ class NumericReport:
 
     @property
     def status(self) -> str:
-        """"failed" (an output or the values feeding it differ), "inconclusive" (all agree, but
+        """"failed" (an output differs, or values feeding it that vary do), "inconclusive" (all agree, but
         some output could not have failed: constant or saturated, and nothing behind it that
         varies) or "proved"."""
         if not self.equivalent:
@@ -330,7 +330,12 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
 def _report(pairs, feeds, worst, variation, t_used, used) -> NumericReport:
     """Each output's worst comparison, with the values feeding its last op where it does not
     vary; one that agrees fails when they differ in every order of its operands that pairs
-    them (the only comparison that could have failed)."""
+    them (the only comparison that could have failed), and one of the differing values varies
+    in the reference (or its variation is unknown: one draw). A feeding value that is constant
+    in the reference says nothing: the programs may compute it otherwise and agree wherever it
+    matters (relu(relu(z)) and relu(z) with z <= 0 on every draw feed the last relu 0 and z;
+    softmax(1) and softmax(2) are both uniform), so its difference leaves the output
+    inconclusive, not failed."""
     outs = []
     for a, b in pairs:
         o = worst[a, b]
@@ -341,7 +346,7 @@ def _report(pairs, feeds, worst, variation, t_used, used) -> NumericReport:
             for f in chosen:
                 f.varying = variation.get(f.name)
             o.feeding = chosen
-            o.ok = o.ok and all(f.ok for f in o.feeding)
+            o.ok = o.ok and all(f.ok or (f.varying is not None and not informative(f.varying)) for f in o.feeding)
         outs.append(o)
     return NumericReport(all(o.ok for o in outs), outs, t_used, draws=used)
 

@@ -1,4 +1,5 @@
-"""The repository reads on its own: nothing cites a file outside it (#26 item 4).
+"""The repository reads on its own: nothing cites a file outside it, and the architecture page
+names every package (#26 item 4).
 
 A clone has only what is committed: a comment, docstring or page that sends the reader to a
 design note, a style guide or a paper kept beside the checkout sends them nowhere. What such a
@@ -57,3 +58,10 @@ def test_every_relative_link_of_the_docs_resolves_inside_the_repository():
             assert target.exists(), f"{page.relative_to(ROOT)} links to {link}, which is not in the repository"
             assert ROOT in target.parents, f"{page.relative_to(ROOT)} links outside the repository: {link}"
 
+
+
+def test_the_architecture_page_names_every_package():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    packages = sorted(p.name for p in (ROOT / "einsat").iterdir() if (p / "__init__.py").exists())
+    missing = [name for name in packages if f"{name}/" not in page]
+    assert not missing, f"docs/architecture.md does not describe the packages {missing}"

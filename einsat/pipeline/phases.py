@@ -255,6 +255,12 @@ def check(state: State, candidate: Graph, what: str = "the result") -> None:
     planner, model = state.planner, state.model
     planner.release("check")
     state.result = candidate
+    differs = state.verification.feeding_differs if state.verification is not None else []
+    if differs:  # no verdict either way (einsat.verify.numeric): never return what may be wrong
+        state.result = state.graph
+        state.kept_input = (f"the verification was inconclusive: output(s) {', '.join(map(repr, differs))} agree, "
+                            "but the values feeding their last op differ")
+        return
     if not measure.measured(model) or state.budget.cancelled:
         return
     with planner.phase("measure", plan="check"):

@@ -46,6 +46,7 @@ class Verification:
     notes: list[str] = field(default_factory=list)             # why inconclusive, one line per output
     varying: dict[str, float | None] = field(default_factory=dict)  # per output: fraction of elements that varied
     feeding: dict[str, list[str]] = field(default_factory=dict)     # outputs checked through the values feeding them
+    feeding_differs: list[str] = field(default_factory=list)  # outputs that agree where the values feeding them do not
 
     @property
     def proved(self) -> bool:

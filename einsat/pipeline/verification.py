@@ -160,7 +160,9 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
 
     The result's `status` is "proved" when every output varied between the draws (or, for a
     constant or saturated output, the values feeding its last op did and agree), else
-    "inconclusive": the outputs agree, but the comparison could not have failed.
+    "inconclusive": the outputs agree, but the comparison could not have failed. An output that
+    agrees while the values feeding its last op differ is inconclusive too, and named in
+    `feeding_differs`: no verdict either way (the pipeline then returns the input program).
     `require_proof` makes an inconclusive verification a `VerificationError` too.
     `reference_runs`: the reference's runs taken ahead (`prepare_reference`), reused here.
     """
@@ -179,11 +181,9 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
     failed = next((r for r in reports if not r), None)
     if failed is not None:
         bad = next(o for o in failed.outputs if not o.ok)
-        where = "the values feeding its last op differ" if bad.feeding and not all(f.ok for f in bad.feeding) \
-            else "it differs"
         raise VerificationError(
             f"the optimized program differs from {reference.name!r} on output {bad.name!r} "
-            f"({reference.types[bad.name]}) on random inputs ({where}): this is a bug in a rewrite or in "
+            f"({reference.types[bad.name]}) on random inputs: this is a bug in a rewrite or in "
             f"extraction.\n{failed}", report=failed)
     report = next((r for r in reports if r.status == "proved"), reports[-1])
     worst = max(report.outputs, key=lambda o: o.error)  # error: the fraction of the allowed error
@@ -195,7 +195,8 @@ def verify_equivalent(reference: Graph, candidate: Graph, trials: int | None = N
                                 tolerance=report.tolerance, output=worst.name, status=report.status,
                                 notes=notes,
                                 varying={o.name: o.varying for o in report.outputs},
-                                feeding={o.name: [f.name for f in o.feeding] for o in report.outputs if o.feeding})
+                                feeding={o.name: [f.name for f in o.feeding] for o in report.outputs if o.feeding},
+                                feeding_differs=[o.name for o in report.outputs if o.feeding_differs])
     if require_proof and verification.status != "proved":
         raise VerificationError(f"the verification of {reference.name!r} is inconclusive (a proof was required): "
                                 f"the outputs agree, but the comparison could not have failed"

@@ -18,7 +18,8 @@ Agreement proves something only when the comparison could have failed: each outp
 between two input draws (`einsat.verify.informative`); where one does not (constant, or a
 saturated softmax), the values feeding its last computing op are compared as well (those of a
 commutative op in whichever order of its operands they agree: extraction may have exchanged
-them). The report's
+them); where they differ while the output agrees, the output is inconclusive, not failed (the
+programs may compute those values otherwise: x - x is 0 whatever x is). The report's
 `status` says which: "proved" (every output agreed and varied, itself or through the values
 feeding it), "inconclusive" (all agreed, but some output could not have failed) or "failed".
 
@@ -57,7 +58,14 @@ class OutputReport:
     @property
     def informative(self) -> bool:
         """Could this comparison have failed: the output varies, or the values feeding it do?"""
-        return informative(self.varying) or (bool(self.feeding) and all(f.informative for f in self.feeding))
+        return informative(self.varying) or (bool(self.feeding) and all(f.ok and f.informative for f in self.feeding))
+
+    @property
+    def feeding_differs(self) -> bool:
+        """The output agrees but the values feeding its last op do not: the programs may differ
+        where this op is not saturated, or compute those values otherwise and agree (x - x is 0
+        whatever x is). No verdict either way: inconclusive, never "failed"."""
+        return self.ok and bool(self.feeding) and not all(f.ok for f in self.feeding)
 
     def line(self) -> str:
         varies = "" if self.varying is None else f", varies in {self.varying:.0%} of elements"
@@ -79,9 +87,8 @@ class NumericReport:
 
     @property
     def status(self) -> str:
-        """"failed" (an output differs, or values feeding it that vary do), "inconclusive" (all agree, but
-        some output could not have failed: constant or saturated, and nothing behind it that
-        varies) or "proved"."""
+        """"failed" (an output differs), "inconclusive" (all agree, but some output could not have
+        failed: constant or saturated, and nothing behind it that varies and agrees) or "proved"."""
         if not self.equivalent:
             return "failed"
         return "proved" if all(o.informative for o in self.outputs) else "inconclusive"
@@ -94,6 +101,11 @@ class NumericReport:
                 continue
             moved = "was compared on one input draw only" if o.varying is None else \
                 f"varies in {o.varying:.1%} of its elements between input draws (< {MIN_VARYING:.0%})"
+            if o.feeding_differs:
+                why.append(f"output {o.name!r} agrees, but the values feeding its last op differ ("
+                           + ", ".join(f.name for f in o.feeding if not f.ok) + "): the programs may differ where "
+                           "that op is not saturated, or compute those values otherwise; no verdict either way")
+                continue
             behind = "; the values feeding its last op: " + ", ".join(
                 f"{f.name} varies in {f.varying:.1%}" if f.varying is not None else f.name for f in o.feeding) \
                 if o.feeding else "; its last op differs between the programs or has no computed input"
@@ -329,13 +341,12 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
 
 def _report(pairs, feeds, worst, variation, t_used, used) -> NumericReport:
     """Each output's worst comparison, with the values feeding its last op where it does not
-    vary; one that agrees fails when they differ in every order of its operands that pairs
-    them (the only comparison that could have failed), and one of the differing values varies
-    in the reference (or its variation is unknown: one draw). A feeding value that is constant
-    in the reference says nothing: the programs may compute it otherwise and agree wherever it
-    matters (relu(relu(z)) and relu(z) with z <= 0 on every draw feed the last relu 0 and z;
-    softmax(1) and softmax(2) are both uniform), so its difference leaves the output
-    inconclusive, not failed."""
+    vary (paired in whichever order of a commutative op's operands they agree). Only an output
+    that differs fails. Values feeding an agreeing output that differ prove nothing either way:
+    the programs may compute them otherwise and agree wherever it matters (relu(relu(z)) and
+    relu(z) with z <= 0 on every draw feed the last relu 0 and z; x - x is 0 whatever x is), or
+    differ where a saturated op does not hide it. That output is inconclusive
+    (`OutputReport.feeding_differs`), and `einsat.optimize` keeps the input program then."""
     outs = []
     for a, b in pairs:
         o = worst[a, b]
@@ -346,7 +357,6 @@ def _report(pairs, feeds, worst, variation, t_used, used) -> NumericReport:
             for f in chosen:
                 f.varying = variation.get(f.name)
             o.feeding = chosen
-            o.ok = o.ok and all(f.ok or (f.varying is not None and not informative(f.varying)) for f in o.feeding)
         outs.append(o)
     return NumericReport(all(o.ok for o in outs), outs, t_used, draws=used)
 

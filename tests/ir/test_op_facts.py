@@ -7,7 +7,7 @@ verify). This test reads every module of `einsat/` outside `ir/` with `ast` and 
 module-level collections that name ops: a set, frozenset, tuple, list or dict display (or a
 comprehension, or a call of set/frozenset/tuple/list/dict) holding an `Op` member (`Op.X`,
 `Op["X"]`, `Op("x")`) or only `Op` member names as strings ("RESHAPE"), and module-level item
-assignments `TABLE[Op.X] = ...`. It expects none, but for the tables in `PENDING`. (Tables of op
+assignments `TABLE[Op.X] = ...`. It expects none, with no exemption. (Tables of op
 *values* as strings, "add", are not scanned: they cannot be told from the expression language's
 function names and the activation attribute's values, which share them.)
 """
@@ -23,19 +23,6 @@ from einsat.ir.registry import Op
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "einsat"
-
-# Tables in modules that other engineers were editing while the facts moved onto OpDef: each names
-# the flag or group (`einsat.ir.groups`) that replaces it. The lead converts them and empties this
-# list; an entry whose table is gone fails the test, so the list cannot go stale.
-PENDING: dict[str, dict[str, str]] = {
-    "einsat/rewrites/mutate/admit.py": {"NOT_CORE": "groups.NOT_COMPUTING (sources and layout-only ops)"},
-    "einsat/rewrites/mutate/correction_fusion.py": {"CORRECTIONS": "groups.CORRECTIONS (flag correction)"},
-    "einsat/rewrites/mutate/grammar.py": {
-        "PER_POSITION": "groups.PER_POSITION (flag per_position, and the linear point-wise ops)",
-        "ELEMENTWISE": "groups.LINEAR_POINTWISE (multilinear and element-wise, or an alias)"},
-    "einsat/rewrites/mutate/subprograms.py": {"GROUPED": "groups.STACKS (flag stacks)"},
-}
-
 
 OP_NAMES = {op.name for op in Op}
 
@@ -114,16 +101,9 @@ def scan() -> dict[str, dict[str, int]]:
 
 def test_no_module_outside_ir_keeps_a_table_of_op_names():
     found = scan()
-    unexpected = [f"{f}:{line}: {name}" for f, names in found.items() for name, line in names.items()
-                  if name not in PENDING.get(f, {})]
+    unexpected = [f"{f}:{line}: {name}" for f, names in found.items() for name, line in names.items()]
     assert not unexpected, ("module-level tables of op names outside einsat/ir/ (ask the registry: a flag on "
                             "OpDef or a group in einsat.ir.groups):\n" + "\n".join(unexpected))
-
-
-def test_pending_tables_still_exist():
-    found = scan()
-    gone = [f"{f}: {name}" for f, names in PENDING.items() for name in names if name not in found.get(f, {})]
-    assert not gone, "converted: remove from PENDING in tests/ir/test_op_facts.py:\n" + "\n".join(gone)
 
 
 @pytest.mark.parametrize("source, names", [

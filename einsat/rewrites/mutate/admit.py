@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
-from einsat.ir.registry import Op, opdef
+from einsat.ir.groups import NOT_COMPUTING
 from einsat.rewrites.mutate.blas import one_thread
 from einsat.verify.corrector import find_differences
 from einsat.verify.placement import correct_placed
 
-NOT_CORE = {Op.CONSTANT, Op.IDENTITY, Op.PAD, Op.SLICE, Op.CONCAT, Op.SPLIT}
+NOT_CORE = NOT_COMPUTING  # sources and layout-only ops: what a mutant's core never is (the registry's facts)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def graph_cost(cost, graph: Graph, core: bool = False) -> float:
     """`graph`'s cost under `cost` (a cost model); with `core`, its computing ops only."""
     total = 0.0
     for node in graph.nodes:
-        if core and (node.op in NOT_CORE or opdef(node.op).layout_only):
+        if core and node.op in NOT_CORE:
             continue
         total += cost.node_cost(node.op, node.attrs, *graph.node_types(node))
     return total

@@ -30,11 +30,12 @@ from __future__ import annotations
 from einsat.egraph.data import ABSENT, EGraphData, ENode
 from einsat.egraph.rules import Generator, Round
 from einsat.egraph.terms import Term
+from einsat.ir import groups
 from einsat.ir.registry import Op, normalize_attrs, opdef
 from einsat.rewrites.mutate.fusion import Join, join
 from einsat.rewrites.post.fold import reachable
 
-CORRECTIONS = frozenset({Op.CORRECT, Op.FUSED_CORRECT})
+CORRECTIONS = groups.CORRECTIONS  # the registry's correction fact
 DEPTH = 8
 MAX_PAIRS = 16
 COUNTS = ("correction convs", "pairs", "fused")

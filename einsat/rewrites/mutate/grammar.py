@@ -27,13 +27,14 @@ from math import prod
 import numpy as np
 
 from einsat.errors import EinsatError
+from einsat.ir import groups
 from einsat.ir.builder import GraphBuilder, Tensor
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Op
 from einsat.rewrites.mutate.layouts import Move, apply, moves_for, padding, realise, undo
 
-PER_POSITION = {Op.CONV, Op.AVGPOOL, Op.BATCHNORM, Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.IDENTITY}
-ELEMENTWISE = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.IDENTITY}
+PER_POSITION = groups.PER_POSITION  # the same function at every spatial position (registry facts)
+ELEMENTWISE = groups.LINEAR_POINTWISE  # linear and point-wise: exact over the field
 MAX_GROUPS = 4  # grouped convs with more groups are not expanded to a block-diagonal weight
 
 

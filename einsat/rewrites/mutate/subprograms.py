@@ -27,6 +27,7 @@ import numpy as np
 
 from einsat.egraph.data import ABSENT, EGraphData, ENode
 from einsat.errors import EinsatError
+from einsat.ir import groups
 from einsat.ir.graph import Graph, Node, format_graph
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import is_float
@@ -34,7 +35,7 @@ from einsat.verify.corrector import content_key
 
 Program = dict[int, ENode]
 Mark = tuple  # a subprogram of a program: its e-classes and their e-nodes
-GROUPED = (Op.CONV, Op.MATMUL)
+GROUPED = groups.STACKS  # ops whose instances stack into one (the registry's stacks fact)
 PER_ANCHOR = 32  # connected sets grown from one e-class at most
 
 

@@ -47,13 +47,15 @@ OVERLOADED = {
 # upper-case ints of the binding modules that are einsat's own choices, not library values
 OWN = {(cudnn, "MAX_SPATIAL"), (cudnn, "WORKSPACE_LIMIT"), (cudnn, "SCREEN_FACTOR"), (cublas, "WORKSPACE_BYTES")}
 
-PROGRAM = r"""
-#include <climits>
-#include <cstdio>
-#include <type_traits>
-#include <cudnn.h>
-#include <cublas_v2.h>
-template <class T> void kind() {
+
+def signature_program(*headers: str) -> str:
+    """A C++ program over `headers` that prints the kind and width of every argument of the
+    functions its body (`@BODY@`: `Sig<decltype(&f)>::print("f");` lines) names."""
+    includes = "".join(f"#include <{h}>\n" for h in ("cstddef", "climits", "cstdio", "type_traits", *headers))
+    return includes + TEMPLATES
+
+
+TEMPLATES = r"""template <class T> void kind() {
     if constexpr (std::is_void_v<T>) std::printf(" void");
     else if constexpr (std::is_pointer_v<T>) std::printf(" ptr");
     else if constexpr (std::is_floating_point_v<T>) std::printf(" f%zu", sizeof(T) * 8);
@@ -73,6 +75,7 @@ int main() {
 @BODY@
 }
 """
+PROGRAM = signature_program("cudnn.h", "cublas_v2.h")
 
 
 def ctype_kind(t) -> str:

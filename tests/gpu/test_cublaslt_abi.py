@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from einsat.gpu.kernels import cublas, cublaslt, libload
-from tests.gpu.test_abi import ctype_kind, headers  # noqa: F401 - headers is a fixture
+from tests.gpu.test_abi import ctype_kind, headers, signature_program  # noqa: F401 - headers is a fixture
 
 CONSTANTS = {
     "DESC_COMPUTE_TYPE": "CUBLASLT_MATMUL_DESC_COMPUTE_TYPE", "DESC_SCALE_TYPE": "CUBLASLT_MATMUL_DESC_SCALE_TYPE",
@@ -51,31 +51,7 @@ LAYOUT = {"algo_size": "sizeof(cublasLtMatmulAlgo_t)", "result_size": "sizeof(cu
           "result_state": "offsetof(cublasLtMatmulHeuristicResult_t, state)",
           "result_waves": "offsetof(cublasLtMatmulHeuristicResult_t, wavesCount)"}
 
-PROGRAM = r"""
-#include <cstddef>
-#include <cstdio>
-#include <type_traits>
-#include <cublasLt.h>
-template <class T> void kind() {
-    if constexpr (std::is_void_v<T>) std::printf(" void");
-    else if constexpr (std::is_pointer_v<T>) std::printf(" ptr");
-    else if constexpr (std::is_floating_point_v<T>) std::printf(" f%zu", sizeof(T) * 8);
-    else if constexpr (std::is_enum_v<T>) std::printf(" e%zu", sizeof(T) * 8);
-    else std::printf(" %s%zu", std::is_signed_v<T> ? "i" : "u", sizeof(T) * 8);
-}
-template <class F> struct Sig;
-template <class R, class... A> struct Sig<R (*)(A...)> {
-    static void print(const char* name) {
-        std::printf("fn %s", name);
-        kind<R>();
-        (kind<A>(), ...);
-        std::printf("\n");
-    }
-};
-int main() {
-@BODY@
-}
-"""
+PROGRAM = signature_program("cublasLt.h")
 
 
 @pytest.fixture(scope="module")

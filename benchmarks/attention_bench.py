@@ -23,14 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
 
 from benchmarks.fusion_bench import RESULTS, load
+from benchmarks.meta import modeled_meta, short_commit
 
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
@@ -74,14 +73,9 @@ def run(name: str, seq: int, cost: str, reps: int = 1) -> dict:
 
 def write(rows: list[dict], cost: str, seq: int, reps: int = 1, blas: str = "") -> None:
     RESULTS.mkdir(exist_ok=True)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=RESULTS).stdout.strip()
-    except OSError:
-        commit = "?"
-    meta = {"cost": cost, "seq": seq, "commit": commit, "machine": platform.node(),
-            "python": platform.python_version(), "modeled": True, "reps": reps, "blas_threads": blas,
-            "load_average": os.getloadavg(), "cpus": os.cpu_count()}
+    commit = short_commit(RESULTS)
+    meta = modeled_meta(commit, cost=cost, seq=seq, reps=reps, blas_threads=blas, load_average=os.getloadavg(),
+                        cpus=os.cpu_count())
     (RESULTS / "attention.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     lines = [f"# Attention as one op: modeled costs under `{cost}` (modeled only, no GPU run)", "",
              f"Commit {commit}, `python -m benchmarks.attention_bench`. BERT-base and GPT-2: the transformers "

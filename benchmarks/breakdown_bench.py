@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import re
 import statistics
-import subprocess
 import time
 from pathlib import Path
+
+from benchmarks.meta import modeled_meta, short_commit
 
 RESULTS = Path(__file__).parent / "results"
 WORKLOADS = ("bert_tensat", "bert")
@@ -216,13 +216,8 @@ def _fmt_shape(shape) -> str:
 
 def write(rows: list[dict], cost: str, budget: float, commit: str | None = None) -> None:
     RESULTS.mkdir(exist_ok=True)
-    try:
-        commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                          cwd=RESULTS).stdout.strip()
-    except OSError:
-        commit = "?"
-    meta = {"cost": cost, "budget": budget, "commit": commit, "machine": platform.node(),
-            "python": platform.python_version(), "modeled": True}
+    commit = commit or short_commit(RESULTS)
+    meta = modeled_meta(commit, cost=cost, budget=budget)
     slim = [{**r, **{k: {**r[k], "nodes": [n for n in r[k]["nodes"] if n["group"] != "view"]}
                      for k in ("input", "optimized")}} for r in rows]  # views: counted in "groups" only
     (RESULTS / "breakdown.json").write_text(json.dumps({"meta": meta, "rows": slim}, separators=(",", ":")) + "\n")

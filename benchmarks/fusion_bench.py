@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.meta import modeled_meta, short_commit
 
 RESULTS = Path(__file__).parent / "results"
 MODELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
@@ -93,13 +93,8 @@ def run(name: str, seq: int, cost: str) -> dict:
 def write(rows: list[dict], cost: str, seq: int, commit: str | None = None) -> None:
     """The results files (`commit`: the one the rows were measured at, default HEAD)."""
     RESULTS.mkdir(exist_ok=True)
-    try:
-        commit = commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                          cwd=RESULTS).stdout.strip()
-    except OSError:
-        commit = "?"
-    meta = {"cost": cost, "seq": seq, "commit": commit, "machine": platform.node(),
-            "python": platform.python_version(), "modeled": True}
+    commit = commit or short_commit(RESULTS)
+    meta = modeled_meta(commit, cost=cost, seq=seq)
     (RESULTS / "fusion.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     lines = [f"# Fusion as a derivation: modeled costs under `{cost}` (modeled only, no GPU run)", "",
              f"Commit {commit}, `python -m benchmarks.fusion_bench`. BERT-base and GPT-2: the transformers "

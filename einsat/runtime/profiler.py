@@ -28,7 +28,9 @@ exported to ONNX: a fused op exports as the group onnxruntime fuses back, so the
 timed as the unit it runs as). A session's `run` costs a fixed overhead of its own (feeding
 inputs, allocating outputs, the Python call: `call_overhead_us`, the time of a one-element
 Add) that a node inside a whole program does not pay; entries keep the raw median (`raw_us`)
-and `us` = raw − overhead, floored at `MIN_US`.
+and `us` = raw − overhead, floored at `MIN_US`, the overhead timed in the same interleaved rounds
+as the batch (timed in a phase of its own, a machine whose load rose in between put it above a
+small op's whole time).
 
 `compare_programs` times two programs side by side on the same inputs (interleaved rounds)
 and says whether the second is faster beyond noise (`Comparison`). Depends on `einsat.ir` and
@@ -64,6 +66,7 @@ THREADS = 1
 
 Runner = Callable[[], float]
 REFERENCE = "(reference)"  # the key of `reference_graph`'s runner in a profiling batch
+OVERHEAD = "(call overhead)"  # the key of `call_overhead_graph`'s runner in a profiling batch
 
 
 # -- statistics -------------------------------------------------------------------------------
@@ -387,7 +390,10 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
                 failures[sig.key] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
         if reference is not None and runners:
             runners[REFERENCE] = reference
+        if runners:  # the call overhead in the same rounds: load that moves between phases moves it too
+            runners[OVERHEAD] = fixed["o"]
         times = interleaved(runners, reps, warmup)
+        overhead_us = summarize(times.pop(OVERHEAD))["median_us"] if OVERHEAD in times else call_overhead_us
         ref = summarize(times.pop(REFERENCE))["median_us"] if REFERENCE in times else None
         if ref is not None:
             reference_us.append(ref)
@@ -396,7 +402,7 @@ def profile_signatures(sigs: Sequence[Signature], reps: int = 15, warmup: int = 
         for key, ts in times.items():
             stats = summarize(ts)
             sig = by_key[key]
-            entries[key] = {"us": max(stats["median_us"] - call_overhead_us, MIN_US),
+            entries[key] = {"us": max(stats["median_us"] - overhead_us, MIN_US),
                             "raw_us": stats["median_us"], "p10_us": stats["p10_us"], "p90_us": stats["p90_us"],
                             "reps": stats["reps"], "outliers": stats["outliers"],
                             "flops": sig.flops(), "bytes": sig.bytes(), "kernels": 1}

@@ -48,6 +48,27 @@ def test_runners_are_warmed_up_then_interleaved_round_by_round():
     assert times == {k: [1.0] * 3 for k in "abc"}
 
 
+def test_the_call_overhead_subtracted_is_the_one_timed_beside_the_batch():
+    """The machine's load rises after the fixed measurements (the call overhead goes 10 -> 60 µs,
+    every run 50 µs slower): an entry subtracts the overhead of its own rounds, so the 5 and 40 µs
+    of work stay 5 and 40 (subtracting the first 10 gave 45 and 80: a 64x-FLOPs op under 2x the
+    small one, tests/runtime's loaded make test failure)."""
+    sigs = [matmul_sig(4), matmul_sig(8)]
+    loaded = {"now": False}
+    work = {sigs[0].key: 5.0, sigs[1].key: 40.0}
+
+    def overhead():
+        return 60.0 if loaded["now"] else 10.0
+
+    def make(sig):
+        loaded["now"] = True  # the batch starts: from here on, every run pays the higher load
+        return lambda: 60.0 + work[sig.key]
+
+    run = profile_signatures(sigs, reps=5, make_runner=make, overhead=overhead)
+    assert run.call_overhead_us == 10.0  # the fixed phase's, reported as it was
+    assert run.entries[sigs[0].key]["us"] == 5.0 and run.entries[sigs[1].key]["us"] == 40.0
+
+
 def test_entries_subtract_the_call_overhead_and_keep_the_raw_median():
     sigs = [matmul_sig(4), matmul_sig(8)]
     us = {sigs[0].key: 30.0, sigs[1].key: 110.0}

@@ -120,9 +120,14 @@ def declared(headers, tmp_path_factory):
     # decltype: the declarations only (nothing to link)
     lines = [f'    Sig<decltype({pointer(fn)})>::print("{fn}");' for fn in (*cudnn.SIGNATURES, *cublas.SIGNATURES)]
     lines += [f'    std::printf("value {expr} %lld\\n", (long long)({expr}));' for expr in CONSTANTS.values()]
-    folder = tmp_path_factory.mktemp("abi")
+    return run_signature_program(PROGRAM, lines, headers, tmp_path_factory.mktemp("abi"))
+
+
+def run_signature_program(program: str, lines: list[str], headers, folder):
+    """`program` with `lines` as its body, built against `headers` and run: ({function: [return
+    kind, arg kinds...]}, {name: value}) from its "fn" and "value" lines."""
     src, exe = folder / "abi.cpp", folder / "abi"
-    src.write_text(PROGRAM.replace("@BODY@", "\n".join(lines)))
+    src.write_text(program.replace("@BODY@", "\n".join(lines)))
     build = subprocess.run([CXX, "-std=c++17", "-w", *[f"-I{d}" for d in headers], str(src), "-o", str(exe)],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr[-4000:]

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
 
 import ml_dtypes
 import numpy as np
 import pytest
 
 from einsat.gpu.kernels import cublas, cublaslt, libload
-from tests.gpu.test_abi import ctype_kind, headers, signature_program  # noqa: F401 - headers is a fixture
+from tests.gpu.test_abi import ctype_kind, headers, run_signature_program, signature_program  # noqa: F401 - headers is a fixture
 
 CONSTANTS = {
     "DESC_COMPUTE_TYPE": "CUBLASLT_MATMUL_DESC_COMPUTE_TYPE", "DESC_SCALE_TYPE": "CUBLASLT_MATMUL_DESC_SCALE_TYPE",
@@ -68,22 +67,12 @@ def lt_lib(pytestconfig):
 def declared(pytestconfig, lt_lib, headers, tmp_path_factory):  # noqa: F811
     """test_abi's include folders (the cuBLAS wheel's, the runtime's, CuPy's CCCL)."""
     from tests.gpu.conftest import missing_gpu_libs
-    from tests.gpu.test_abi import CXX
     if not any(os.path.exists(os.path.join(d, "cublasLt.h")) for d in headers):
         missing_gpu_libs(pytestconfig, f"the cuBLAS wheel's cublasLt.h is not found in {headers}")
     lines = [f'    Sig<decltype(&{fn})>::print("{fn}");' for fn in cublaslt.SIGNATURES]
     exprs = {**{k: v for k, v in CONSTANTS.items()}, **LAYOUT}
     lines += [f'    std::printf("value {name} %lld\\n", (long long)({expr}));' for name, expr in exprs.items()]
-    folder = tmp_path_factory.mktemp("abi_lt")
-    src, exe = folder / "abi.cpp", folder / "abi"
-    src.write_text(PROGRAM.replace("@BODY@", "\n".join(lines)))
-    build = subprocess.run([CXX, "-std=c++17", "-w", *[f"-I{d}" for d in headers], str(src), "-o", str(exe)],
-                           capture_output=True, text=True)
-    assert build.returncode == 0, build.stderr[-4000:]
-    out = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout
-    fns = {ln.split()[1]: ln.split()[2:] for ln in out.splitlines() if ln.startswith("fn ")}
-    values = {ln.split()[1]: int(ln.split()[2]) for ln in out.splitlines() if ln.startswith("value ")}
-    return fns, values
+    return run_signature_program(PROGRAM, lines, headers, tmp_path_factory.mktemp("abi_lt"))
 
 
 def test_bound_signatures_match_the_header(declared):

@@ -139,3 +139,29 @@ def test_a_mean_folded_into_an_eop_is_exact_over_the_field():
 
     message = check_transform(wrong_mean, graph)
     assert message is not None
+
+
+def test_a_layernorm_over_a_constant_row_fused_into_an_eop_is_exactly_zero():
+    """einsat fuzz --target fusion --seed 0, case 1849 (#29): layernorm(erf(relu(sigmoid(x - x))))
+    normalizes a constant row. The reference's mean is NumPy's (a sum divided by n), and x - mean is
+    exactly 0; an eop that summed x · (1/n) left it a few ulps off, 1/sqrt(eps) amplified that to
+    -7e-6 against an exact 0 and verification refused a right program. The eop's mean and variance
+    now round as NumPy's do: its output is the reference's, bit for bit."""
+    import numpy as np
+
+    import einsat
+    from einsat.ir import GraphBuilder
+    from einsat.runtime import run
+
+    b = GraphBuilder("random")
+    x0 = b.input("x0", (3,), np.float32)
+    w5 = b.weight("w5", np.array([0.0726, -0.0763, 0.3697], dtype=np.float32))
+    sub1 = b.sub(x0, x0, name="sub1")
+    erf4 = b.erf(b.relu(b.sigmoid(sub1, name="sigmoid2"), name="relu3"), name="erf4")
+    graph = b.build(b.layernorm(erf4, w5, axis=0, epsilon=1e-5, name="layernorm6"))
+    optimized = einsat.optimize(graph).graph
+    assert any(n.op is Op.EOP for n in optimized.nodes)
+    feed = {"x0": np.array([0.25, -1.5, 3.0], dtype=np.float32)}
+    (want,) = run(graph, feed).values()
+    (got,) = run(optimized, feed).values()
+    assert np.array_equal(got, want) and not np.any(want)

@@ -114,25 +114,31 @@ def softmax(shape: Sequence[int], axis: int) -> Expr:
 def layernorm(shape: Sequence[int], axis: int, epsilon: float, scale: Sequence[int],
               bias: Sequence[int] | None) -> Expr:
     """(x - mean) / sqrt(var + eps) * scale (+ bias) over the dims from `axis` on: the mean and
-    the (biased) variance as scopes over the leading dims (the registry's order of rounding)."""
+    the (biased) variance as sums over the leading dims, each divided by the count where it is
+    read, as NumPy's `mean` rounds (a sum of x · (1/n) is not x's mean to the last bit: over a
+    constant row it leaves x - mean a few ulps off 0, which 1/sqrt(eps) then amplifies)."""
     axes = tuple(range(axis, len(shape)))
     count = 1
     for a in axes:
         count *= shape[a]
-    inv = Const(1.0 / max(count, 1))
-    mean = row_scope(0, shape, axes, lambda x, kept: Call("mul", (x, inv)))
+    n = Const(float(max(count, 1)))
+    total = row_scope(0, shape, axes, lambda x, kept: x)
+
+    def mean_at(at: tuple) -> Body:
+        return Call("div", (Read(total, at), n))
 
     def square(x: Read, kept) -> Body:
-        d = Call("sub", (x, Read(mean, tuple(var(it.name) for it in kept))))
-        return Call("mul", (Call("mul", (d, d)), inv))
+        d = Call("sub", (x, mean_at(tuple(var(it.name) for it in kept))))
+        return Call("mul", (d, d))
 
-    var_ = row_scope(0, shape, axes, square)
+    squares = row_scope(0, shape, axes, square)
     loops = iters("o", shape)
     lead, trail = loops[:axis], loops[axis:]
     at = tuple(var(it.name) for it in lead)
     x = Read(0, tuple(var(it.name) for it in loops))
-    d = Call("sub", (x, Read(mean, at)))
-    y = Call("mul", (Call("div", (d, Call("sqrt", (Call("add", (Read(var_, at), Const(float(epsilon)))),)))),
+    d = Call("sub", (x, mean_at(at)))
+    variance = Call("div", (Read(squares, at), n))
+    y = Call("mul", (Call("div", (d, Call("sqrt", (Call("add", (variance, Const(float(epsilon)))),)))),
                      broadcast_read(1, scale, trail)))
     if bias is not None:
         y = Call("add", (y, broadcast_read(2, bias, trail)))

@@ -85,6 +85,12 @@ def add_parser(sub) -> None:
     p.add_argument("--time-limit", dest="budget", type=float, metavar="S", action=_Deprecated, new="--budget")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="the e-graph's node limit (default 30000)")
+    p.add_argument("--iterations", type=int, default=None, metavar="N",
+                   help="rounds of rewriting the search may run (default 10)")
+    p.add_argument("--search-seconds", type=float, default=None, metavar="S",
+                   help="seconds the search may take before it stops early (default 8; --budget bounds it "
+                        "too). A search stopped by its nodes or rounds gives the same program on any load; "
+                        "one stopped by the clock says so in the report")
     p.add_argument("--memory-gb", type=float, default=None, metavar="GB",
                    help="resident memory the run may add before the search stops early (default 4)")
     p.add_argument("--allow-inconclusive", action="store_true",
@@ -194,6 +200,10 @@ def options_of(args: argparse.Namespace, budget=None):
         raise EinsatError(f"--profile-budget must not be negative, got {args.profile_budget}")
     if args.nodes is not None and args.nodes < 1:
         raise EinsatError(f"--nodes must be positive, got {args.nodes}")
+    if args.iterations is not None and args.iterations < 1:
+        raise EinsatError(f"--iterations must be positive, got {args.iterations}")
+    if args.search_seconds is not None and args.search_seconds <= 0:
+        raise EinsatError(f"--search-seconds must be positive, got {args.search_seconds}")
     partition = _partitioning(args)
     if args.memory_gb is not None and args.memory_gb <= 0:
         raise EinsatError(f"--memory-gb must be positive, got {args.memory_gb}")
@@ -203,7 +213,8 @@ def options_of(args: argparse.Namespace, budget=None):
         raise EinsatError("--allow-inconclusive and --require-proof contradict each other")
     if args.threads is not None and args.threads < 1:
         raise EinsatError(f"--threads must be positive, got {args.threads}")
-    return Options(cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes, args.memory_gb),
+    return Options(cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes, args.memory_gb, args.iterations,
+                                                                        args.search_seconds),
                    budget=args.budget if budget is None else budget,
                    verify=True if args.allow_inconclusive else "prove", profile_budget=args.profile_budget,
                    recheck=args.recheck, partition=partition, threads=args.threads, precision=args.precision,
@@ -283,9 +294,10 @@ def _partitioning(args: argparse.Namespace):
     return dataclasses.replace(Partitioning(), **changes) if changes else None
 
 
-def _limits(nodes: int | None, memory_gb: float | None = None):
-    if nodes is None and memory_gb is None:
+def _limits(nodes: int | None, memory_gb: float | None = None, iterations: int | None = None,
+            seconds: float | None = None):
+    given = {"nodes": nodes, "memory_gb": memory_gb, "iterations": iterations, "time_s": seconds}
+    if all(v is None for v in given.values()):
         return None
     from einsat.egraph.session import Limits
-    given = {"nodes": nodes, "memory_gb": memory_gb}
     return Limits(**{k: v for k, v in given.items() if v is not None})

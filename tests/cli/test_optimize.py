@@ -326,7 +326,9 @@ def test_a_model_without_its_weights_is_refused_naming_fill_weights(tmp_path, ca
     that cannot fail. The command writes nothing and says which flag gives the weights values."""
     stripped_model(tmp_path / "s.onnx")
     out = tmp_path / "o.onnx"
-    args = ["optimize", str(tmp_path / "s.onnx"), "-o", str(out), "-q", "--nodes", "500"]
+    # one round of rewriting, the clock far off: the search ends by work on any load (#27)
+    args = ["optimize", str(tmp_path / "s.onnx"), "-o", str(out), "-q", "--nodes", "500", "--iterations", "1",
+            "--search-seconds", "600"]
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "inconclusive" in err and "10 stripped weights" in err
@@ -337,6 +339,23 @@ def test_a_model_without_its_weights_is_refused_naming_fill_weights(tmp_path, ca
     out.unlink()
     assert main([*args, "--fill-weights", "random"]) == 0
     assert "verification: proved" in capsys.readouterr().out and out.is_file()
+
+
+def test_the_search_limits_are_flags_and_reach_the_run(tmp_path, capsys):
+    """--iterations and --search-seconds set saturation's own bounds (the ones a test needs to make
+    a run end by work rather than by the clock); nonsense is refused before any work."""
+    from einsat.cli import parser
+    from einsat.cli.optimize import options_of
+    parse = parser().parse_args
+    options = options_of(parse(["optimize", "m.onnx", "-o", "o.onnx", "--iterations", "3", "--search-seconds", "90.5"]))
+    assert (options.limits.iterations, options.limits.time_s) == (3, 90.5)
+    assert options.limits.nodes == 30_000  # the rest keep their defaults
+    assert options_of(parse(["optimize", "m.onnx", "-o", "o.onnx"])).limits is None
+    small_model(tmp_path / "block.onnx")
+    for flag, value in (("--iterations", "0"), ("--search-seconds", "0"), ("--search-seconds", "-1")):
+        assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "o.onnx"), flag, value]) == 2
+        assert f"{flag} must be positive" in capsys.readouterr().err
+        assert not (tmp_path / "o.onnx").exists()
 
 
 def test_an_op_no_runtime_implements_is_refused_before_the_search(tmp_path, capsys):

@@ -24,6 +24,9 @@ def test_demo_runs_the_bundled_model(capsys, tmp_path):
     speedup = re.search(r"speedup \(modeled\): ([\d.]+)x", out)
     assert speedup and float(speedup.group(1)) > 1.0
     assert "optimized program ran on numpy" in out
+    # every bound that shaped the program is work, so a loaded machine prints the same (#27)
+    (extraction,) = [ln for ln in out.splitlines() if ln.strip().startswith("extraction:")]
+    assert "time limit" not in extraction and "stopped: iteration limit" in out
     assert main(["demo", "--report", str(tmp_path / "demo.html")]) == 0  # seeded: the same numbers again
     again = capsys.readouterr().out
     assert_self_contained_report(tmp_path / "demo.html")  # what `make demo` writes

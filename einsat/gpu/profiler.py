@@ -133,11 +133,9 @@ def stale(entry: dict) -> bool:
     if any(c.get("timer") != CHOICE_TIMER for c in (*entry.get("cudnn", ()), *entry.get("gemm", ()))):
         return True
     sig = entry.get("signature", {})
-    return (sig.get("op") in GEMM_OPS and entry.get("kernels", 0) > 0 and "gemm" not in entry
+    from einsat.gpu.lower import GEMM_LOWERED  # the ops whose entries record GEMM algorithm choices
+    return (sig.get("op") in GEMM_LOWERED and entry.get("kernels", 0) > 0 and "gemm" not in entry
             and all(i.get("dtype", "").startswith(("float", "bfloat")) for i in sig.get("inputs", ()) if i))
-
-
-GEMM_OPS = ("matmul", "batchmatmul", "gemm", "fused_matmul")  # ops whose entries record GEMM algorithm choices
 
 
 class Profiler:

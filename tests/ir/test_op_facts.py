@@ -6,10 +6,11 @@ itself beside the code that implements it (`@implements` in gpu, the field/split
 verify). This test reads every module of `einsat/` outside `ir/` with `ast` and finds the
 module-level collections that name ops: a set, frozenset, tuple, list or dict display (or a
 comprehension, or a call of set/frozenset/tuple/list/dict) holding an `Op` member (`Op.X`,
-`Op["X"]`, `Op("x")`) or only `Op` member names as strings ("RESHAPE"), and module-level item
-assignments `TABLE[Op.X] = ...`. It expects none, with no exemption. (Tables of op
-*values* as strings, "add", are not scanned: they cannot be told from the expression language's
-function names and the activation attribute's values, which share them.)
+`Op["X"]`, `Op("x")`), or only `Op` member names as strings ("RESHAPE"), or only op values as
+strings ("matmul", "gemm") of which one at least is not a function of the expression language
+(`einsat.ir.expr.nodes`: "add", "relu" ... are its names too, and a table of those is the
+expression language's, as the field's evaluation of them is), and module-level item assignments
+`TABLE[Op.X] = ...`. It expects none, with no exemption.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from pathlib import Path
 
 import pytest
 
+from einsat.ir.expr.nodes import BINARY, UNARY
 from einsat.ir.registry import Op
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "einsat"
 
 OP_NAMES = {op.name for op in Op}
+OP_VALUES = {op.value for op in Op}
+EXPRESSION_FUNCTIONS = BINARY | UNARY
 
 
 def _names_op(node: ast.AST) -> bool:
@@ -33,6 +37,9 @@ def _names_op(node: ast.AST) -> bool:
     strings = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
     if len(strings) >= 2 and all(v in OP_NAMES for v in strings):
         return True
+    if len(strings) >= 2 and all(v in OP_VALUES for v in strings) \
+            and not all(v in EXPRESSION_FUNCTIONS for v in strings):
+        return True  # "matmul", "gemm": op values, not (only) the expression language's functions
     for n in ast.walk(node):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "Op" \
                 and n.attr.isupper():
@@ -117,6 +124,10 @@ def test_no_module_outside_ir_keeps_a_table_of_op_names():
     ("X = Op.ADD", []),  # one op is no table
     ('VIEWS = ("RESHAPE", "FLATTEN")', ["VIEWS"]),  # op names, read with Op[name]
     ('MODES = ("constant", "edge")', []),
+    ('GEMMS = ("matmul", "batchmatmul", "gemm")', ["GEMMS"]),  # op values
+    ('X = sorted(set(E) - {"batchnorm", "identity"})', ["X"]),
+    ('ZERO_KEEPING = frozenset({"relu", "neg", "abs"})', []),  # the expression language's functions
+    ('FNS = {"add": f, "mul": g}', []),
     ("def f():\n    return {Op.ADD}", []),  # not module level
 ])
 def test_the_scan_finds_tables(source, names):

@@ -35,6 +35,7 @@ from einsat.gpu.kernels.codegen import (
     memoize,
     numel,
 )
+from einsat.ir import groups
 
 
 @dataclass(frozen=True)
@@ -232,13 +233,19 @@ def _where(a, s, t, ins):
     return f"(({a[0]}) ? {a[1]} : {a[2]})"
 
 
-COMPARISONS = frozenset({"equal", "less", "greater", "less_equal", "greater_equal"})
-_CMP = {"equal": "==", "less": "<", "greater": ">", "less_equal": "<=", "greater_equal": ">="}
+# the registry's comparisons (bool results; their operands' type writes the literals, below)
+COMPARISONS = frozenset(op.value for op in groups.COMPARISONS)
 
 
-@expression(*COMPARISONS)
-def _compare(a, s, t, ins):
-    return f"({a[0]} {_CMP[s.op]} {a[1]})"
+def _comparison(op: str, c_operator: str) -> None:
+    expression(op)(lambda a, s, t, ins: f"({a[0]} {c_operator} {a[1]})")
+
+
+_comparison("equal", "==")
+_comparison("less", "<")
+_comparison("greater", ">")
+_comparison("less_equal", "<=")
+_comparison("greater_equal", ">=")
 
 
 @expression("logical_not")

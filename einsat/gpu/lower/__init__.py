@@ -15,10 +15,10 @@ import numpy as np
 from einsat.errors import ExecutionError
 from einsat.gpu.kernels.codegen import UnsupportedDtype, is_half_dtype
 from einsat.gpu.lower import attention, banded, conv, elementwise, eop, fused, layout, linear, reduce, views  # noqa: F401  (fill IMPLS)
-from einsat.gpu.lower.common import HOST_OPS, IMPLS
+from einsat.gpu.lower.common import GEMM_LOWERED, HOST_OPS, IMPLS
 from einsat.runtime.backend_numpy import BACKEND as NUMPY
 
-__all__ = ["HOST_OPS", "IMPLS", "implemented", "lower", "run_node"]
+__all__ = ["GEMM_LOWERED", "HOST_OPS", "IMPLS", "implemented", "lower", "run_node"]
 
 
 def lower(dev, node, args, out_types) -> list:

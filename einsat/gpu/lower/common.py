@@ -20,10 +20,17 @@ IMPLS: dict[str, Impl] = {}
 HOST_OPS = frozenset({"opaque"})
 
 
-def implements(*names: str):
+GEMM_LOWERED: set[str] = set()  # ops lowered as GEMMs whose algorithms the device chooses (`gemm=True`)
+
+
+def implements(*names: str, gemm: bool = False):
+    """Register `fn` as the lowering of the ops `names`; `gemm=True`: each runs as GEMMs whose
+    algorithm the device chooses and the profile records (`profiler.stale` asks)."""
     def deco(fn: Impl) -> Impl:
         for n in names:
             IMPLS[n] = fn
+            if gemm:
+                GEMM_LOWERED.add(n)
         return fn
     return deco
 

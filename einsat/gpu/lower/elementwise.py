@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from einsat.gpu.kernels.elementwise import EXPRESSIONS, Operand, Step, elementwise_kernel
 from einsat.gpu.lower.common import implements, operand, run_kernel
-from einsat.ir.registry import Op
+from einsat.ir.registry import REGISTRY, Op
 
 
 def _attrs(node) -> tuple:
@@ -24,8 +24,10 @@ def pointwise(dev, node, args, out_types):
     return [run_kernel(dev, k, list(args), out.shape, out.dtype)]
 
 
-# every registry op with a C expression is one element-wise step
-_ELEMENTWISE = sorted((set(EXPRESSIONS) & {op.value for op in Op}) - {"batchnorm", "identity"})
+# every element-wise op of the registry with a C expression is one element-wise step (batchnorm,
+# whose parameters broadcast over dim 1, has its own below; identity names its input)
+_ELEMENTWISE = sorted(op.value for op in Op if op.value in EXPRESSIONS and REGISTRY[op].elementwise
+                      and not REGISTRY[op].aliases)
 implements(*_ELEMENTWISE)(pointwise)
 
 

@@ -110,7 +110,7 @@ def _addends(args) -> list:
     return [(a, operand(a)) if a is not None else None for a in args[2:4]]
 
 
-@implements("fused_matmul")
+@implements("fused_matmul", gemm=True)
 def fused_matmul(dev, node, args, out_types):
     out_t = out_types[0]
     fused = _lt_epilogue(dev, node, args, out_t)

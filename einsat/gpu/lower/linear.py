@@ -83,7 +83,7 @@ def _broadcast(dev, x, batch, rows, cols):
     return dev.xp.broadcast_to(x, tuple(batch) + (rows, cols))
 
 
-@implements("matmul", "batchmatmul")
+@implements("matmul", "batchmatmul", gemm=True)
 def matmul(dev, node, args, out_types):
     """NumPy matmul: 1-D operands are promoted then squeezed, batch dims broadcast."""
     out_t = out_types[0]
@@ -117,7 +117,7 @@ def _lt_bias_gemm(dev, a, b, c, alpha: float, out_t):
     return out
 
 
-@implements("gemm")
+@implements("gemm", gemm=True)
 def gemm(dev, node, args, out_types):
     """y = alpha * op(a) @ op(b) + beta * c, c broadcast to the output."""
     a, b = args[0], args[1]

@@ -165,3 +165,24 @@ def test_a_layernorm_over_a_constant_row_fused_into_an_eop_is_exactly_zero():
     (want,) = run(graph, feed).values()
     (got,) = run(optimized, feed).values()
     assert np.array_equal(got, want) and not np.any(want)
+
+
+def test_a_sum_of_deviations_from_a_fused_mean_rounds_as_the_reference():
+    """einsat fuzz --seed 2 (#27): Σ(2 (x - mean(x))) is 0 in exact arithmetic; the reference's
+    rounding leaves 1.2e-7, and an eop whose mean summed x · (1/3) got exactly 0, which a tolerance
+    relative to that tiny output refused. reduce_mean's expression now divides its sum by the count,
+    as NumPy's mean does, and the fused program passes the fusion target's check."""
+    import numpy as np
+
+    import einsat
+    from einsat.ir import GraphBuilder
+
+    b = GraphBuilder("chain")
+    x0 = b.input("x0", (3,), np.float32)
+    sub2 = b.sub(x0, b.reduce_mean(x0, axes=(0,), name="reduce_mean1"), name="sub2")
+    add3 = b.add(sub2, sub2, name="add3")
+    reduce_sum5 = b.reduce_sum(add3, axes=(0,), name="reduce_sum5")
+    graph = b.build(reduce_sum5, b.sub(add3, reduce_sum5, name="sub6"))
+    optimized = einsat.optimize(graph, verify=False, extractor="greedy", cost="h100").graph
+    assert any(n.op is Op.EOP for n in optimized.nodes)  # the mean is fused
+    assert check_transform(fuzz_module.fusion_transform(einsat.optimize), graph) is None

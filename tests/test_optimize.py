@@ -294,7 +294,10 @@ def test_an_inconclusive_verification_says_the_weights_are_missing(tmp_path):
                         progress=lambda event: stages.append(event.phase))
     assert e.value.status == "inconclusive" and "saturate" not in stages
     assert "10 stripped weights" in str(e.value) and "fill_weights='random'" in str(e.value)
-    result = einsat.optimize(tmp_path / "s.onnx", limits=Limits(nodes=500))  # verify=True: reported
+    # verify=True: reported. One round of rewriting, the clocks far off: a loaded machine stopped the
+    # default 8 s search before a step, and the input came back "identical" (#27 item 5)
+    result = einsat.optimize(tmp_path / "s.onnx", limits=Limits(nodes=500, iterations=1, time_s=600),
+                             time_limit=300)
     assert result.report.verification.status == "inconclusive"
     assert any("10 stripped weights" in note for note in result.report.verification.notes)
 

@@ -15,6 +15,7 @@ import pytest
 import einsat
 from benchmarks.fusion_bench import chain_kind
 from einsat.cost.models import cost_model
+from einsat.egraph.session import Limits
 from einsat.ir import Op
 from tests.rewrites.derive.test_fusion_chains import _without_attention
 
@@ -34,7 +35,10 @@ def _fused(graph) -> Counter:
 
 
 def _optimize(g):
-    result = einsat.optimize(g, cost="h100", rules=_without_attention())
+    # the search and the ILP end by work, their clocks far off: under load the default 8 s stopped one
+    # piece of BERT-base before its layernorm was fused (#27 item 5)
+    result = einsat.optimize(g, cost="h100", rules=_without_attention(), limits=Limits(time_s=600), time_limit=300)
+    assert "time" not in result.report.saturation.stop_reason
     model = cost_model("h100")
     assert model.graph_cost(result.graph) < model.graph_cost(g)
     return result.graph, Counter(n.op for n in result.graph.nodes)

@@ -14,6 +14,7 @@ from einsat.errors import VerificationError
 from einsat.ir import GraphBuilder
 from einsat.optimize_report import SaturationSummary
 from einsat.testing import strategies as es
+from tests.work_bounded import BY_WORK
 
 optimize_module = importlib.import_module("einsat.pipeline.phases")  # the run's phases
 verify_equivalent = importlib.import_module("einsat.optimize").verify_equivalent
@@ -181,7 +182,8 @@ def test_bert_q_k_v_matmuls_are_merged():
     from benchmarks.workloads.transformer import bert_tensat
     graph = bert_tensat(seq=64, hidden=256, heads=4, layers=1, softmax=False)
     assert matmuls_reading(graph, "x") == 3
-    result = einsat.optimize(graph)
+    result = einsat.optimize(graph, **BY_WORK)
+    assert "time" not in result.report.saturation.stop_reason
     assert matmuls_reading(result.graph, "x") == 1
     (merged,) = [n for n in result.graph.nodes if n.op is einsat.Op.MATMUL and "x" in n.inputs]
     assert result.graph.types[merged.outputs[0]].shape == (64, 3 * 256)
@@ -195,7 +197,8 @@ def test_conv_batchnorm_relu_and_the_residual_fuse_on_a_resnet_block():
     x = net.b.input("x", (1, 16, 12, 12))
     graph = net.build(basic_block(net, x, 16, 1))
     assert graph.op_counts() == {"conv": 2, "batchnorm": 2, "relu": 2, "add": 1}
-    result = einsat.optimize(graph, cost="h100-roofline")  # where fusing pays (see test_schedule)
+    result = einsat.optimize(graph, cost="h100-roofline", **BY_WORK)  # where fusing pays (see test_schedule)
+    assert "time" not in result.report.saturation.stop_reason
     assert result.graph.op_counts() == {"fused_conv": 2}
     assert all(n.attrs["activation"] == "relu" for n in result.graph.nodes)
     assert "x" in result.graph.nodes[-1].inputs[3:]  # the residual input, fused into the last conv

@@ -225,7 +225,9 @@ def test_legacy_llama_prefill_under_h100_extracts_attention():
                          input_shapes={k: v.shape for k, v in inputs.items()})
     assert Op.ATTENTION not in [n.op for n in g.nodes]
     softmaxes = sum(n.op is Op.SOFTMAX for n in g.nodes)
-    result = einsat.optimize(g, inputs, cost="h100", limits=Limits(iterations=1))
+    # one round ends the search, the clocks far off (#27: not the load)
+    result = einsat.optimize(g, inputs, cost="h100", limits=Limits(iterations=1, time_s=600), time_limit=300)
+    assert "time" not in result.report.saturation.stop_reason
     ops = [n.op for n in result.graph.nodes]
     assert ops.count(Op.ATTENTION) == softmaxes == 2 and Op.SOFTMAX not in ops
     assert result.report.verification.status == "proved"

@@ -1,8 +1,10 @@
 """`optimize(cost="cpu")`: profiling after saturation into the cache, reuse on the second run,
-measured figures in the report, and the never-slower rule (the verdict injected: no timing luck)."""
+measured figures in the report, and the never-slower rule (the verdict injected, and where a test
+needs the model to promise a gain, the profile's figures too: no timing luck)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import einsat
@@ -10,6 +12,7 @@ from einsat import measure
 from einsat.cost.target import cpu_model
 from einsat.ir import GraphBuilder
 from einsat.runtime.profiler import judge
+from tests.work_bounded import BY_WORK
 
 pytest.importorskip("onnxruntime")
 
@@ -20,6 +23,30 @@ def double_transpose():
     x = b.input("x", (32, 48))
     t = b.transpose(b.transpose(x, perm=(1, 0)), perm=(1, 0))
     return b.build(b.relu(b.matmul(t, b.weight("w", (48, 16)))))
+
+
+def finished(report) -> None:
+    """Work ended the search and the extraction, not their clocks (`BY_WORK`; #27: not the load)."""
+    assert "time" not in report.saturation.stop_reason and "time limit" not in report.extraction.status
+
+
+def steady_profile(monkeypatch):
+    """The profiler's loop runs as it does, but each signature's entry is a fixed figure (1 µs and 1 µs
+    per 1,000 input elements), never what a loaded machine timed. Timed, `double_transpose`'s ops
+    are below the call overhead their entries are net of (each at the 0.05 µs floor), and the gain
+    the model promises is the per-node overhead timed beside them (about 3 µs of 18 here, idle):
+    twice in three runs of a loaded `make test` the extraction kept the input itself, and the tests
+    below, which need a promised gain to judge, failed on the load (#27 item 5)."""
+    real = measure.profile_signatures
+
+    def profile_signatures(sigs, *args, **kwargs):
+        run = real(sigs, *args, **kwargs)
+        by_key = {s.key: s for s in sigs}
+        run.entries = {key: {"us": 1.0 + sum(int(np.prod(t.shape)) for t in by_key[key].inputs if t) / 1000}
+                       for key in run.entries}
+        return run
+
+    monkeypatch.setattr(measure, "profile_signatures", profile_signatures)
 
 
 def verdict(faster: bool):
@@ -46,8 +73,10 @@ def optimize_judged(tmp_path, monkeypatch, faster: bool):
     """double_transpose() optimized under `cost="cpu"` with the side-by-side verdict injected:
     the program, the result and its report."""
     monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=faster))
+    steady_profile(monkeypatch)
     g = double_transpose()
-    result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"))
+    result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"), **BY_WORK)
+    finished(result.report)
     return g, result, result.report
 
 
@@ -103,15 +132,18 @@ def test_a_second_run_times_nothing(tmp_path, monkeypatch):
         return wrapped
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    steady_profile(monkeypatch)  # the first run's model promises the gain the kept verdict is about
     monkeypatch.setattr(measure, "profile_signatures", counting("profile", measure.profile_signatures))
     monkeypatch.setattr(measure, "check_measured", counting("check", lambda m, a, b, reps: verdict(faster=True)))
     monkeypatch.setattr(profiled.CalibratedRoofline, "fit",
                         staticmethod(counting("fit", profiled.CalibratedRoofline.fit)))
-    first = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    first = einsat.optimize(double_transpose(), cost="cpu", check_reps=5, **BY_WORK)
+    finished(first.report)
     assert calls["profile"] >= 1 and calls["check"] == 1 and calls["fit"] >= 1
     assert first.report.measured["measured_at"] is None
     calls.update(profile=0, check=0, fit=0)
-    second = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    second = einsat.optimize(double_transpose(), cost="cpu", check_reps=5, **BY_WORK)
+    finished(second.report)
     assert calls == {"profile": 0, "check": 0, "fit": 0}
     assert second.report.ops_after == first.report.ops_after and second.report.kept_input is None
     assert second.report.measured["speedup"] == pytest.approx(first.report.measured["speedup"])

@@ -14,7 +14,7 @@ from einsat.errors import VerificationError
 from einsat.ir import GraphBuilder
 from einsat.optimize_report import SaturationSummary
 from einsat.testing import strategies as es
-from tests.work_bounded import BY_WORK
+from tests.work_bounded import BY_WORK, by_work, ended_by_work
 
 optimize_module = importlib.import_module("einsat.pipeline.phases")  # the run's phases
 verify_equivalent = importlib.import_module("einsat.optimize").verify_equivalent
@@ -183,7 +183,7 @@ def test_bert_q_k_v_matmuls_are_merged():
     graph = bert_tensat(seq=64, hidden=256, heads=4, layers=1, softmax=False)
     assert matmuls_reading(graph, "x") == 3
     result = einsat.optimize(graph, **BY_WORK)
-    assert "time" not in result.report.saturation.stop_reason
+    ended_by_work(result.report)
     assert matmuls_reading(result.graph, "x") == 1
     (merged,) = [n for n in result.graph.nodes if n.op is einsat.Op.MATMUL and "x" in n.inputs]
     assert result.graph.types[merged.outputs[0]].shape == (64, 3 * 256)
@@ -198,7 +198,7 @@ def test_conv_batchnorm_relu_and_the_residual_fuse_on_a_resnet_block():
     graph = net.build(basic_block(net, x, 16, 1))
     assert graph.op_counts() == {"conv": 2, "batchnorm": 2, "relu": 2, "add": 1}
     result = einsat.optimize(graph, cost="h100-roofline", **BY_WORK)  # where fusing pays (see test_schedule)
-    assert "time" not in result.report.saturation.stop_reason
+    ended_by_work(result.report)
     assert result.graph.op_counts() == {"fused_conv": 2}
     assert all(n.attrs["activation"] == "relu" for n in result.graph.nodes)
     assert "x" in result.graph.nodes[-1].inputs[3:]  # the residual input, fused into the last conv
@@ -299,8 +299,7 @@ def test_an_inconclusive_verification_says_the_weights_are_missing(tmp_path):
     assert "10 stripped weights" in str(e.value) and "fill_weights='random'" in str(e.value)
     # verify=True: reported. One round of rewriting, the clocks far off: a loaded machine stopped the
     # default 8 s search before a step, and the input came back "identical" (#27 item 5)
-    result = einsat.optimize(tmp_path / "s.onnx", limits=Limits(nodes=500, iterations=1, time_s=600),
-                             time_limit=300)
+    result = einsat.optimize(tmp_path / "s.onnx", **by_work(nodes=500, iterations=1))
     assert result.report.verification.status == "inconclusive"
     assert any("10 stripped weights" in note for note in result.report.verification.notes)
 

@@ -17,6 +17,7 @@ from einsat.egraph import Limits, Schedule, Session
 from einsat.ir.registry import Op
 from einsat.rewrites.algebra.attention import attention_generator
 from tests.rewrites.harness import F64, Case, check_sound, dims, fill, leaves, parametrize
+from tests.work_bounded import BY_WORK, by_work, ended_by_work
 
 # a fully masked row (-inf mask) is NaN in softmax, as the guarded forms expect
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
@@ -205,9 +206,8 @@ def test_bert_tensat_under_h100_extracts_attention():
     g = bert_tensat(seq=16, hidden=64, heads=4, layers=1)
     # the search and the ILP end by work, their clocks far off: a loaded machine stopped the default
     # 8 s search before the attention rewrite had fired (#27 item 5)
-    from einsat.egraph.session import Limits
-    out, report = einsat.optimize(g, cost="h100", limits=Limits(time_s=600), time_limit=300)
-    assert "time" not in report.saturation.stop_reason and "time limit" not in report.extraction.status
+    out, report = einsat.optimize(g, cost="h100", **BY_WORK)
+    ended_by_work(report)
     ops = [n.op for n in out.nodes]
     assert Op.ATTENTION in ops and Op.SOFTMAX not in ops
     x = np.random.default_rng(0).standard_normal(g.types[g.inputs[0]].shape).astype(np.float32)
@@ -226,8 +226,8 @@ def test_legacy_llama_prefill_under_h100_extracts_attention():
     assert Op.ATTENTION not in [n.op for n in g.nodes]
     softmaxes = sum(n.op is Op.SOFTMAX for n in g.nodes)
     # one round ends the search, the clocks far off (#27: not the load)
-    result = einsat.optimize(g, inputs, cost="h100", limits=Limits(iterations=1, time_s=600), time_limit=300)
-    assert "time" not in result.report.saturation.stop_reason
+    result = einsat.optimize(g, inputs, cost="h100", **by_work(iterations=1))
+    ended_by_work(result.report)
     ops = [n.op for n in result.graph.nodes]
     assert ops.count(Op.ATTENTION) == softmaxes == 2 and Op.SOFTMAX not in ops
     assert result.report.verification.status == "proved"

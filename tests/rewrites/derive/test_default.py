@@ -12,6 +12,7 @@ from einsat.ir import Op
 from einsat.rewrites.derive import generator
 from einsat.rewrites.derive.generator import DEFAULT_LIMITS, can_pay, default_derive_generator, floors
 from tests.rewrites.derive import cases
+from tests.work_bounded import by_work, ended_by_work
 
 F64 = np.float64
 
@@ -104,9 +105,9 @@ def test_optimize_with_the_default_rules_is_deterministic():
     model = cases.DerivedCheaper()
     # the rounds end the search, the clocks far off: a time limit may stop a run early, and then
     # its program may depend on the load (#27)
-    limits = Limits(iterations=4, time_s=600)
-    first = einsat.optimize(g, cost=model, limits=limits, time_limit=300)
+    first = einsat.optimize(g, cost=model, **by_work(iterations=4))
     generator._MEMO.clear()
-    second = einsat.optimize(g, cost=model, limits=limits, time_limit=300)
-    assert not any("time" in r.report.saturation.stop_reason for r in (first, second))
+    second = einsat.optimize(g, cost=model, **by_work(iterations=4))
+    for run in (first, second):
+        ended_by_work(run.report)
     assert str(first.graph) == str(second.graph)

@@ -15,9 +15,9 @@ import pytest
 import einsat
 from benchmarks.fusion_bench import chain_kind
 from einsat.cost.models import cost_model
-from einsat.egraph.session import Limits
 from einsat.ir import Op
 from tests.rewrites.derive.test_fusion_chains import _without_attention
+from tests.work_bounded import BY_WORK, ended_by_work
 
 MODELS = Path(__file__).resolve().parents[2] / "data" / "models"
 LEFT_ALONE = (Op.SOFTMAX, Op.LAYERNORM, Op.ERF, Op.TANH)
@@ -37,8 +37,8 @@ def _fused(graph) -> Counter:
 def _optimize(g):
     # the search and the ILP end by work, their clocks far off: under load the default 8 s stopped one
     # piece of BERT-base before its layernorm was fused (#27 item 5)
-    result = einsat.optimize(g, cost="h100", rules=_without_attention(), limits=Limits(time_s=600), time_limit=300)
-    assert "time" not in result.report.saturation.stop_reason
+    result = einsat.optimize(g, cost="h100", rules=_without_attention(), **BY_WORK)
+    ended_by_work(result.report)
     model = cost_model("h100")
     assert model.graph_cost(result.graph) < model.graph_cost(g)
     return result.graph, Counter(n.op for n in result.graph.nodes)

@@ -13,6 +13,7 @@ from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_gene
 from einsat.rewrites.post.fold import fold_generator
 from einsat.testing.egraphs import assert_consistent
 from tests.rewrites.derive import cases
+from tests.work_bounded import by_work, ended_by_work, work_limits
 
 F64 = np.float64
 
@@ -44,10 +45,10 @@ def test_the_search_depth_is_the_sessions_limit():
     g = cases.conv5x5(1, 8, 16, 4, F64)
     # one round each, the clock far off: a loaded machine cut the deep round at the default 8 s,
     # and both e-graphs came out the same size (#27 item 5)
-    shallow = Session(Limits(iterations=1, derive_depth=1, time_s=600))
+    shallow = Session(work_limits(iterations=1, derive_depth=1))
     shallow.add_graph(g)
     shallow.run(Schedule((derive_generator(),)))
-    deep = Session(Limits(iterations=1, time_s=600))
+    deep = Session(work_limits(iterations=1))
     deep.add_graph(g)
     deep.run(Schedule((derive_generator(),)))
     assert shallow.export().num_nodes() < deep.export().num_nodes()
@@ -72,9 +73,8 @@ def test_optimize_extracts_the_derived_form_and_verifies_it(name):
     build, model, want = CASES[name]
     g = build()
     # six rounds end the search, the clocks far off (#27: not the load)
-    result = einsat.optimize(g, cost=model, rules=schedule(model), limits=Limits(iterations=6, time_s=600),
-                             time_limit=300)
-    assert "time" not in result.report.saturation.stop_reason
+    result = einsat.optimize(g, cost=model, rules=schedule(model), **by_work(iterations=6))
+    ended_by_work(result.report)
     got = ops(result.graph)
     for op, count in want.items():
         assert got.get(op, 0) == count, (name, got)

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 
 from einsat import GraphBuilder, Op
 from einsat.cost.model import RooflineCost
-from einsat.egraph import Limits, Schedule, Session
+from einsat.egraph import Schedule, Session
 from einsat.egraph.rules import Generator
 from einsat.extract.extraction import extract
 from einsat.ir.graph import Graph
@@ -28,6 +28,7 @@ from einsat.testing.egraphs import assert_consistent, same_outputs
 from einsat.testing.mutants import batch_to_width
 from einsat.verify import find_differences
 from tests.rewrites.mutate.test_fusion import conv_pairs
+from tests.work_bounded import work_limits
 
 
 def every_conv(session, data):
@@ -39,7 +40,7 @@ def every_conv(session, data):
 @given(conv_pairs())
 def test_every_fused_form_computes_its_e_class(case):
     g, axis = case
-    s = Session(Limits(time_s=600))  # the round is not cut by the clock (#27: not the load)
+    s = Session(work_limits())  # the round is not cut by the clock (#27: not the load)
     s.add_graph(g)
     report = s.run(Schedule((Generator("fuse-all", "law", every_conv),)))
     assert sum(r.counts["fused"] for r in report.rounds) == 1  # the two convs, once
@@ -72,7 +73,7 @@ def figure_1(n=4, c=3, h=5, w=6, f=4, seed=0):
 def entered(original: Graph, *corrected: Graph) -> Session:
     """A session holding `original` and each corrected program unioned with its output (the
     weight bound to the original's weight e-class), before any fusion."""
-    s = Session(Limits(time_s=600), cost=LaunchBound("h100"))  # rounds not cut by the clock (#27)
+    s = Session(work_limits(), cost=LaunchBound("h100"))  # rounds not cut by the clock (#27)
     (out,) = s.add_graph(original)
     data = s.export()
     leaf = {n.leaf: cid for cid, cls in data.classes.items() for n in cls.nodes if n.leaf}

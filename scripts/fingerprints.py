@@ -5,17 +5,22 @@ workloads that between them take every path of the run (a CNN, TASO's BERT, an L
 layer, NasRNN, a PET mutant, an EinNet derivation, a partitioned model, the measured CPU model
 on a scripted profile, the fusion generator, an imperative function) and reduces each result to
 a fingerprint: a structural key (ops, attributes, wiring, types; value names left out:
-`structure`), a SHA-256 of the weights' bytes in order of first use, and the op counts and
-modeled cost as a readable summary. Each run is bounded by work (e-nodes, iterations, the ILP's
-nodes), never by the clock: the time limits lie far off, and a run that stops on one is an
-error here, not a fingerprint.
+`structure`), compared exactly; a sketch of each weight in order of first use (norm, largest
+magnitude, sums with fixed pseudo-random signs: `sketch`), compared within a tolerance, so that
+the last bits a CPU's BLAS kernel rounds differently in folded weights do not count (#38); and
+the op counts and modeled cost, compared exactly, as a readable summary. Each run is bounded by
+work (e-nodes, iterations, the ILP's nodes), never by the clock: the time limits lie far off,
+and a run that stops on one is an error here, not a fingerprint.
 
     python scripts/fingerprints.py             # recompute, compare with tests/data/fingerprints.json
     python scripts/fingerprints.py --write     # recompute twice (they must agree), save, print changes
     python scripts/fingerprints.py bert_tensat nasrnn    # only these
     python scripts/fingerprints.py --tree /tmp/old nasrnn   # einsat, benchmarks and tests of another checkout
 
-The reference was generated at commit a187c90 (before #26's refactor of the orchestration);
+`--write` runs on a committed tree only (einsat, benchmarks, tests and scripts as committed; the
+saved file aside): each entry records the commit of the code that made it, and an entry that
+still matches is kept as it was. The programs were first saved at commit a187c90 (before #26's
+refactor of the orchestration); `git log tests/data/fingerprints.json` says what changed since.
 `tests/test_fingerprints.py` recomputes them and fails naming the workload that changed. To find
 the commit that changed one: `git clone -q . /tmp/old && git -C /tmp/old checkout -q COMMIT`, then
 `--tree /tmp/old NAME` at commits between a187c90 and HEAD (the saved fingerprints stay this
@@ -30,6 +35,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -272,26 +278,103 @@ WORKLOADS = {
 # -- fingerprints ------------------------------------------------------------------------------------
 
 def fingerprint(result) -> dict:
-    """The result's structure key, its weights' digest, and a readable summary (see `structure`)."""
+    """The result's structure key, a sketch of each weight (`sketch`), and a readable summary
+    (see `structure`)."""
     g = result.graph
-    key, order = structure(g)
-    digest = hashlib.sha256()
-    for name in order:
-        a = np.ascontiguousarray(np.asarray(g.weights[name]))
-        digest.update(f"{a.dtype}{a.shape}".encode())
-        digest.update(a.tobytes())
-    return {"structure": key, "weights": digest.hexdigest(),
+    inner: list = []  # the weights of subgraphs (loop and if bodies), in the order they were met
+    key, order = structure(g, inner)
+    return {"structure": key, "weights": [sketch(v) for v in [*(g.weights[name] for name in order), *inner]],
             "ops": dict(sorted(g.op_counts().items())), "cost_after": round(float(result.report.cost_after), 6)}
 
 
-def structure(g) -> tuple[str, list[str]]:
+# -- weights: compared within a tolerance, never by their bytes (#38) ------------------------------
+#
+# A folded weight (a product of weights, evaluated once in NumPy) differs in its last bits from one
+# BLAS kernel to another: OpenBLAS picks its kernel by CPU (Haswell, SkylakeX, Prescott, ARM's...),
+# and each sums in its own order. Those bits say nothing about the program, so a fingerprint keeps
+# a sketch of each floating weight instead of its bytes: its dtype and shape, its L2 norm, its
+# largest magnitude, and SIGNS sums of its values with fixed pseudo-random signs (s_j . a, the
+# signs drawn from SHAKE-256, the same on every machine), all summed exactly (math.fsum) in
+# float64, so a sketch is a function of the weight's values alone. Two sketches agree when every
+# figure is within `rtol(dtype) * L2` of the other's. Why this and not a digest of rounded values:
+# a value that sits on a rounding boundary rounds both ways under last-bit noise, whatever the
+# number of digits kept, so such a digest fails on some machine sooner or later; a tolerance does
+# not. What it lets through and what it catches:
+# - noise e (every element a few ulps off): |s_j . e| exceeds t only with probability at most
+#   2 exp(-t^2 / (2 |e|^2)) (Hoeffding; the signs know nothing of the kernel's rounding), and
+#   |e| is some ulps of |a|, so at t = 128 eps |a| that is nil (float32 folds here differ by at
+#   most 2 ulps, |e|/|a| < 2e-7 against the tolerance's 1.5e-5);
+# - a change d of one element beyond t moves every signed sum by |d|; a scale by 1 + r moves the
+#   norm by r |a|; a permutation, a transpose or a sign flip moves the signed sums by about
+#   |a| sqrt(2 k / n) for k of n elements moved: all caught (tests/test_fingerprints.py).
+# Integer and boolean weights, and weights with a non-finite value, are kept by a digest of their
+# bytes and compared exactly: no kernel rounds them.
+SIGNS = 8
+_SIGN_SEED = b"einsat fingerprints: weight sketch signs"
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype.name in {"bfloat16", "float8_e4m3fn", "float8_e5m2"}
+
+
+def rtol(dtype) -> float:
+    """The tolerance of a weight's sketch figures, relative to its L2 norm: 128 ulps of 1 for
+    float32 and float64 (1.5e-5 and 2.8e-14); 16 for the half types (1.6e-2 for float16), whose
+    folded values are rounded once from float32."""
+    dtype = np.dtype(dtype)
+    try:
+        eps = float(np.finfo(dtype).eps)
+    except ValueError:  # ml_dtypes' types have their own finfo
+        import ml_dtypes
+        eps = float(ml_dtypes.finfo(dtype).eps)
+    return (128 if dtype.itemsize >= 4 else 16) * eps
+
+
+def _signs(n: int) -> np.ndarray:
+    """(n, SIGNS) booleans: element i takes sign + in sum j where bit j of byte i is set."""
+    stream = np.frombuffer(hashlib.shake_256(_SIGN_SEED).digest(max(n, 1)), np.uint8)[:n]
+    return np.unpackbits(stream[:, None], axis=1, bitorder="little").astype(bool)
+
+
+def sketch(value) -> dict:
+    """What a fingerprint keeps of one weight (see above)."""
+    import math
+    a = np.ascontiguousarray(np.asarray(value))
+    out = {"dtype": str(a.dtype), "shape": [int(d) for d in a.shape]}
+    if _is_float(a.dtype):
+        x = a.astype(np.float64).ravel()
+        if np.all(np.isfinite(x)):
+            signs = _signs(x.size)
+            out["l2"] = math.sqrt(math.fsum(x * x))
+            out["max"] = float(np.max(np.abs(x))) if x.size else 0.0
+            out["signed"] = [math.fsum(np.where(signs[:, j], x, -x)) for j in range(SIGNS)]
+            return out
+    out["sha256"] = hashlib.sha256(a.tobytes()).hexdigest()
+    return out
+
+
+def sketch_differences(saved: dict, now: dict) -> list[str]:
+    """How two sketches of one weight differ beyond the tolerance, in words (empty: they agree)."""
+    if (saved.get("dtype"), saved.get("shape")) != (now.get("dtype"), now.get("shape")):
+        return [f"type {saved.get('dtype')}{saved.get('shape')} -> {now.get('dtype')}{now.get('shape')}"]
+    if "sha256" in saved or "sha256" in now:
+        return [] if saved.get("sha256") == now.get("sha256") else ["values (compared exactly) differ"]
+    tol = rtol(saved["dtype"]) * max(saved["l2"], now["l2"])
+    pairs = [("L2 norm", saved["l2"], now["l2"]), ("largest magnitude", saved["max"], now["max"])]
+    pairs += [(f"signed sum {j}", a, b) for j, (a, b) in enumerate(zip(saved["signed"], now["signed"], strict=True))]
+    return [f"{what} {a!r} -> {b!r} (tolerance {tol:.3g})" for what, a, b in pairs if abs(a - b) > tol]
+
+
+def structure(g, inner: list | None = None) -> tuple[str, list[str]]:
     """A SHA-256 of `g`'s program up to value names, and its weights in the order it hashed them.
 
     The inputs by position with their types; each node's op, attributes, inputs (an input's
     position, a weight's rank in order of first use, or another node's output by position) and
-    output types; the outputs. Weights count by type here (their bytes go in the weights
-    digest). Written out here rather than taken from `einsat.partition.fingerprint`, so that a
-    change of that module's encoding does not change a saved fingerprint."""
+    output types; the outputs. Weights count by type here (their values go in the weights'
+    sketches; a subgraph's, in a loop or if body, are appended to `inner`). Written out here
+    rather than taken from `einsat.partition.fingerprint`, so that a change of that module's
+    encoding does not change a saved fingerprint."""
+    inner = [] if inner is None else inner
     ref: dict[str, tuple] = {name: ("in", k) for k, name in enumerate(g.inputs)}
     weights: list[str] = []
     parts: list = [("inputs", tuple(_type_key(g.types[i]) for i in g.inputs))]
@@ -301,7 +384,7 @@ def structure(g) -> tuple[str, list[str]]:
                 ref[i] = ("weight", len(weights), _type_key(g.types[i]))
                 weights.append(i)
         parts.append((node.op.value, tuple(ref[i] if i else ("absent",) for i in node.inputs),
-                      tuple(sorted((str(a), _attr_key(v)) for a, v in node.attrs.items())),
+                      tuple(sorted((str(a), _attr_key(v, inner)) for a, v in node.attrs.items())),
                       tuple(_type_key(g.types[o]) for o in node.outputs)))
         for j, o in enumerate(node.outputs):
             ref[o] = ("node", k, j)
@@ -314,17 +397,19 @@ def _type_key(t) -> tuple:
     return (tuple(int(d) for d in t.shape), str(np.dtype(t.dtype)))
 
 
-def _attr_key(v):
+def _attr_key(v, inner: list):
     if isinstance(v, np.ndarray):
         a = np.ascontiguousarray(v)
         return ("array", str(a.dtype), a.shape, hashlib.sha256(a.tobytes()).hexdigest())
     if hasattr(v, "nodes") and hasattr(v, "inputs") and hasattr(v, "weights"):  # a subgraph (loop, if_)
-        key, order = structure(v)
-        return ("graph", key, tuple(_attr_key(np.asarray(v.weights[w])) for w in order))
+        key, order = structure(v, inner)
+        weights = [np.asarray(v.weights[w]) for w in order]
+        inner.extend(weights)  # their values go in the weights' sketches, after the graph's own
+        return ("graph", key, tuple((str(w.dtype), w.shape) for w in weights))
     if isinstance(v, (tuple, list)):
-        return (type(v).__name__, tuple(_attr_key(x) for x in v))
+        return (type(v).__name__, tuple(_attr_key(x, inner) for x in v))
     if isinstance(v, dict):
-        return ("dict", tuple(sorted((str(k), _attr_key(x)) for k, x in v.items())))
+        return ("dict", tuple(sorted((str(k), _attr_key(x, inner)) for k, x in v.items())))
     if isinstance(v, np.generic):
         return ("scalar", str(v.dtype), v.item())
     if hasattr(v, "value") and hasattr(type(v), "__members__"):  # an enum
@@ -354,37 +439,76 @@ def compute(name: str) -> dict:
 
 
 def tree_commit() -> str:
-    """The commit of the checkout whose einsat is imported, "+changes" when its tracked files differ."""
+    """The commit of the checkout whose einsat is imported, "+changes" when its tracked files
+    (einsat, benchmarks, tests, scripts; the saved fingerprints aside) differ from it."""
     import einsat
     tree = os.path.dirname(os.path.dirname(os.path.abspath(einsat.__file__)))
     try:
         head = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", tree, "diff", "--quiet", "HEAD", "--", "einsat", "benchmarks", "tests"],
+        dirty = subprocess.run(["git", "-C", tree, "diff", "--quiet", "HEAD", "--", "einsat", "benchmarks", "tests",
+                                "scripts", f":(exclude){PATH.relative_to(ROOT)}"],
                                capture_output=True).returncode != 0
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("+changes" if dirty else "")
 
 
+def real_commit(commit) -> bool:
+    """Whether `commit` names a commit (not "+changes", made from an uncommitted tree)."""
+    return isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None
+
+
 def load() -> dict:
     return json.loads(PATH.read_text()) if PATH.exists() else {}
 
 
+def dumps(saved: dict) -> str:
+    """The saved fingerprints as JSON, one line per weight's sketch."""
+    lines: dict[str, str] = {}
+
+    def mark(entry: dict) -> dict:
+        out = dict(entry)
+        if isinstance(out.get("weights"), list):
+            out["weights"] = []
+            for w in entry["weights"]:
+                token = f"@sketch{len(lines)}@"
+                lines[token] = json.dumps(w)
+                out["weights"].append(token)
+        return out
+
+    text = json.dumps({k: mark(v) for k, v in saved.items()}, indent=1)
+    for token, line in lines.items():
+        text = text.replace(json.dumps(token), line, 1)
+    return text + "\n"
+
+
 def differences(name: str, saved: dict | None, now: dict) -> list[str]:
-    """What changed between two fingerprints of `name`, in words."""
+    """What changed between two fingerprints of `name`, in words: the structure, op counts and
+    modeled cost exactly, the weights within the tolerance of `sketch_differences`."""
     if saved is None:
         return [f"{name}: new (no saved fingerprint)"]
     out = []
-    for k in ("structure", "weights", "cost_after"):
+    for k in ("structure", "cost_after"):
         if saved.get(k) != now.get(k):
             out.append(f"{name}: {k} {saved.get(k)} -> {now.get(k)}")
+    out += [f"{name}: {line}" for line in weight_differences(saved.get("weights"), now.get("weights"))]
     ops = sorted(set(saved.get("ops", {})) | set(now.get("ops", {})))
     delta = [f"{op} {saved.get('ops', {}).get(op, 0)}->{now['ops'].get(op, 0)}" for op in ops
              if saved.get("ops", {}).get(op, 0) != now["ops"].get(op, 0)]
     if delta:
         out.append(f"{name}: op counts " + ", ".join(delta))
     return out
+
+
+def weight_differences(saved, now) -> list[str]:
+    """The weights (in order of first use) whose sketches differ, in words."""
+    if not isinstance(saved, list):
+        return [f"weights saved as {type(saved).__name__}, not a list of sketches (made before #38): regenerate"]
+    if len(saved) != len(now):
+        return [f"weights: {len(saved)} -> {len(now)}"]
+    return [f"weight {k} ({b['dtype']}{tuple(b['shape'])}): {line}"
+            for k, (a, b) in enumerate(zip(saved, now)) for line in sketch_differences(a, b)]
 
 
 def main(argv=None) -> int:
@@ -406,6 +530,11 @@ def main(argv=None) -> int:
     if unknown:
         p.error(f"unknown workloads {unknown}; choose from {', '.join(WORKLOADS)}")
     saved = load()
+    if args.write:
+        made = tree_commit()
+        if not real_commit(made):
+            raise SystemExit(f"the tree is at {made}: fingerprints are saved from a committed tree, so that each "
+                             "records the commit of the code that made it; commit, then run --write again")
     changed = []
     fresh = {}
     for name in names:
@@ -425,13 +554,11 @@ def main(argv=None) -> int:
     if foreign:
         raise SystemExit(f"modules from outside {os.path.dirname(einsat.__file__)}: {foreign}")
     if args.write:
-        made = tree_commit()
-        for name, now in fresh.items():  # an unchanged fingerprint keeps the commit it was first made at
-            keep = saved.get(name, {}).get("commit") if not differences(name, saved.get(name), now) else None
-            now["commit"] = keep or made
-        saved.update(fresh)
+        for name, now in fresh.items():  # an unchanged one (within the tolerance) is kept as it was saved
+            if differences(name, saved.get(name), now) or not real_commit(saved[name].get("commit")):
+                saved[name] = {**now, "commit": made}
         PATH.parent.mkdir(parents=True, exist_ok=True)
-        PATH.write_text(json.dumps({k: saved[k] for k in WORKLOADS if k in saved}, indent=1) + "\n")
+        PATH.write_text(dumps({k: saved[k] for k in WORKLOADS if k in saved}))
         print(f"wrote {PATH}")
         return 0
     return 1 if changed else 0

@@ -12,7 +12,7 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test test-distributed test-gpu-static notebooks lab bench bench-gpu torch-venv chromium lint clean
+.PHONY: demo test test-blas test-distributed test-gpu-static notebooks lab bench bench-gpu torch-venv chromium lint clean
 demo: $(STAMP)
 	@mkdir -p build
 	$(PY) -m einsat.cli demo --report build/demo-report.html
@@ -33,6 +33,15 @@ lab: $(STAMP)
 
 test: $(STAMP) torch-venv chromium
 	$(PY) -m pytest -n 2 -q tests
+
+# The tests that compare programs or figures with saved ones (pytest's `saved_results` marker, slow
+# ones included) once more under another OpenBLAS kernel family than the one this CPU gets:
+# scripts/blas_kernel.py picks it (Sandybridge where the default has FMA; see its text) and says
+# which, so that a dependence on a kernel's rounding fails here before it fails for a user (#38).
+test-blas: $(STAMP)
+	@kernel="$$($(PY) scripts/blas_kernel.py --other)" || exit 1; \
+	echo "OPENBLAS_CORETYPE=$$kernel $(PY) -m pytest -q -p no:cacheprovider -m saved_results tests"; \
+	OPENBLAS_CORETYPE=$$kernel $(PY) -m pytest -q -p no:cacheprovider -m saved_results tests
 
 # Headless Chromium, for tests/viz/test_report_browser.py (the HTML report rendered as a page: no
 # console error, every picture drawn): Debian's package, installed once; nothing to do when present.

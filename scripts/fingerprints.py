@@ -459,6 +459,20 @@ def real_commit(commit) -> bool:
     return isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{7,40}", commit) is not None
 
 
+def missing_commit(commit: str) -> bool:
+    """Whether this checkout's history lacks `commit` (a rebase rewrote it, say). False where
+    that cannot be told: no git, or a shallow clone."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+    try:
+        shallow = git("rev-parse", "--is-shallow-repository")
+        if shallow.returncode != 0 or shallow.stdout.strip() != "false":
+            return False
+        return git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0
+    except OSError:
+        return False
+
+
 def load() -> dict:
     return json.loads(PATH.read_text()) if PATH.exists() else {}
 
@@ -555,7 +569,8 @@ def main(argv=None) -> int:
         raise SystemExit(f"modules from outside {os.path.dirname(einsat.__file__)}: {foreign}")
     if args.write:
         for name, now in fresh.items():  # an unchanged one (within the tolerance) is kept as it was saved
-            if differences(name, saved.get(name), now) or not real_commit(saved[name].get("commit")):
+            commit = saved[name].get("commit")
+            if differences(name, saved.get(name), now) or not real_commit(commit) or missing_commit(commit):
                 saved[name] = {**now, "commit": made}
         PATH.parent.mkdir(parents=True, exist_ok=True)
         PATH.write_text(dumps({k: saved[k] for k in WORKLOADS if k in saved}))

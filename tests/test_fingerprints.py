@@ -58,15 +58,19 @@ def test_the_saved_fingerprints_are_the_ten_workloads():
 
 def test_each_saved_fingerprint_names_a_commit_of_this_repository():
     """Made from a committed tree: no "+changes", and the commit is in this clone's history (where
-    the clone has it: a shallow one may not)."""
-    shallow = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--is-shallow-repository"],
-                             capture_output=True, text=True)
+    the clone has it: a shallow one may not; after a rebase, `--write` records the new one)."""
     for name, saved in SAVED.items():
         assert fingerprints.real_commit(saved["commit"]), f"{name}: made at {saved['commit']!r}"
-        if shallow.returncode == 0 and shallow.stdout.strip() == "false":
-            found = subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{saved['commit']}^{{commit}}"],
-                                   capture_output=True)
-            assert found.returncode == 0, f"{name}: commit {saved['commit']} is not in this repository"
+        assert not fingerprints.missing_commit(saved["commit"]), f"{name}: {saved['commit']} is not in this history"
+
+
+def test_a_commit_not_in_the_history_is_told():
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+    full = git("rev-parse", "--is-shallow-repository") == "false"
+    assert not fingerprints.missing_commit(git("rev-parse", "--short", "HEAD"))
+    assert fingerprints.missing_commit("0123456") == full  # made up: missing, where the history can tell
+    assert not fingerprints.real_commit("3f92116+changes") and fingerprints.real_commit("3f92116")
 
 
 @pytest.mark.slow

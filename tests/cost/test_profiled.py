@@ -219,6 +219,7 @@ def test_an_unmeasured_conv_is_costed_from_its_nearest_measured_one():
     assert ConvNeighbours.fit(few).kinds == {}
 
 
+@pytest.mark.saved_results  # predictions against the committed H100 measurements
 def test_on_the_h100_profile_neighbours_beat_the_conv_roofline_for_shapes_it_lacks():
     """Each measured convolution predicted from the others, its own shapes left out (as an
     unseen model's would be): the nearest neighbour against the calibrated roofline."""

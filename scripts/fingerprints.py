@@ -362,7 +362,12 @@ def sketch_differences(saved: dict, now: dict) -> list[str]:
     tol = rtol(saved["dtype"]) * max(saved["l2"], now["l2"])
     pairs = [("L2 norm", saved["l2"], now["l2"]), ("largest magnitude", saved["max"], now["max"])]
     pairs += [(f"signed sum {j}", a, b) for j, (a, b) in enumerate(zip(saved["signed"], now["signed"], strict=True))]
-    return [f"{what} {a!r} -> {b!r} (tolerance {tol:.3g})" for what, a, b in pairs if abs(a - b) > tol]
+    off = [(what, a, b) for what, a, b in pairs if abs(a - b) > tol]
+    if not off:
+        return []
+    worst = max(off, key=lambda f: abs(f[1] - f[2]))
+    return [f"{len(off)} of its {len(pairs)} figures moved beyond the tolerance {tol:.3g} "
+            f"(the most: {worst[0]}, {worst[1]:.9g} -> {worst[2]:.9g})"]
 
 
 def structure(g, inner: list | None = None) -> tuple[str, list[str]]:

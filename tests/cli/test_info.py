@@ -101,3 +101,66 @@ def test_info_does_not_promise_to_run_an_op_nothing_implements(tmp_path, capsys)
     assert "MyFancyOp" in out and "run by onnx.reference" not in out
     (line,) = [line for line in out.splitlines() if "MyFancyOp" in line and "opaque MyFancyOp" not in line]
     assert "cannot run" in line and "com.example" in line and "'fancy'" in line
+
+
+def _external_data_model(tmp_path) -> Path:
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+        initializer=[numpy_helper.from_array(np.ones((64, 64), np.float32), "w")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    path = tmp_path / "ext.onnx"
+    onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="ext.onnx.data",
+                    size_threshold=0)
+    return path
+
+
+def _one_error_line(capsys) -> str:
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("einsat: error: "), captured.err
+    assert "Traceback" not in captured.err + captured.out
+    return lines[0]
+
+
+def test_file_errors_are_one_line(tmp_path, capsys):
+    """A missing or short external-data file, a directory, a missing file: one `einsat: error:` line each,
+    for `info` and `optimize` alike, naming what to do where einsat can tell."""
+    path = _external_data_model(tmp_path)
+    assert main(["info", str(path)]) == 0
+    capsys.readouterr()
+    data = (tmp_path / "ext.onnx.data").read_bytes()
+    (tmp_path / "ext.onnx.data").unlink()
+    for command in (["info", str(path)], ["optimize", str(path), "-o", str(tmp_path / "out.onnx")]):
+        assert main(command) == 2
+        line = _one_error_line(capsys)
+        assert "ext.onnx.data" in line and "not in" in line and str(tmp_path) in line, line
+    (tmp_path / "ext.onnx.data").write_bytes(data[:100])  # short
+    assert main(["info", str(path)]) == 2
+    assert "external weight data" in _one_error_line(capsys)
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "a.onnx").write_bytes(b"")
+    for command in (["info", str(folder)], ["optimize", str(folder), "-o", str(tmp_path / "out.onnx")]):
+        assert main(command) == 2
+        line = _one_error_line(capsys)
+        assert "is a directory" in line and "a.onnx" in line, line
+    assert main(["info", str(tmp_path / "nope.onnx")]) == 2
+    assert "no such file" in _one_error_line(capsys)
+    assert not (tmp_path / "out.onnx").exists()
+
+
+def test_input_shape_on_a_static_input_is_refused(tmp_path, capsys):
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["image"], ["y"])], "g",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [2, 3, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 64, 64])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    path = tmp_path / "static.onnx"
+    onnx.save(m, path)
+    for command in (["info", str(path)], ["optimize", str(path), "-o", str(tmp_path / "out.onnx")]):
+        assert main([*command, "--input-shape", "image=1,3,64,64"]) == 2
+        line = _one_error_line(capsys)
+        assert "'image' already has the static shape [2, 3, 64, 64]" in line, line
+    assert not (tmp_path / "out.onnx").exists()

@@ -238,6 +238,23 @@ def test_symbolic_dims_need_input_shapes():
         einsat.load_onnx(m, input_shapes={"nope": (1,)})
 
 
+def test_input_shapes_pin_symbolic_dims_only():
+    """A static input keeps its shape: pinning it to another is refused, naming the input and its shape
+    (the graph's Reshape targets and weights were written for the declared size)."""
+    static = make([helper.make_node("Relu", ["image"], ["y"])], [("image", [2, 3, 64, 64])], [("y", [2, 3, 64, 64])])
+    with pytest.raises(OnnxError, match=r"'image' already has the static shape \[2, 3, 64, 64\].*only symbolic"):
+        einsat.load_onnx(static, input_shapes={"image": (1, 3, 64, 64)})
+    same = einsat.load_onnx(static, input_shapes={"image": (2, 3, 64, 64)})  # its own shape: nothing to change
+    assert same.types["y"] == einsat.TensorType((2, 3, 64, 64))
+    mixed = make([helper.make_node("Relu", ["a"], ["y"])], [("a", ["batch", 3])], [("y", ["batch", 3])])
+    with pytest.raises(OnnxError, match=r"'a' has the shape \['batch', 3\].*fixed dim \[1\]"):
+        einsat.load_onnx(mixed, input_shapes={"a": (5, 4)})
+    with pytest.raises(OnnxError, match=r"rank 2.*rank 3"):
+        einsat.load_onnx(mixed, input_shapes={"a": (5, 3, 1)})
+    with pytest.raises(OnnxError, match=r">= 0"):
+        einsat.load_onnx(mixed, input_shapes={"a": (-1, 3)})
+
+
 # -- random weights -------------------------------------------------------------------------------
 
 def zoo_like():

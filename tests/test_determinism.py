@@ -80,6 +80,7 @@ def stopped_by_work(result) -> None:
     assert "time limit" not in report.extraction.status, report.extraction.status
 
 
+@pytest.mark.slow
 def test_three_workloads_give_the_same_program_on_a_busy_machine(busy):
     workloads = [attention_layer(), conv_layers(), mlp()]
     quiet = [einsat.optimize(g, limits=LIMITS, time_limit=60, partition=False) for g in workloads]

@@ -131,6 +131,7 @@ def programs(draw):
     return b.build(*outs), len(values)
 
 
+@pytest.mark.slow
 @given(programs())
 def test_optimize_keeps_outputs_and_never_raises_the_modeled_cost(case):
     graph, depth = case

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from einsat.cli import main
 from einsat.cli.demo import demo_model_path
 from einsat.cost.models import DEFAULT_COST
 from tests.cli.test_optimize import assert_self_contained_report
 
 
+@pytest.mark.slow
 def test_demo_runs_the_bundled_model(capsys, tmp_path):
     assert demo_model_path().is_file() and demo_model_path().stat().st_size < 100_000
     assert main(["demo"]) == 0

@@ -199,6 +199,7 @@ def test_a_commutative_ops_operands_match_in_either_order():
         assert other.status == "inconclusive" and other.outputs[0].feeding_differs, str(other)
 
 
+@pytest.mark.slow
 def test_the_fuzz_case_optimizes_under_the_measured_cost_model():
     """einsat fuzz --seed 11's program: cost="cpu" extracts mul(add1, relu3); it verifies."""
     import einsat

@@ -10,6 +10,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from einsat.cli import main
+from tests.work_bounded import BY_WORK, ended_by_work
 
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -165,3 +166,82 @@ def test_input_shape_on_a_static_input_is_refused(tmp_path, capsys):
         line = _one_error_line(capsys)
         assert "'image' already has the static shape [2, 3, 64, 64]" in line, line
     assert not (tmp_path / "out.onnx").exists()
+
+
+def _untyped_custom_op_model(path: Path) -> None:
+    """relu(MyPairOp(x @ w + x @ w)) where MyPairOp (domain com.example) doubles the last axis and the
+    model declares no type for its output: ONNX shape inference cannot type it. The sum gives the search
+    something to rewrite."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+             helper.make_node("MatMul", ["x", "w"], ["h2"], name="mm2"),
+             helper.make_node("Add", ["h", "h2"], ["s"], name="sum"),
+             helper.make_node("MyPairOp", ["s"], ["f"], name="pair", domain="com.example"),
+             helper.make_node("Relu", ["f"], ["y"], name="relu")]
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((8, 8)).astype(np.float32), "w")
+    g = helper.make_graph(nodes, "custom", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])], initializer=[w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid("com.example", 1)],
+                                ir_version=10), path)
+
+
+def test_an_untyped_opaque_op_is_typed_by_running_it_once(tmp_path, capsys):
+    """Without an implementation the error names both ways out; with `register_onnx_op`'s, `einsat info`
+    describes the model (the op's output type learned by running it once) and it optimizes, proved."""
+    from onnx.reference.op_run import OpRun
+
+    import einsat
+    from einsat.ir.ops.opaque import unregister_onnx_op
+
+    class MyPairOp(OpRun):
+        op_domain = "com.example"
+
+        def _run(self, x):
+            return (np.concatenate([x, 2 * x], axis=-1),)
+
+    path = tmp_path / "pair.onnx"
+    _untyped_custom_op_model(path)
+    assert main(["info", str(path)]) == 2
+    line = _one_error_line(capsys)
+    assert "'f'" in line and "register_onnx_op" in line and "value_info" in line, line
+    einsat.register_onnx_op(MyPairOp)
+    try:
+        assert main(["info", str(path)]) == 0
+        out = capsys.readouterr().out
+        assert re.search(r"y\s+\[4, 16\] f32", out), out
+        g = einsat.load_onnx(path)
+        x = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+        h = 2 * (x @ numpy_helper.to_array(onnx.load(path).graph.initializer[0]))
+        np.testing.assert_allclose(einsat.run(g, {"x": x})["y"], np.maximum(np.concatenate([h, 2 * h], -1), 0),
+                                   rtol=1e-5, atol=1e-6)
+        result = einsat.optimize(g, cost="h100", **BY_WORK)
+        ended_by_work(result.report)
+        assert "proved" in str(result.report.verification)
+        einsat.save_onnx(result.graph, tmp_path / "out.onnx")
+        assert einsat.load_onnx(tmp_path / "out.onnx").types["y"] == einsat.TensorType((4, 16))
+    finally:
+        unregister_onnx_op(MyPairOp)
+
+
+def test_an_untyped_opaque_op_whose_shape_follows_its_values_is_refused(tmp_path, capsys):
+    """Running once cannot type an op whose output shape depends on the values: two example inputs
+    disagree, and the error says so rather than fixing the shape one draw happened to give."""
+    from onnx.reference.op_run import OpRun
+
+    import einsat
+    from einsat.ir.ops.opaque import unregister_onnx_op
+
+    class MyPairOp(OpRun):  # keeps the values above the mean: as many as the draw has
+        op_domain = "com.example"
+
+        def _run(self, x):
+            return (x[x > x.mean()],)
+
+    path = tmp_path / "pair.onnx"
+    _untyped_custom_op_model(path)
+    einsat.register_onnx_op(MyPairOp)
+    try:
+        assert main(["info", str(path)]) == 2
+        line = _one_error_line(capsys)
+        assert "'pair'" in line and "depend on its input values" in line, line
+    finally:
+        unregister_onnx_op(MyPairOp)

@@ -301,7 +301,7 @@ def test_stripped_weights_are_inputs_until_filled():
 def test_missing_unreadable_truncated_and_garbage_files(tmp_path):
     with pytest.raises(OnnxError, match=r"nope\.onnx: no such file"):
         einsat.load_onnx(tmp_path / "nope.onnx")
-    with pytest.raises(OnnxError, match="cannot read"):
+    with pytest.raises(OnnxError, match="is a directory, not an ONNX file"):
         einsat.load_onnx(tmp_path)
     data = zoo_like().SerializeToString()
     for name, content in (("cut.onnx", data[: len(data) // 2]), ("junk.onnx", b"\x08\xff garbage \x00" * 7),

@@ -160,6 +160,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     check_runnable(graph, str(args.model))  # before the search, not at the verification
     read = time.perf_counter() - t0
     planner.hold("write", read)  # writing the result takes about what reading took
+    if not args.quiet:
+        from einsat.cli.target import target_line
+        print(target_line(args.cost, args.threads), flush=True)
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     budget.on_interrupt = _acknowledge(args, display)
     try:

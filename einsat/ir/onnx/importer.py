@@ -3,7 +3,7 @@
     g = load_onnx("resnet50.onnx")
     g = load_onnx("light_resnet50.onnx", fill_weights="random", seed=0)   # zoo models
 
-After `onnx.read.prepare` (checker, opset 13-21, static shapes, shape inference), the nodes are
+After `onnx.read.prepare` (checker, opset 13-25, static shapes, shape inference), the nodes are
 read in topological order. Sequence and optional ops are followed statically (`onnx.sequences`).
 A node whose inputs are all constants is evaluated (`onnx.fold`) and its outputs become
 constants; Identity and inference-mode Dropout alias their input; Sum becomes a chain of adds,

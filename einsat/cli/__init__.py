@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.started = started  # the command's wall time counts from here (`optimize`'s report: its total)
     args.startup = startup
+    args.own_process = argv is None  # the process is the command (not a caller's `main([...])`): it may end itself
     configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
         return args.handler(args)

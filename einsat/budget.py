@@ -231,13 +231,13 @@ class _Interrupts:
                     break
             if token is not self.owner:
                 return
-            self.owner = None
+        self.watcher.stop()  # after it has read every Ctrl-C that came before
+        signal.signal(signal.SIGINT, self.previous)
+        with self.lock:
+            self.watcher = self.previous = self.owner = None
             self.count = self.handled = self.seen = 0  # the next outermost context counts afresh
             self.told = False
             self.cond.notify_all()
-        self.watcher.stop()
-        signal.signal(signal.SIGINT, self.previous)
-        self.watcher = self.previous = None
 
     def listen(self, callback: Callable[[int], None]) -> None:
         with self.lock:

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from einsat import budget as _budget
+import einsat.budget as _budget
 from einsat.ir.graph import Graph
 from einsat.ir.precision import convert, half_dtype
 from einsat.pipeline import measure, phases

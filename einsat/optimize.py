@@ -16,7 +16,9 @@ A run can have a time budget for the whole of it (`budget=`: seconds, or an `ein
 shared with the caller) and can be stopped: a first Ctrl-C (or `Budget.cancel()`) during the
 search ends saturation after its current phase and the ILP at its next check, and the best
 program found so far is extracted, verified and returned (`report.interrupted`). A second
-Ctrl-C raises `KeyboardInterrupt`. Phases are logged on the `einsat.optimize` logger.
+Ctrl-C raises `KeyboardInterrupt`. The caller's own `Budget.interruptible()` around the call shares
+the run's one count of Ctrl-Cs (`einsat.budget`), as the command line's does. Phases are logged
+on the `einsat.optimize` logger.
 
 This module imports HiGHS and egglog only when `optimize` runs: `import einsat` stays light
 (the GPU machine has neither); the cost models' names (`einsat.cost.models`) need neither.

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from einsat.budget import hold, stop_if_interrupted_twice
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
 from einsat.pipeline import measure
@@ -64,6 +65,9 @@ class State:
         log.info("%s", event)
         if self.progress is not None:
             self.progress(event)
+        stop_if_interrupted_twice()  # a second Ctrl-C a C library swallowed (HiGHS's callbacks) ends the run here
+        if event.step is None:
+            hold(event.phase)  # test-only: EINSAT_TEST_HOLD (einsat.budget)
 
     def say(self, phase: str) -> Callable[[str], None]:
         """A text callback sending `phase` events."""

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import einsat.budget as _budget
 from einsat.ir.graph import Graph
 from einsat.ir.precision import convert, half_dtype
 from einsat.pipeline import measure, phases
@@ -64,24 +65,25 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
     start = time.perf_counter()
     with MemoryWatch(_memory_bytes(options), run_budget) as watch:
         try:
-            with run_budget.interruptible():
+            with run_budget.interruptible():  # one context, one count of Ctrl-Cs: loading, the search or the pieces
                 phases.load(state, program, example_inputs)
-            settings = options.partition if options.partition is not None else Partitioning()
-            if settings is not False and split is not None and len(state.graph.nodes) > settings.above:
-                result = split(state.graph, options.replace(partition=settings), state)
-            else:
+                settings = options.partition if options.partition is not None else Partitioning()
                 result = None
-                with run_budget.interruptible():
+                if settings is not False and split is not None and len(state.graph.nodes) > settings.above:
+                    result = split(state.graph, options.replace(partition=settings), state)  # stitched, checked
+                else:
                     try:
                         phases.reference(state)
                         phases.profile_input(state)
                         phases.saturate_phase(state)
                         phases.profile_candidates(state)
                         phases.extract_phase(state)
+                        _budget.stop_if_interrupted_twice()  # one HiGHS swallowed, before this context closes
                     finally:  # the verification's seconds go back to the budget, whatever happened
                         state.planner.release("verify")
-                if run_budget.cancelled and not (run_budget.reason == "interrupted"
-                                                 and run_budget.on_interrupt is not None):  # else said
+                said = _budget.acknowledged()  # a Ctrl-C was acknowledged (the CLI, a worker's parent)
+            if result is None:
+                if run_budget.cancelled and not (run_budget.reason == "interrupted" and said):
                     phases.log.warning("%s: verifying the best program found so far", run_budget.reason)
                 phases.verify(state)
                 phases.check(state, state.extraction.graph)

@@ -20,7 +20,7 @@ def test_optimize_names_its_target_and_whether_this_machine_is_it(tmp_path, caps
     small_model(tmp_path / "block.onnx")
     assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "out.onnx"), "--iterations", "1",
                  "--search-seconds", "600"]) == 0
-    (line,) = _target_lines(capsys.readouterr().out)
+    (line,) = _target_lines(capsys.readouterr().err)  # on stderr, with the progress: stdout is the report
     assert "H100" in line and "modeled" in line, line
     assert ("this machine has no NVIDIA GPU" in line and "--cost cpu" in line) == (not driver), line
 
@@ -37,4 +37,5 @@ def test_quiet_prints_no_target(tmp_path, capsys):
     small_model(tmp_path / "block.onnx")
     assert main(["optimize", str(tmp_path / "block.onnx"), "-o", str(tmp_path / "out.onnx"), "--iterations", "1",
                  "--search-seconds", "600", "-q"]) == 0
-    assert _target_lines(capsys.readouterr().out) == []
+    captured = capsys.readouterr()
+    assert _target_lines(captured.out + captured.err) == []

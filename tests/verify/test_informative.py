@@ -200,9 +200,10 @@ def test_a_commutative_ops_operands_match_in_either_order():
 
 
 @pytest.mark.slow
-def test_the_fuzz_case_optimizes_under_the_measured_cost_model():
+def test_the_fuzz_case_optimizes_under_the_measured_cost_model(tmp_path, monkeypatch):
     """einsat fuzz --seed 11's program: cost="cpu" extracts mul(add1, relu3); it verifies."""
     import einsat
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # its own profile cache, not the user's
     g = zero_times()
     out = einsat.optimize(g, cost="cpu")
     x = {"x0": np.arange(6, dtype=np.float32).reshape(2, 3)}

@@ -142,11 +142,22 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     result = run(half, checks.retyped(half, examples),
                  plain.replace(verify=bool(options.verify), budget=options.run_budget()), split)
     result.report.precision = conversion
+    result.report.cost_fp32 = _fp32_cost(options.cost, source)
     if options.verify:  # the proof: the result against the fp32 input, within the precision's bound
         result.report.precision = verify_conversion(source, result.graph, options.precision, inputs=examples,
                                                     seed=options.seed)
         result.report.verification = checks.precision_verification(result.report.precision, options.verify)
     return result
+
+
+def _fp32_cost(cost, source) -> float | None:
+    """The modeled cost of the fp32 program a half run started from, under the run's cost model
+    (None for a model that measures its target: it profiled the half program's ops only)."""
+    from einsat.cost.models import cost_model
+    model = cost_model(cost)
+    if measure.measured(model):
+        return None
+    return model.graph_cost(source)
 
 
 def _memory_bytes(options: Options) -> int | None:

@@ -376,3 +376,59 @@ def test_the_optimistic_bound_is_the_familys_measured_rate_and_never_above_the_g
     with model.optimistic():
         assert model._guess() is not model.fallback
     assert model._guess() is model.fallback
+
+
+def failing_relu(monkeypatch):
+    """Every ReLU's one-node session fails as onnxruntime fails (a two-line message)."""
+    from einsat.ir.registry import Op
+    from einsat.runtime import profiler
+    real = profiler.ort_signature_runner
+
+    def runner(sig, threads=1):
+        if sig.op is Op.RELU:
+            raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Relu "
+                               "node. Name:'relu' Status Message: planted\nsecond line")
+        return real(sig, threads)
+
+    monkeypatch.setattr(profiler, "ort_signature_runner", runner)
+    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=False))
+
+
+def planted_failures(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name.startswith("einsat") and "could not time" in r.getMessage()]
+
+
+@pytest.mark.slow
+def test_a_signature_that_cannot_be_timed_is_reported_once_in_einsats_words(tmp_path, monkeypatch, caplog):
+    failing_relu(monkeypatch)
+    caplog.set_level("WARNING", logger="einsat")
+    r = einsat.optimize(double_transpose(), cost=cpu_model(path=tmp_path / "p.json"), **BY_WORK).report
+    relus = [k for k in r.profile["failures"] if k.startswith("relu|")]
+    assert r.profile["failed"] == len(r.profile["failures"]) >= 1 and relus == ["relu|f32[32,16]|"]
+    (message,) = planted_failures(caplog)  # once, though the pipeline profiles three times
+    assert message.startswith("could not time relu on onnxruntime (inputs f32[32,16]): RuntimeError: ")
+    assert "Status Message: planted" in message and "second line" not in message
+    again = einsat.optimize(double_transpose(), cost=cpu_model(path=tmp_path / "p.json"), **BY_WORK).report
+    assert again.profile["failed"] == 0 and len(planted_failures(caplog)) == 1  # the profile keeps the failure
+
+
+@pytest.mark.slow
+def test_a_partitioned_runs_failures_are_reported_once_with_its_profile(tmp_path, monkeypatch, caplog):
+    """Two pieces need the failing signature: the run reports it once, and its profile line sums
+    the pieces' profiles."""
+    from einsat.partition import Partitioning
+    failing_relu(monkeypatch)
+    caplog.set_level("WARNING", logger="einsat")
+    b = GraphBuilder("twice")
+    x = b.input("x", (32, 48))
+    for k in range(2):
+        t = b.transpose(b.transpose(x, perm=(1, 0)), perm=(1, 0))
+        x = b.relu(b.matmul(t, b.weight(f"w{k}", (48, 48))))
+    r = einsat.optimize(b.build(x), cost=cpu_model(path=tmp_path / "p.json"), **BY_WORK,
+                        partition=Partitioning(above=0, piece_nodes=4, executor="serial", reuse=False)).report
+    assert r.partition is not None and len(r.partition.pieces) == 2
+    assert r.profile["pieces"] == 2 and r.profile["failures"].keys() == {"relu|f32[32,48]|"}
+    assert len(planted_failures(caplog)) == 1
+    line = next(ln for ln in str(r).splitlines() if ln.strip().startswith("profile:"))
+    assert "over 2 pieces" in line and "1 failed" in line

@@ -50,6 +50,7 @@ class State:
     verification: Verification | None = None
     result: Graph | None = None         # what the run returns (check: the input when not faster)
     measured: Any = None                # the check's `Comparison`
+    checked_profile: Any = None         # the check's profiling of the result's fused groups (check)
     kept_input: str | None = None       # why the input is returned
     extras: dict = field(default_factory=dict)
 
@@ -269,7 +270,8 @@ def check(state: State, candidate: Graph, what: str = "the result") -> None:
         return
     with planner.phase("measure", plan="check"):
         state.notify(ProgressEvent("measure", f"the input and {what} side by side on {model.target}"))
-        measure.profile(model, model.unit_signatures(candidate), planner.seconds("check"))  # its fused groups
+        units = measure.profile(model, model.unit_signatures(candidate), planner.seconds("check"))  # its fused groups
+        state.checked_profile = units
         state.result, state.measured, state.kept_input = never_slower(
             model, state.graph, candidate, state.options.check_reps or measure.CHECK_REPS, state.options.recheck)
 

@@ -266,7 +266,8 @@ class Report:
         lines = []
         if self.profile is not None:
             p = self.profile
-            text = (f"  profile: {p['needed']} signatures on {p['target']}{threads_text(p.get('threads'))}: "
+            pieces = f" over {p['pieces']} piece{'s' if p['pieces'] > 1 else ''}" if p.get("pieces") else ""
+            text = (f"  profile: {p['needed']} signatures on {p['target']}{threads_text(p.get('threads'))}{pieces}: "
                     f"{p['cached']} from the cache, {p['measured']} measured now in {p['seconds']:.1f} s")
             text += f", {p['failed']} failed" if p["failed"] else ""
             text += f", {p['left']} left to the calibrated roofline" if p["left"] else ""

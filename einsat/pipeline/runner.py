@@ -91,9 +91,18 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
             state.planner.release_all()
     if result is not None:  # partitioned: the pieces' own reports say what they did
         result.report.memory = watch.summary()
-        return result
+        return _reported(result, split)
     state.times["total"] = time.perf_counter() - start
-    return _result(state, watch)
+    return _reported(_result(state, watch), split)
+
+
+def _reported(result: Result, split: Split | None) -> Result:
+    """`result`, what its profiling could not time reported (`measure.report_failures`) by a run
+    that may partition (`split`: `optimize`'s): once per run, in the process that called it. A
+    piece's run (no `split`, maybe in a worker process) leaves its failures to the whole's report."""
+    if split is not None:
+        measure.report_failures(result.report.profile)
+    return result
 
 
 def _result(state: phases.State, watch: MemoryWatch) -> Result:
@@ -108,6 +117,8 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
                     "threads": model.machine.get("threads"),
                     "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
     run_budget, profiled = state.budget, state.profiled
+    if profiled is not None and state.checked_profile is not None:
+        profiled = profiled.also(state.checked_profile)
     report = Report(name=graph.name, model=model.name, model_label=model.label, unit=model.unit, cost_before=before,
                     cost_after=after, ops_before=graph.op_counts(),
                     ops_after=result.op_counts(), saturation=state.saturation,

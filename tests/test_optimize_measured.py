@@ -432,3 +432,21 @@ def test_a_partitioned_runs_failures_are_reported_once_with_its_profile(tmp_path
     assert len(planted_failures(caplog)) == 1
     line = next(ln for ln in str(r).splitlines() if ln.strip().startswith("profile:"))
     assert "over 2 pieces" in line and "1 failed" in line
+
+
+@pytest.mark.slow
+def test_the_command_line_warns_of_a_failed_timing_unless_quiet(tmp_path, monkeypatch, capsys):
+    from einsat.cli import main
+    from tests.cli.test_optimize import small_model
+    failing_relu(monkeypatch)
+    small_model(tmp_path / "m.onnx")
+    argv = ["optimize", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--cost", "cpu", "--iterations", "1"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "quiet"))
+    assert main([*argv, "-q"]) == 0
+    out = capsys.readouterr()
+    assert "could not time" not in out.err and "failed" in next(ln for ln in out.out.splitlines() if "profile:" in ln)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "loud"))  # a fresh profile: the ReLU fails again
+    assert main(argv) == 0
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if "could not time" in ln]
+    assert warned and len(warned) == len(set(warned))
+    assert all(ln.startswith("einsat: WARNING: could not time relu on onnxruntime (inputs f32[") for ln in warned)

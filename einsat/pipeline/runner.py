@@ -143,6 +143,7 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     source = phases.load_program(program, example_inputs, dict(input_shapes=options.input_shapes,
                                                                fill_weights=options.fill_weights, seed=options.seed))
     half = convert(source, options.precision, options.half_io)
+    _runs_where_it_is_measured(options, half)  # before the search: a target that cannot run it is refused
     plain = options.replace(precision="fp32", half_io=False, input_shapes=None, fill_weights=None)
     if half is source:  # already in half: optimized as it is
         return run(source, example_inputs, plain, split)
@@ -159,6 +160,27 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
                                                     seed=options.seed)
         result.report.verification = checks.precision_verification(result.report.precision, options.verify)
     return result
+
+
+def _runs_where_it_is_measured(options: Options, half: Graph) -> None:
+    """A half program for a target einsat measures (cost="cpu": onnxruntime here) must run there: a
+    provider without kernels for its types (onnxruntime's CPU has no bfloat16 Conv) is refused now,
+    not after the search, naming the first op it lacks."""
+    from einsat.cost.models import cost_model
+    from einsat.errors import EinsatError
+    from einsat.runtime import random_inputs
+    from einsat.runtime import run as run_graph
+
+    if not measure.measured(cost_model(options.cost)):
+        return
+    try:
+        run_graph(half, random_inputs(half), backend="onnxruntime")
+    except Exception as e:  # onnxruntime's NOT_IMPLEMENTED, through einsat's ExecutionError
+        reason = str(e).strip().splitlines()[0]
+        reason = reason.split("NOT_IMPLEMENTED : ")[-1] if "NOT_IMPLEMENTED" in reason else reason
+        raise EinsatError(f"precision {options.precision!r} with cost 'cpu': onnxruntime on this machine cannot "
+                          f"run the {options.precision} program ({reason}). Choose a precision it runs (fp16 where "
+                          f"it has fp16 kernels, or fp32), or a GPU cost model for a GPU target") from None
 
 
 def _fp32_cost(cost, source) -> float | None:

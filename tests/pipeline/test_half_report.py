@@ -42,3 +42,34 @@ def test_a_half_program_modeled_slower_than_fp32_says_so():
     assert "0.909x" in line and "SLOWER than the fp32 one" in line
     assert Report(name="p", model="m", unit="µs", cost_before=12.0, cost_after=11.0, ops_before={}, ops_after={},
                   saturation=None, extraction=None, verification=None, times={}).fp32_lines() == []
+
+
+def _conv() -> einsat.Graph:
+    from tests.ir.test_onnx_opsets import _conv_model
+    return _conv_model()
+
+
+def test_bf16_for_the_cpu_target_is_refused_before_the_search(tmp_path, monkeypatch):
+    """onnxruntime's CPU provider has no bfloat16 Conv: a bf16 program for cost="cpu" would be written for a
+    target that cannot run it. It is refused up front, naming the op; fp16, which it runs, goes on."""
+    from einsat.errors import EinsatError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a profile cache of its own
+    events = []
+    with pytest.raises(EinsatError, match=r"precision 'bf16' with cost 'cpu'.*cannot run.*Conv\(22\)") as e:
+        einsat.optimize(_conv(), cost="cpu", precision="bf16", progress=events.append, **BY_WORK)
+    assert "Traceback" not in str(e.value)
+    assert "saturate" not in {ev.phase for ev in events}  # no search ran (a run that searches reports it)
+
+
+def test_the_cli_refuses_bf16_for_the_cpu_target_in_one_line(tmp_path, capsys, monkeypatch):
+    from einsat.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    einsat.save_onnx(_conv(), tmp_path / "conv.onnx")
+    out = tmp_path / "out.onnx"
+    assert main(["optimize", str(tmp_path / "conv.onnx"), "-o", str(out), "--cost", "cpu", "--precision", "bf16",
+                 "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("einsat: error: ") and "Conv(22)" in err[0], err
+    assert not out.exists()

@@ -112,8 +112,9 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     threads: the intra-op threads `cost="cpu"` profiles and measures at: the count the program
         will be deployed with (default 1; a verdict taken at one thread says nothing of sixteen).
         The CPU profile is kept per count, and the report says which was measured.
-    precision: "fp32" (the default), "tf32" (the same fp32 program: only a GPU's matrix products
-        would read it, to run on TF32 tensor cores), "bf16" or "fp16": an fp32 program is first
+    precision: "fp32" (the default), "tf32" (the same fp32 program, costed with the GPU's TF32
+        matrix products: cost "h100" becomes "h100-tf32"; refused for cost "cpu"), "bf16" or
+        "fp16": an fp32 program is first
         converted (`einsat.ir.precision.convert`: weights cast once, products in half with fp32
         accumulation, statistics in fp32, outputs cast back) and the conversion verified against
         it (`einsat.verify.precision`: a bound from the precision and the program's depth; past

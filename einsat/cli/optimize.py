@@ -101,7 +101,8 @@ def add_parser(sub) -> None:
     p.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16"), default="fp32",
                    help="bf16 / fp16: convert an fp32 model to half (weights cast once, products with fp32 "
                         "accumulation, statistics in fp32), verified against it; tf32: the fp32 program, "
-                        "for a GPU's matrix products (default fp32; a half model is optimized as it is)")
+                        "costed with the GPU's TF32 matrix products (h100 -> h100-tf32; refused for --cost cpu) "
+                        "(default fp32; a half model is optimized as it is)")
     p.add_argument("--half-io", action="store_true",
                    help="with --precision bf16/fp16: the written model's inputs and outputs are half too")
     big = p.add_argument_group("big models (einsat.partition)")

@@ -73,3 +73,22 @@ def test_the_cli_refuses_bf16_for_the_cpu_target_in_one_line(tmp_path, capsys, m
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("einsat: error: ") and "Conv(22)" in err[0], err
     assert not out.exists()
+
+
+def test_tf32_chooses_the_gpus_tf32_model_or_is_refused():
+    """precision="tf32" changed nothing and said nothing: it now models the GPU's TF32 matrix products
+    (the program written stays fp32) and is refused for a target without them."""
+    from einsat.cost.model import RooflineCost
+    from einsat.errors import EinsatError
+
+    g = _block()
+    result = einsat.optimize(g, cost="h100", precision="tf32", **BY_WORK)
+    assert result.report.model == "h100-tf32" and "h100-tf32" in str(result.report)
+    assert result.report.cost_before == pytest.approx(cost_model("h100-tf32").graph_cost(g))
+    assert result.report.cost_before < cost_model("h100-roofline").graph_cost(g)  # tensor cores: cheaper
+    assert {result.graph.types[v].dtype for v in result.graph.outputs} == {np.dtype(np.float32)}
+    with pytest.raises(EinsatError, match=r"precision 'tf32'.*cost 'cpu' has no TF32"):
+        einsat.optimize(g, cost="cpu", precision="tf32")
+    with pytest.raises(EinsatError, match=r"tf32=True"):
+        einsat.optimize(g, cost=RooflineCost("h100"), precision="tf32")
+    assert einsat.optimize(g, cost=RooflineCost("h100", tf32=True), precision="tf32", **BY_WORK).report.verified

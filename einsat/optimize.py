@@ -74,7 +74,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults), and the
         run's memory: `memory_gb` (default 4) bounds the resident memory the run adds to the
-        process (`einsat.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
+        process (`einsat.pipeline.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
         a Ctrl-C stops it: the best program found so far is extracted, verified and returned,
         `report.stop == "memory limit"`. The peak is in `report.memory` either way.
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".

@@ -116,8 +116,8 @@ def test_the_same_profile_gives_the_same_program_under_the_measured_model(tmp_pa
     pytest.importorskip("onnxruntime")
     import shutil
 
-    from einsat import measure
     from einsat.cost.target import cpu_model
+    from einsat.pipeline import measure
     from einsat.runtime.profiler import judge
 
     base = [1000.0 + k for k in range(15)]

@@ -12,7 +12,7 @@ from einsat.egraph.data import EClass, EGraphData, ENode
 from einsat.egraph.session import Limits
 from einsat.errors import VerificationError
 from einsat.ir import GraphBuilder
-from einsat.optimize_report import SaturationSummary
+from einsat.pipeline.report import SaturationSummary
 from einsat.testing import strategies as es
 from tests.work_bounded import BY_WORK, by_work, ended_by_work
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import einsat
-from einsat import measure
 from einsat.cost.target import cpu_model
 from einsat.ir import GraphBuilder
+from einsat.pipeline import measure
 from einsat.runtime.profiler import judge
 from tests.work_bounded import BY_WORK, ended_by_work
 

@@ -2,7 +2,7 @@
 
     model = cost_model("cpu")            # onnxruntime on this machine's CPU
     model.missing(signatures)            # what the cached profile lacks
-    model.add(entries, method)           # measurements taken by a profiler (top level: einsat.measure)
+    model.add(entries, method)           # measurements taken by a profiler (the pipeline: einsat.pipeline.measure)
     model.save()                         # the cache file, atomically
 
 The profile lives in the user's cache (`profile_db.cache_path(machine)`: XDG_CACHE_HOME, keyed
@@ -16,7 +16,7 @@ the whole program as the target runs it: onnxruntime's fusion groups costed as u
 (`extract.fusion.ort_units`), less the layout reorders a one-node session runs and the program
 does not (`layout_savings_us`), plus the fixed cost of one run call.
 extract cannot run programs: the profiler is `einsat.runtime.profiler`, called from the top
-level (`einsat.measure`), which hands the entries over.
+level (`einsat.pipeline.measure`), which hands the entries over.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ __all__ = ["EXECUTORS", "PieceResult", "optimize_piece", "run_jobs", "spawn_safe
 class PieceResult:
     graph: Graph              # the optimized piece
     recipe: Graph | None      # its new weights from the piece's weights (`optimize(recipe=True)`)
-    report: Any               # the piece's `optimize_report.Report`
+    report: Any               # the piece's `pipeline.report.Report`
     seconds: float            # wall time of the piece's optimization, in its worker
     pid: int = 0              # the process that optimized it
 

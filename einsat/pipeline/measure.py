@@ -21,7 +21,7 @@ any `gpu.device` (the tests' host emulation). `ProfileSummary` is what the repor
 step 1. `choose`, the measured choice, extracts again on measured costs between the two steps.
 This module is part of the pipeline because it joins extract (the model, the e-graph's
 signatures), runtime and gpu (the timing); the seconds of each step come from the run's
-planner (`einsat.pipeline.plan`). `einsat.measure` is this module under its older name.
+planner (`einsat.pipeline.plan`).
 """
 
 from __future__ import annotations

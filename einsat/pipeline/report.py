@@ -136,7 +136,7 @@ class Report:
     cost_by_op_after: dict[str, float] = field(default_factory=dict)
     interrupted: bool = False  # the run was cancelled (Ctrl-C, memory limit): the best program found so far
     stop: str | None = None    # why it was cancelled: "interrupted" (Ctrl-C), "memory limit"
-    memory: dict[str, Any] = field(default_factory=dict)  # `einsat.memory.MemoryWatch.summary()`: bytes
+    memory: dict[str, Any] = field(default_factory=dict)  # `einsat.pipeline.memory.MemoryWatch.summary()`: bytes
     # a model that measures its target (cost="cpu"): how its figures were profiled (`measure.ProfileSummary`),
     # the input and the result timed side by side (`runtime.profiler.Comparison.to_dict`), and why
     # the input was returned instead of the result (None: the result was returned)

@@ -22,7 +22,6 @@ import json
 import pytest
 
 import einsat
-from einsat import measure
 from einsat.cost.profile_db import cpu_machine
 from einsat.cost.target import TargetCost
 from einsat.egraph import Limits
@@ -30,6 +29,7 @@ from einsat.ir import GraphBuilder
 from einsat.ir.registry import Op, opdef
 from einsat.ir.signature import signature_of
 from einsat.partition import Partitioning
+from einsat.pipeline import measure
 from tests.partition.common import assert_same_function
 
 pytest.importorskip("onnxruntime")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 import einsat
-from einsat import measure
 from einsat.cost.target import cpu_model
 from einsat.egraph import Limits
 from einsat.partition import Partitioning
+from einsat.pipeline import measure
 from einsat.runtime.profiler import judge
 from tests.partition.common import assert_same_function, stacked
 

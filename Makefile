@@ -12,7 +12,7 @@ FIND_PYTHON := for p in python3.12 $$(ls -d $(PYENV_VERSIONS)/3.12*/bin/python 2
 	  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then echo $$p; break; fi; \
 	done
 
-.PHONY: demo test test-blas test-distributed test-gpu-static notebooks lab bench bench-gpu torch-venv chromium lint clean
+.PHONY: demo test test-slow test-blas test-distributed test-gpu-static notebooks lab bench bench-gpu torch-venv chromium lint clean
 demo: $(STAMP)
 	@mkdir -p build
 	$(PY) -m einsat.cli demo --report build/demo-report.html
@@ -31,8 +31,17 @@ lab: $(STAMP)
 	  --ServerApp.contents_manager_class=jupytext.TextFileContentsManager \
 	  --LabApp.app_settings_dir=$(CURDIR)/scripts/lab $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# `make test` is the suite a developer runs on every change: at most 6 minutes on an idle 2-core machine.
+# Tests marked `slow` (each several seconds: whole real models, subprocess runs of the CLI, the notebooks
+# that optimize, the benchmarks' own tests) run in `make test-slow`, which CI runs too. worksteal keeps
+# both workers busy to the end when the last tests are long ones.
+PYTEST_PARALLEL := -n 2 --dist worksteal
+
 test: $(STAMP) torch-venv chromium
-	$(PY) -m pytest -n 2 -q tests
+	$(PY) -m pytest $(PYTEST_PARALLEL) -q -m "not slow" tests
+
+test-slow: $(STAMP) torch-venv chromium
+	$(PY) -m pytest $(PYTEST_PARALLEL) -q -m slow tests
 
 # The tests that compare programs or figures with saved ones (pytest's `saved_results` marker, slow
 # ones included) once more under another OpenBLAS kernel family than the one this CPU gets:

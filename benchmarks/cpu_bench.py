@@ -71,7 +71,7 @@ def naive_sum_us(model, graph) -> float:
 def predictions(graph, optimized, ort: dict) -> dict:
     """The cost model's predictions (µs -> ms) next to the measured medians, with relative errors."""
     from einsat.cost.target import cpu_model
-    from einsat.measure import profile
+    from einsat.pipeline.measure import profile
 
     model = cpu_model()  # the profile the optimize run filled (XDG_CACHE_HOME of this process)
     profile(model, [*model.unit_signatures(graph), *model.unit_signatures(optimized)], None)

@@ -76,6 +76,7 @@ def ort_session(graph):
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    options.log_severity_level = 4  # nothing on stderr: a failure is the exception's message
     return ort.InferenceSession(to_onnx(graph).SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

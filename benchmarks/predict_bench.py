@@ -45,7 +45,7 @@ def build(name: str):
 
 def predict_one(name: str, reps: int, budget: float | None, same_run: bool, kernels: bool) -> dict:
     from einsat.cost.target import cpu_model
-    from einsat.measure import profile
+    from einsat.pipeline.measure import profile
     from einsat.runtime.profiler import THREADS, call_overhead_graph, interleaved, ort_runner, reference_graph
 
     graph = build(name)

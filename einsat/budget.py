@@ -7,14 +7,32 @@
 A `Budget` is shared by the phases of one run: the saturation session checks it between
 phases, the ILP from HiGHS's interrupt callback. `remaining()` is the time left (inf without a
 deadline); `exhausted` is true once the deadline passed or the budget was cancelled. `reserve(s)` holds
-`s` seconds back for a later phase (the verification), `release(s)` gives them back. A second
-Ctrl-C inside `interruptible()` raises `KeyboardInterrupt` as usual, for a user who wants out now.
+`s` seconds back for a later phase (the verification), `release(s)` gives them back.
 
-Each Ctrl-C is acknowledged at once: `on_interrupt(count)` (the CLI prints what it will do) is
-called as soon as the signal arrives, from a watcher thread woken by the signal's wakeup fd, not
-only when the main thread next runs Python code (which waits for the step under way: a saturation
-phase in egglog, a HiGHS solve). `verified` is the best program verified so far, when the run has
-one (`optimize` sets it after its check): what the CLI writes after a second Ctrl-C.
+**One Ctrl-C state per process.** However `interruptible()` contexts nest (the command line's
+around the pipeline's, a partition piece's run inside the whole run's, in any thread), the
+process has one SIGINT handler and one count of Ctrl-Cs, installed by the outermost context
+opened in the main thread and removed when it closes (the count starts again from zero then).
+The first Ctrl-C cancels the budget of every open context (and of any context opened later
+while the outermost one is open: the search of the whole process is over); a second one raises
+`KeyboardInterrupt` in the main thread, for a user who wants out now. Each Ctrl-C is
+acknowledged at once, once per budget: `on_interrupt(count)` (the CLI prints what it will do)
+is called as soon as the signal arrives, from a watcher thread woken by the signal's wakeup fd,
+not only when the main thread next runs Python code (which waits for the step under way: a
+saturation phase in egglog, a HiGHS solve). `verified` is the best program verified so far,
+when the run has one (`optimize` sets it after its check): what the CLI writes after a second
+Ctrl-C.
+
+`listening(callback)` tells `callback(count)` of each Ctrl-C while it is open (a process pool
+stops its workers' searches on the first, and ends the workers on the second). A worker process
+calls `follow(event)` first: it ignores SIGINT (its parent decides), and the parent's setting
+`event` stands for its first Ctrl-C. `interrupted()` is the process's count.
+
+Test-only: with `EINSAT_TEST_HOLD=PHASE:N` (or several, comma-separated) in the environment, a
+run's main thread waits at the start of phase PHASE (its progress event) until the process has
+had N Ctrl-Cs (`hold`; in a partition's worker, until its parent's first), saying so on stderr
+("einsat: test hold: PHASE ..."), so that a test's SIGINT lands in that phase however fast or
+loaded the machine is (tests/test_ctrl_c_process.py). Nothing else reads it.
 """
 
 from __future__ import annotations
@@ -27,6 +45,8 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
+
+HOLD_ENV = "EINSAT_TEST_HOLD"  # test-only (see the module docstring)
 
 
 class Budget:
@@ -42,7 +62,7 @@ class Budget:
         self.reserved = 0.0  # seconds held back for a later phase (`reserve`)
         self.on_interrupt: Callable[[int], None] | None = None  # told of each Ctrl-C at once: its count
         self.verified: Any = None  # the best program verified so far (an `ir.Graph`), when there is one
-        self.interrupts = 0        # the Ctrl-Cs seen inside `interruptible()`
+        self.interrupts = 0        # the Ctrl-Cs seen while one of its `interruptible()` contexts was open
         self._acknowledged = 0
         self._lock = threading.Lock()
 
@@ -75,52 +95,210 @@ class Budget:
             self.reason = reason
         self.cancelled = True
 
-    def _interrupted(self, count: int) -> None:
-        """The `count`-th Ctrl-C: the first cancels the run; each is acknowledged once."""
+    def _interrupted(self, count: int) -> bool:
+        """The process's `count`-th Ctrl-C: the first cancels the run; each is acknowledged once.
+        Whether `on_interrupt` was told."""
         with self._lock:
             self.interrupts = max(self.interrupts, count)
             if count <= self._acknowledged:
-                return
+                return False
             self._acknowledged = count
-        if count == 1:
-            self.cancel()
-        if self.on_interrupt is not None:
-            self.on_interrupt(count)
+        self.cancel()
+        if self.on_interrupt is None:
+            return False
+        self.on_interrupt(count)
+        return True
 
     @contextmanager
     def interruptible(self):
-        """While open (in the main thread), the first Ctrl-C cancels this budget; a second one
-        raises `KeyboardInterrupt`. Each is acknowledged (`on_interrupt`) as it arrives. Elsewhere
-        it changes nothing."""
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        seen = self.interrupts  # the signals before this context (an outer one's) count too
-        handled = 0
-
-        def handler(signum, frame):
-            nonlocal handled
-            handled += 1
-            count = max(seen + handled, self.interrupts)  # the watcher may have counted coalesced ones
-            self._interrupted(count)
-            if count >= 2:
-                raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGINT, handler)
-        watcher = _Watcher(self, seen)
+        """While open, the process's first Ctrl-C cancels this budget and a second one raises
+        `KeyboardInterrupt` in the main thread; each is acknowledged (`on_interrupt`) as it
+        arrives. Nested contexts, of this budget or others, share the process's one handler
+        and count (see the module docstring)."""
+        token = _STATE.enter(self)
         try:
             yield self
         finally:
-            watcher.stop()
-            signal.signal(signal.SIGINT, previous)
+            _STATE.leave(self, token)
+
+
+def interrupted() -> int:
+    """The Ctrl-Cs this process has had while an `interruptible()` context was open (in a worker
+    that `follow`s its parent: 1 once the parent stopped the search)."""
+    return _STATE.count
+
+
+def stop_if_interrupted_twice() -> None:
+    """Raise `KeyboardInterrupt` if this process had a second Ctrl-C while its handler is installed:
+    the handler's own raise may have been swallowed by a C library it interrupted (a HiGHS
+    callback's exception ends the callback, not the solve). The pipeline checks at each progress
+    event."""
+    if _STATE.count >= 2 and _STATE.owner is not None and threading.current_thread() is threading.main_thread():
+        raise KeyboardInterrupt
+
+
+def acknowledged() -> bool:
+    """Whether this process's Ctrl-C was told to someone who says what happens now (an
+    `on_interrupt`, or the parent process of a worker)."""
+    return _STATE.told
+
+
+@contextmanager
+def listening(callback: Callable[[int], None]):
+    """`callback(count)` on each of the process's Ctrl-Cs while open (from the watcher thread
+    or the main thread; at once if one came already)."""
+    _STATE.listen(callback)
+    try:
+        yield
+    finally:
+        _STATE.unlisten(callback)
+
+
+def follow(event) -> None:
+    """Make this process a worker whose Ctrl-C is its parent's: SIGINT is ignored here (a
+    terminal's Ctrl-C reaches the whole process group), and once `event` (a multiprocessing
+    `Event` the parent sets on its first Ctrl-C) is set, the search of every open and later
+    `interruptible()` budget of this process is cancelled. The parent ends the worker itself
+    on a second Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _STATE.follower = True
+
+    def wait() -> None:
+        event.wait()
+        _STATE.told = True  # the parent says what happens
+        _STATE.arrived(1)
+
+    threading.Thread(target=wait, name="einsat-follow", daemon=True).start()
+
+
+def hold(phase: str) -> None:
+    """Test-only (`EINSAT_TEST_HOLD=PHASE:N[,PHASE:N...]`): in the main thread of a process whose
+    Ctrl-C handler is installed, or of a worker that follows its parent, wait at the start of
+    `phase` until the process had N Ctrl-Cs (a second one raises `KeyboardInterrupt` here, as in
+    any phase; a worker has at most one, its parent's first, and is ended on the second)."""
+    spec = os.environ.get(HOLD_ENV)
+    if not spec or threading.current_thread() is not threading.main_thread():
+        return
+    want = next((int(n or 1) for name, _, n in (item.strip().partition(":") for item in spec.split(","))
+                 if name == phase), None)
+    if want is None or not (_STATE.owner is not None or _STATE.follower) or _STATE.count >= want:
+        return
+    import sys
+    print(f"einsat: test hold: {phase} until Ctrl-C {want} (pid {os.getpid()})", file=sys.stderr, flush=True)
+    with _STATE.cond:
+        while _STATE.count < want and (_STATE.owner is not None or _STATE.follower):
+            _STATE.cond.wait(0.1)  # woken by each Ctrl-C; the timeout only lets the main thread's handler run
+
+
+class _Interrupts:
+    """The process's Ctrl-C state: the open contexts' budgets, the count, the one handler."""
+
+    def __init__(self):
+        self.lock = threading.RLock()  # re-entrant: the handler may run in the main thread while it holds it
+        self.cond = threading.Condition(self.lock)
+        self.budgets: list[Budget] = []  # one entry per open context, outermost first
+        self.listeners: list[Callable[[int], None]] = []
+        self.count = 0       # the Ctrl-Cs since the outermost context opened
+        self.handled = 0     # ... as the Python-level handler saw them (coalesced ones count once)
+        self.seen = 0        # ... as the watcher read them from the wakeup fd (one byte each)
+        self.told = False    # an `on_interrupt` (or a worker's parent) acknowledged them
+        self.owner: object | None = None  # the context that installed the handler
+        self.previous: Any = None
+        self.watcher: _Watcher | None = None
+        self.follower = False
+
+    def enter(self, budget: Budget) -> object:
+        token = object()
+        with self.lock:
+            self.budgets.append(budget)
+            count = self.count
+            install = (self.owner is None and not self.follower
+                       and threading.current_thread() is threading.main_thread())
+            if install:
+                self.owner = token
+        if install:
+            self.previous = signal.signal(signal.SIGINT, self.handler)
+            self.watcher = _Watcher(self)
+        elif count:  # the search of this process was stopped already: so is this one's
+            self._tell([budget], count)
+        return token
+
+    def leave(self, budget: Budget, token: object) -> None:
+        with self.lock:
+            for k in range(len(self.budgets) - 1, -1, -1):
+                if self.budgets[k] is budget:
+                    del self.budgets[k]
+                    break
+            if token is not self.owner:
+                return
+        self.watcher.stop()  # after it has read every Ctrl-C that came before
+        signal.signal(signal.SIGINT, self.previous)
+        with self.lock:
+            self.watcher = self.previous = self.owner = None
+            self.count = self.handled = self.seen = 0  # the next outermost context counts afresh
+            self.told = False
+            self.cond.notify_all()
+
+    def listen(self, callback: Callable[[int], None]) -> None:
+        with self.lock:
+            self.listeners.append(callback)
+            count = self.count
+        if count:
+            callback(count)
+
+    def unlisten(self, callback: Callable[[int], None]) -> None:
+        with self.lock:
+            if callback in self.listeners:
+                self.listeners.remove(callback)
+
+    def handler(self, signum, frame) -> None:
+        """The Python-level SIGINT handler (the main thread, between bytecodes)."""
+        with self.lock:
+            self.handled += 1
+            count = max(self.handled, self.seen)
+        self.arrived(count)
+        if self.count >= 2:
+            raise KeyboardInterrupt
+
+    def read(self) -> None:
+        """The watcher read one SIGINT from the wakeup fd."""
+        with self.lock:
+            self.seen += 1
+            count = max(self.handled, self.seen)
+        self.arrived(count)
+
+    def arrived(self, count: int) -> None:
+        """The process's `count`-th Ctrl-C: listeners first (a pool ends its workers), then
+        every open budget, each once."""
+        with self.lock:
+            if count <= self.count:
+                return
+            self.count = count
+            budgets, listeners = list(self.budgets), list(self.listeners)
+            self.cond.notify_all()
+        for listener in listeners:
+            listener(count)
+        self._tell(budgets, count)
+
+    def _tell(self, budgets: list[Budget], count: int) -> None:
+        unique: list[Budget] = []
+        for b in budgets:
+            if all(b is not u for u in unique):
+                unique.append(b)
+        for b in unique:
+            if b._interrupted(count):
+                self.told = True
+
+
+_STATE = _Interrupts()
 
 
 class _Watcher:
     """A thread woken by the signal module's wakeup fd (written by the C-level handler the moment a
     signal arrives, whatever the main thread is doing), which acknowledges each Ctrl-C at once."""
 
-    def __init__(self, budget: Budget, seen: int):
-        self.budget, self.seen = budget, seen
+    def __init__(self, state: _Interrupts):
+        self.state = state
         self.read, self.write = os.pipe()
         os.set_blocking(self.write, False)
         try:
@@ -141,8 +319,7 @@ class _Watcher:
                 if signum == 0:  # stop()
                     return
                 if signum == signal.SIGINT:
-                    self.seen += 1
-                    self.budget._interrupted(self.seen)
+                    self.state.read()
 
     def stop(self) -> None:
         if self.thread is None:

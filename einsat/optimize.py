@@ -16,7 +16,9 @@ A run can have a time budget for the whole of it (`budget=`: seconds, or an `ein
 shared with the caller) and can be stopped: a first Ctrl-C (or `Budget.cancel()`) during the
 search ends saturation after its current phase and the ILP at its next check, and the best
 program found so far is extracted, verified and returned (`report.interrupted`). A second
-Ctrl-C raises `KeyboardInterrupt`. Phases are logged on the `einsat.optimize` logger.
+Ctrl-C raises `KeyboardInterrupt`. The caller's own `Budget.interruptible()` around the call shares
+the run's one count of Ctrl-Cs (`einsat.budget`), as the command line's does. Phases are logged
+on the `einsat.optimize` logger.
 
 This module imports HiGHS and egglog only when `optimize` runs: `import einsat` stays light
 (the GPU machine has neither); the cost models' names (`einsat.cost.models`) need neither.
@@ -72,7 +74,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults), and the
         run's memory: `memory_gb` (default 4) bounds the resident memory the run adds to the
-        process (`einsat.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
+        process (`einsat.pipeline.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
         a Ctrl-C stops it: the best program found so far is extracted, verified and returned,
         `report.stop == "memory limit"`. The peak is in `report.memory` either way.
     extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
@@ -110,8 +112,9 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     threads: the intra-op threads `cost="cpu"` profiles and measures at: the count the program
         will be deployed with (default 1; a verdict taken at one thread says nothing of sixteen).
         The CPU profile is kept per count, and the report says which was measured.
-    precision: "fp32" (the default), "tf32" (the same fp32 program: only a GPU's matrix products
-        would read it, to run on TF32 tensor cores), "bf16" or "fp16": an fp32 program is first
+    precision: "fp32" (the default), "tf32" (the same fp32 program, costed with the GPU's TF32
+        matrix products: cost "h100" becomes "h100-tf32"; refused for cost "cpu"), "bf16" or
+        "fp16": an fp32 program is first
         converted (`einsat.ir.precision.convert`: weights cast once, products in half with fp32
         accumulation, statistics in fp32, outputs cast back) and the conversion verified against
         it (`einsat.verify.precision`: a bound from the precision and the program's depth; past

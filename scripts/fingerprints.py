@@ -238,6 +238,7 @@ class scripted_timing:
         import pkgutil
 
         import einsat.runtime.profiler as profiler
+        # einsat.measure: an older checkout's (before einsat.pipeline), for --tree
         for mod in ("einsat.measure", "einsat.optimize", "einsat.pipeline", "einsat.cost"):
             package = _own_module(mod)
             for sub in pkgutil.iter_modules(getattr(package, "__path__", None) or []):

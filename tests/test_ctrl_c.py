@@ -55,6 +55,77 @@ def test_a_second_ctrl_c_is_acknowledged_and_raises():
     assert heard == [1, 2] and budget.interrupts == 2
 
 
+def interrupt_and_wait(heard: list, count: int) -> None:
+    """A real SIGINT to this process; returns once it was acknowledged as the `count`-th."""
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(3000):
+        if len(heard) >= count:
+            return
+        time.sleep(0.01)  # the watcher thread acknowledges it (a loaded machine takes longer, never differs)
+    raise AssertionError(f"Ctrl-C {count} was not acknowledged: {heard}")
+
+
+def test_nested_contexts_share_one_handler_and_one_count():
+    """The CLI's context around the pipeline's (issue 38): the first Ctrl-C in the inner one, the
+    second after it closed (in verification) still raises, and each is acknowledged once."""
+    heard = []
+    budget = Budget()
+    budget.on_interrupt = heard.append
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with budget.interruptible():          # the command line's
+            with budget.interruptible():      # the pipeline's search
+                interrupt_and_wait(heard, 1)
+                assert budget.cancelled
+            assert signal.getsignal(signal.SIGINT) is not before  # the outer one's handler stays
+            os.kill(os.getpid(), signal.SIGINT)  # in verification
+            for _ in range(3000):
+                time.sleep(0.01)  # the handler raises here
+    assert heard == [1, 2] and budget.interrupts == 2
+    assert signal.getsignal(signal.SIGINT) is before  # restored by the outermost context alone
+
+
+def test_the_first_ctrl_c_stops_every_budget_of_the_process():
+    """A partition's piece runs its own budget inside the run's: one Ctrl-C cancels both (told
+    once, by the budget that says something), a budget opened afterwards starts cancelled, a
+    listener (a process pool) hears each count, and the next outermost context counts afresh."""
+    from einsat.budget import interrupted, listening
+    heard, listened = [], []
+    run, piece = Budget(), Budget()
+    run.on_interrupt = heard.append
+    with run.interruptible(), listening(listened.append):
+        with piece.interruptible():
+            interrupt_and_wait(heard, 1)
+        assert run.cancelled and piece.cancelled and heard == [1] and listened == [1]
+        later = Budget()
+        with later.interruptible():
+            assert later.cancelled and interrupted() == 1
+    assert interrupted() == 0
+    fresh = Budget()
+    with fresh.interruptible():
+        assert not fresh.cancelled
+
+
+def test_a_second_ctrl_c_a_library_swallowed_is_raised_at_the_next_check():
+    """HiGHS ends a callback that raised, not its solve: the pipeline asks again at its next step."""
+    from einsat.budget import stop_if_interrupted_twice
+    heard = []
+    budget = Budget()
+    budget.on_interrupt = heard.append
+    with budget.interruptible():
+        interrupt_and_wait(heard, 1)
+        try:  # what a C library does with the exception its callback raised
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(3000):
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            pass
+        assert heard == [1, 2]
+        with pytest.raises(KeyboardInterrupt):
+            stop_if_interrupted_twice()
+    stop_if_interrupted_twice()  # outside any context: nothing to raise
+
+
 def program():
     b = GraphBuilder("block")
     x = b.input("x", (8, 16))
@@ -77,17 +148,23 @@ def best_program(g):
 
 
 def interrupted_twice(tmp_path, monkeypatch, capsys, verified: bool):
-    """`einsat optimize` whose run gets a second Ctrl-C, after its check (`verified`) or before."""
+    """`einsat optimize` whose run gets two real Ctrl-Cs, the second after its check (`verified`) or
+    before (the run itself is a stand-in: tests/test_ctrl_c_process.py sends them to a real one)."""
     g = program()
     einsat.save_onnx(g, tmp_path / "in.onnx")
     best = best_program(g)
 
-    def run(graph, *, budget, **kwargs):
-        budget.on_interrupt(1)
+    def run(graph, *, budget, **kwargs):  # real SIGINTs to this process, heard by the command's handler
+        acknowledged = []
+        say = budget.on_interrupt
+        budget.on_interrupt = lambda count: (say(count), acknowledged.append(count))
+        interrupt_and_wait(acknowledged, 1)
         if verified:
             budget.verified = best
-        budget.on_interrupt(2)
-        raise KeyboardInterrupt
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(3000):
+            time.sleep(0.01)  # the second one raises KeyboardInterrupt here
+        raise AssertionError("the second Ctrl-C did not stop the run")
 
     monkeypatch.setattr(einsat, "optimize", run)
     code = main(["optimize", str(tmp_path / "in.onnx"), "-o", str(tmp_path / "out.onnx"), "-q"])

@@ -1,4 +1,4 @@
-"""The memory of a run (`einsat.memory`): measured, and bounded with a graceful stop."""
+"""The memory of a run (`einsat.pipeline.memory`): measured, and bounded with a graceful stop."""
 
 import contextlib
 import gc
@@ -8,9 +8,9 @@ import mmap
 import numpy as np
 
 import einsat
-from einsat import memory
 from einsat.budget import Budget
 from einsat.egraph.session import Limits
+from einsat.pipeline import memory
 from tests.test_optimize import chain
 
 

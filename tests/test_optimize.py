@@ -12,7 +12,7 @@ from einsat.egraph.data import EClass, EGraphData, ENode
 from einsat.egraph.session import Limits
 from einsat.errors import VerificationError
 from einsat.ir import GraphBuilder
-from einsat.optimize_report import SaturationSummary
+from einsat.pipeline.report import SaturationSummary
 from einsat.testing import strategies as es
 from tests.work_bounded import BY_WORK, by_work, ended_by_work
 
@@ -131,6 +131,7 @@ def programs(draw):
     return b.build(*outs), len(values)
 
 
+@pytest.mark.slow
 @given(programs())
 def test_optimize_keeps_outputs_and_never_raises_the_modeled_cost(case):
     graph, depth = case

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import einsat
-from einsat import measure
 from einsat.cost.target import cpu_model
 from einsat.ir import GraphBuilder
+from einsat.pipeline import measure
 from einsat.runtime.profiler import judge
 from tests.work_bounded import BY_WORK, ended_by_work
 
@@ -376,3 +376,77 @@ def test_the_optimistic_bound_is_the_familys_measured_rate_and_never_above_the_g
     with model.optimistic():
         assert model._guess() is not model.fallback
     assert model._guess() is model.fallback
+
+
+def failing_relu(monkeypatch):
+    """Every ReLU's one-node session fails as onnxruntime fails (a two-line message)."""
+    from einsat.ir.registry import Op
+    from einsat.runtime import profiler
+    real = profiler.ort_signature_runner
+
+    def runner(sig, threads=1):
+        if sig.op is Op.RELU:
+            raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : Non-zero status code returned while running Relu "
+                               "node. Name:'relu' Status Message: planted\nsecond line")
+        return real(sig, threads)
+
+    monkeypatch.setattr(profiler, "ort_signature_runner", runner)
+    monkeypatch.setattr(measure, "check_measured", lambda m, a, b, reps: verdict(faster=False))
+
+
+def planted_failures(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name.startswith("einsat") and "could not time" in r.getMessage()]
+
+
+@pytest.mark.slow
+def test_a_signature_that_cannot_be_timed_is_reported_once_in_einsats_words(tmp_path, monkeypatch, caplog):
+    failing_relu(monkeypatch)
+    caplog.set_level("WARNING", logger="einsat")
+    r = einsat.optimize(double_transpose(), cost=cpu_model(path=tmp_path / "p.json"), **BY_WORK).report
+    relus = [k for k in r.profile["failures"] if k.startswith("relu|")]
+    assert r.profile["failed"] == len(r.profile["failures"]) >= 1 and relus == ["relu|f32[32,16]|"]
+    (message,) = planted_failures(caplog)  # once, though the pipeline profiles three times
+    assert message.startswith("could not time relu on onnxruntime (inputs f32[32,16]): RuntimeError: ")
+    assert "Status Message: planted" in message and "second line" not in message
+    again = einsat.optimize(double_transpose(), cost=cpu_model(path=tmp_path / "p.json"), **BY_WORK).report
+    assert again.profile["failed"] == 0 and len(planted_failures(caplog)) == 1  # the profile keeps the failure
+
+
+@pytest.mark.slow
+def test_a_partitioned_runs_failures_are_reported_once_with_its_profile(tmp_path, monkeypatch, caplog):
+    """Two pieces need the failing signature: the run reports it once, and its profile line sums
+    the pieces' profiles."""
+    from einsat.partition import Partitioning
+    failing_relu(monkeypatch)
+    caplog.set_level("WARNING", logger="einsat")
+    b = GraphBuilder("twice")
+    x = b.input("x", (32, 48))
+    for k in range(2):
+        t = b.transpose(b.transpose(x, perm=(1, 0)), perm=(1, 0))
+        x = b.relu(b.matmul(t, b.weight(f"w{k}", (48, 48))))
+    r = einsat.optimize(b.build(x), cost=cpu_model(path=tmp_path / "p.json"), **BY_WORK,
+                        partition=Partitioning(above=0, piece_nodes=4, executor="serial", reuse=False)).report
+    assert r.partition is not None and len(r.partition.pieces) == 2
+    assert r.profile["pieces"] == 2 and r.profile["failures"].keys() == {"relu|f32[32,48]|"}
+    assert len(planted_failures(caplog)) == 1
+    line = next(ln for ln in str(r).splitlines() if ln.strip().startswith("profile:"))
+    assert "over 2 pieces" in line and "1 failed" in line
+
+
+@pytest.mark.slow
+def test_the_command_line_warns_of_a_failed_timing_unless_quiet(tmp_path, monkeypatch, capsys):
+    from einsat.cli import main
+    from tests.cli.test_optimize import small_model
+    failing_relu(monkeypatch)
+    small_model(tmp_path / "m.onnx")
+    argv = ["optimize", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "o.onnx"), "--cost", "cpu", "--iterations", "1"]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "quiet"))
+    assert main([*argv, "-q"]) == 0
+    out = capsys.readouterr()
+    assert "could not time" not in out.err and "failed" in next(ln for ln in out.out.splitlines() if "profile:" in ln)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "loud"))  # a fresh profile: the ReLU fails again
+    assert main(argv) == 0
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if "could not time" in ln]
+    assert warned and len(warned) == len(set(warned))
+    assert all(ln.startswith("einsat: WARNING: could not time relu on onnxruntime (inputs f32[") for ln in warned)

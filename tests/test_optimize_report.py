@@ -9,7 +9,7 @@ import pytest
 import einsat
 from einsat.egraph import Limits
 from einsat.ir import GraphBuilder
-from einsat.optimize_report import SaturationSummary
+from einsat.pipeline.report import SaturationSummary
 
 
 @pytest.fixture(scope="module")

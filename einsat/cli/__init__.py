@@ -5,8 +5,9 @@ Each command module has `add_parser(sub)`, which declares the command's argument
 one-line message and exit status 2. `python -m einsat.cli` and the `einsat` console script
 (`pyproject.toml`) both run `main`.
 
-Ctrl-C outside a search ends quietly with status 130 (inside `optimize`'s search it stops the
-search instead: the best program found so far is verified and written); a closed pipe
+Ctrl-C outside a search ends quietly with status 130 (inside `optimize`'s run it stops the
+search instead: the best program found so far is verified and written, status 0; a second one
+stops at once, status 130: docs/pipeline.md's "Ctrl-C"); a closed pipe
 (`einsat info m.onnx | head`) ends quietly. `-v`/`-q` choose the level of the `einsat.*`
 loggers, which print to stderr.
 """
@@ -43,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     args.started = started  # the command's wall time counts from here (`optimize`'s report: its total)
     args.startup = startup
+    args.own_process = argv is None  # the process is the command (not a caller's `main([...])`): it may end itself
     configure_logging(getattr(args, "verbose", 0), getattr(args, "quiet", False))
     try:
         return args.handler(args)

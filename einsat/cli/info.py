@@ -35,7 +35,7 @@ def add_model_options(p) -> None:
 def load_model(args):
     """The model of `args.model` with `add_model_options`' options applied."""
     import einsat
-    if not args.model.is_file():
+    if not args.model.exists():
         raise EinsatError(f"{args.model}: no such file")
     return einsat.load_onnx(args.model, fill_weights=args.fill_weights,
                             input_shapes=parse_input_shapes(args.input_shape) or None)

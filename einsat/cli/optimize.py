@@ -101,7 +101,8 @@ def add_parser(sub) -> None:
     p.add_argument("--precision", choices=("fp32", "tf32", "bf16", "fp16"), default="fp32",
                    help="bf16 / fp16: convert an fp32 model to half (weights cast once, products with fp32 "
                         "accumulation, statistics in fp32), verified against it; tf32: the fp32 program, "
-                        "for a GPU's matrix products (default fp32; a half model is optimized as it is)")
+                        "costed with the GPU's TF32 matrix products (h100 -> h100-tf32; refused for --cost cpu) "
+                        "(default fp32; a half model is optimized as it is)")
     p.add_argument("--half-io", action="store_true",
                    help="with --precision bf16/fp16: the written model's inputs and outputs are half too")
     big = p.add_argument_group("big models (einsat.partition)")
@@ -160,15 +161,17 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     check_runnable(graph, str(args.model))  # before the search, not at the verification
     read = time.perf_counter() - t0
     planner.hold("write", read)  # writing the result takes about what reading took
+    if not args.quiet:
+        from einsat.cli.target import target_line
+        print(target_line(args.cost, args.threads), file=sys.stderr, flush=True)  # beside the progress
     display = None if args.quiet else ProgressDisplay(sys.stderr)
-    budget.on_interrupt = _acknowledge(args, display)
+    stop = _Stop(args, budget, display)
+    budget.on_interrupt = _acknowledge(args, display, stop)
     try:
         with budget.interruptible():  # the whole run: a first Ctrl-C during the check lets it finish
             result = einsat.optimize(graph, **options.replace(budget=budget, progress=display).keywords())
-    except KeyboardInterrupt:  # a second Ctrl-C
-        if display is not None:
-            display.close()
-        return _interrupted_twice(args, budget, display)
+    except KeyboardInterrupt:  # a second Ctrl-C: `stop` ran (or runs now), once
+        return stop()
     except VerificationError as e:
         if e.status != "inconclusive":
             raise
@@ -230,8 +233,9 @@ def wall_times(report, startup: float | None, read: float, write: float, started
     report.times["total"] = (startup or 0.0) + time.perf_counter() - started
 
 
-def _acknowledge(args: argparse.Namespace, display):
-    """What a Ctrl-C says, at once (`Budget.on_interrupt`): what the run does now, what it writes."""
+def _acknowledge(args: argparse.Namespace, display, stop):
+    """What a Ctrl-C says, at once (`Budget.on_interrupt`, from the Ctrl-C watcher thread): what
+    the run does now, what it writes. The second one also ends the run there and then (`stop`)."""
     def say(count: int) -> None:
         if count == 1:
             text = (f"einsat: Ctrl-C: stopping the search; the best program found so far is verified, then written "
@@ -243,7 +247,51 @@ def _acknowledge(args: argparse.Namespace, display):
             display.note(text)
         else:
             print(text, file=sys.stderr, flush=True)
+        if count >= 2:
+            stop(at_once=True)
     return say
+
+
+# after a second Ctrl-C, the seconds the main thread has to come back from the step under way (an
+# egglog phase runs no Python code) before the process ends itself; what is written is decided
+# before, so the clock only chooses between a clean exit and `os._exit`, both with status 130
+EXIT_GRACE_S = 1.0
+
+
+class _Stop:
+    """A second Ctrl-C's end of the run, once, from whichever thread hears it first: the best
+    verified program written (or why nothing was); status 130. In a process that is the command
+    (`args.own_process`), the process ends by itself if the main thread is still in a step that
+    runs no Python code `EXIT_GRACE_S` later, so the second Ctrl-C stops it in any phase."""
+
+    def __init__(self, args: argparse.Namespace, budget, display):
+        import threading
+        self.args, self.budget, self.display = args, budget, display
+        self.lock = threading.Lock()
+        self.code: int | None = None
+        self.timer = None
+
+    def __call__(self, at_once: bool = False) -> int:
+        """`at_once`: called as the Ctrl-C arrives; else by the main thread, back from the run."""
+        with self.lock:
+            if self.code is None:
+                if self.display is not None:
+                    self.display.close()
+                self.code = _interrupted_twice(self.args, self.budget, self.display)
+                if at_once and getattr(self.args, "own_process", False):
+                    import threading
+                    self.timer = threading.Timer(EXIT_GRACE_S, _exit, (self.code,))
+                    self.timer.daemon = True
+                    self.timer.start()
+            if not at_once and self.timer is not None:
+                self.timer.cancel()  # the main thread is back: the process ends as usual
+        return self.code
+
+
+def _exit(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _interrupted_twice(args: argparse.Namespace, budget, display) -> int:

@@ -2,7 +2,7 @@
 
     model = cost_model("cpu")            # onnxruntime on this machine's CPU
     model.missing(signatures)            # what the cached profile lacks
-    model.add(entries, method)           # measurements taken by a profiler (top level: einsat.measure)
+    model.add(entries, method)           # measurements taken by a profiler (the pipeline: einsat.pipeline.measure)
     model.save()                         # the cache file, atomically
 
 The profile lives in the user's cache (`profile_db.cache_path(machine)`: XDG_CACHE_HOME, keyed
@@ -16,7 +16,7 @@ the whole program as the target runs it: onnxruntime's fusion groups costed as u
 (`extract.fusion.ort_units`), less the layout reorders a one-node session runs and the program
 does not (`layout_savings_us`), plus the fixed cost of one run call.
 extract cannot run programs: the profiler is `einsat.runtime.profiler`, called from the top
-level (`einsat.measure`), which hands the entries over.
+level (`einsat.pipeline.measure`), which hands the entries over.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from einsat.cost.ort_fusion import (
     unit_outputs,
     unit_residuals,
 )
-from einsat.cost.profile_db import ProfileDB, cache_path, cpu_machine
+from einsat.cost.profile_db import INPUTS_REVISION, ProfileDB, cache_path, cpu_machine
 from einsat.cost.profiled import MeasuredCost, OptimisticBound, calibrated_fallback
 from einsat.errors import EinsatError
 from einsat.ir.registry import opdef
@@ -80,6 +80,7 @@ class TargetCost(MeasuredCost):
             if db.device != self.machine:  # the key is a digest of the machine: this is a stale file
                 db = ProfileDB(device=dict(self.machine))
             self.loaded = len(db)
+        self._forget_stale_failures(db)
         db.mode = "us"
         super().__init__(db, fallback=calibrated_fallback(db, self.kind), mode="us",
                          name=name or f"measured-{self.kind}")
@@ -194,8 +195,41 @@ class TargetCost(MeasuredCost):
                 merged[f"{key}_history"] = history
                 merged[key] = statistics.median(history)
             self.db.method = merged
+        if self.target == "onnxruntime":  # its failures, all recorded with the inputs fed now
+            self.db.method["inputs_revision"] = INPUTS_REVISION
         self.fallback = calibrated_fallback(self.db, self.kind)
         self._bound = None
+
+    def _forget_stale_failures(self, db: ProfileDB) -> None:
+        """Drop `db`'s failures recorded with other inputs than the profiler feeds now (an
+        onnxruntime profile's `inputs_revision`): those signatures are timed again."""
+        if self.target == "onnxruntime" and db.method.get("inputs_revision") != INPUTS_REVISION:
+            db.failures.clear()
+
+    def refresh(self) -> int:
+        """Take what other processes saved to the cache file that this model lacks (a partitioned
+        run's worker processes profile their pieces on copies of the model): their entries, their
+        failures and, where this model has measured none, the fixed figures (`method`); the
+        fallback is refitted. Returns the entries taken."""
+        if not os.path.exists(self.path):
+            return 0
+        try:
+            disk = ProfileDB.load(self.path)
+        except EinsatError:
+            return 0
+        if disk.device != self.machine:
+            return 0
+        self._forget_stale_failures(disk)
+        new = {k: e for k, e in disk.entries.items() if k not in self.db.entries}
+        self.db.entries.update(new)
+        for key, why in disk.failures.items():
+            if key not in self.db.entries:
+                self.db.failures.setdefault(key, why)
+        self.db.method = {**disk.method, **self.db.method}
+        if new:
+            self.fallback = calibrated_fallback(self.db, self.kind)
+            self._bound = None
+        return len(new)
 
     def save(self) -> None:
         """Write the profile to its cache file (atomically; the folder is created), merged with the
@@ -210,6 +244,7 @@ class TargetCost(MeasuredCost):
                 except EinsatError:
                     disk = None  # a damaged file is replaced
                 if disk is not None and disk.device == self.db.device:
+                    self._forget_stale_failures(disk)
                     disk.merge(self.db)  # this model's entries win
                     self.db.entries, self.db.failures = disk.entries, disk.failures
             self.db.save(self.path)

@@ -67,7 +67,7 @@ class StopReason(enum.Enum):
     TIME_LIMIT = "time limit"
     ITERATION_LIMIT = "iteration limit"
     INTERRUPTED = "interrupted"   # the run's budget was cancelled (Ctrl-C) or its deadline passed
-    MEMORY_LIMIT = "memory limit"  # the run's memory watch cancelled its budget (`einsat.memory`)
+    MEMORY_LIMIT = "memory limit"  # the run's memory watch cancelled its budget (`einsat.pipeline.memory`)
 
 
 STOP_REASONS = {  # in words, with the limit: what `SaturationReport.stop_text` says

@@ -173,6 +173,22 @@ class ArrayDevice:
         return tuple(s // x.dtype.itemsize for s in x.strides)
 
 
+NO_GPU = ("this machine has no NVIDIA GPU (no CUDA driver: libcuda.so.1 does not load); the cupy backend, "
+          "`einsat profile` and `einsat check` run on one. Here, `einsat optimize --cost cpu` optimizes for this "
+          "machine's CPU, measured on onnxruntime")
+
+
+def cuda_driver_present() -> bool:
+    """Whether the NVIDIA driver's user-space library loads: without it there is no GPU to ask
+    for, and installing CuPy would not help."""
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
 class CupyDevice(ArrayDevice):
     """The current CUDA device through CuPy, cuBLAS (ctypes) and cuDNN (ctypes)."""
 
@@ -180,6 +196,8 @@ class CupyDevice(ArrayDevice):
     gemm_epilogues = True  # `gemm` runs cuBLASLt's bias / activation epilogues (gpu/lower/fused.py)
 
     def __init__(self, tf32: bool = False):
+        if not cuda_driver_present():
+            raise ExecutionError(NO_GPU)
         try:
             import cupy
         except ImportError as e:

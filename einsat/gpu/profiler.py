@@ -28,7 +28,7 @@ series with the CPU's statistics (`runtime.profiler.summarize`: median, 10th/90t
 
 `program_runner(graph, dev)` makes a compiled program a runner of the shared profiler
 (`einsat.runtime.profiler`: interleaved rounds, medians, outliers, the time budget), which
-`einsat.measure` uses for a measured model whose target is "cupy" (`measure.cupy_model`,
+`einsat.pipeline.measure` uses for a measured model whose target is "cupy" (`measure.cupy_model`,
 cached in the same profile cache as the CPU's, keyed by `device_info`). On a CUDA device a run
 is the replay between two CUDA events (after an L2 flush that keeps the GPU busy while the host
 enqueues); on a device without events (the host emulation of the tests) it is the replay's wall

@@ -61,7 +61,8 @@ def summarize(graph: Graph, title: str | None = None, cannot_run=()) -> str:
     stuck = {n.name for n in cannot_run}
     opaque = sorted({n.attrs["op_type"] for n in graph.nodes if n.op is Op.OPAQUE and n.name not in stuck})
     if opaque:
-        lines.append(f"  opaque (no einsat op; run by onnx.reference, FLOPs estimated): {', '.join(opaque)}")
+        lines.append("  opaque (no einsat op; run by onnxruntime, or onnx.reference where onnxruntime lacks it; "
+                     f"FLOPs estimated): {', '.join(opaque)}")
     for n in cannot_run:
         domain = n.attrs["domain"] or "ai.onnx"
         lines.append(f"  cannot run: node {n.name!r} ({n.attrs['op_type']}, domain {domain!r}): "

@@ -38,6 +38,7 @@ from einsat.partition.rebind import rebind
 from einsat.partition.report import CutSummary, PartitionSummary, PieceSummary
 from einsat.pipeline import phases
 from einsat.pipeline.events import ProgressEvent
+from einsat.pipeline.measure import ProfileSummary
 from einsat.pipeline.options import Options, Partitioning
 from einsat.pipeline.report import Report
 from einsat.pipeline.runner import Result
@@ -128,6 +129,8 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     notify(ProgressEvent("optimize", f"{len(own)} pieces, {executor} with {workers} worker(s)"))
     results = dict(zip(own, run_jobs(jobs, executor, workers, settings.address, on_done=piece_done)))
     times["optimize"] = time.perf_counter() - t
+    if executor != "serial" and hasattr(cost, "refresh"):  # a measured model: what the workers timed
+        cost.refresh()
 
     t = time.perf_counter()
     programs: list[Graph] = []
@@ -194,6 +197,10 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     if "measure" in state.times:
         times["measure"] = state.times["measure"]
     verification, returned, measured, kept_input = state.verification, state.result, state.measured, state.kept_input
+    profiled = ProfileSummary.of_pieces([results[k].report.profile for k in own
+                                         if results[k] is not None and results[k].report.profile])
+    if state.checked_profile is not None:  # the stitched result's fused groups, timed for the check
+        profiled = state.checked_profile if profiled is None else profiled.also(state.checked_profile)
     times["total"] = time.perf_counter() - t0
 
     cut_rows = [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes,
@@ -215,6 +222,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
                     verification=verification, times=times, cost_by_op_before=cost.cost_by_op(graph),
                     cost_by_op_after=cost.cost_by_op(returned), interrupted=interrupted,
                     stop=run.reason or next((r.stop for r in reports if r.stop), None), partition=summary,
+                    profile={**profiled.to_dict(), "threads": cost.machine.get("threads")} if profiled else None,
                     measured=measured, kept_input=kept_input)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
     return Result(returned, report, graph, made if returned is stitched else None)

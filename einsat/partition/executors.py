@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from einsat.budget import follow, interrupted, listening
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
 from einsat.pipeline.options import EXECUTORS, Options
@@ -37,7 +38,7 @@ __all__ = ["EXECUTORS", "PieceResult", "optimize_piece", "run_jobs", "spawn_safe
 class PieceResult:
     graph: Graph              # the optimized piece
     recipe: Graph | None      # its new weights from the piece's weights (`optimize(recipe=True)`)
-    report: Any               # the piece's `optimize_report.Report`
+    report: Any               # the piece's `pipeline.report.Report`
     seconds: float            # wall time of the piece's optimization, in its worker
     pid: int = 0              # the process that optimized it
 
@@ -60,9 +61,11 @@ def optimize_piece(job: tuple[Graph, Options | dict]) -> PieceResult:
 def run_jobs(jobs: list[tuple[Graph, Options | dict]], executor: str, workers: int | None = None,
              address: str | None = None, on_done=None) -> list[PieceResult]:
     """`optimize_piece` on every job with `executor`, the results in job order; `on_done(k, result)`
-    is called as each finishes (in any order). Once a piece run in this process was interrupted
-    (Ctrl-C: its `report.interrupted`), no further job starts: those left have the result None.
-    Workers ignore Ctrl-C and finish the piece they hold."""
+    is called as each finishes (in any order). Once this process had a Ctrl-C (`einsat.budget`:
+    the search of a piece running here stops, `report.interrupted`), no further job starts: those
+    left have the result None. A worker process ignores SIGINT itself: on this process's first
+    Ctrl-C the pool tells its workers to stop their pieces' searches too (their best programs are
+    verified and returned as here); on the second it ends them at once."""
     if executor not in EXECUTORS:
         raise EinsatError(f"unknown executor {executor!r}; choose one of {EXECUTORS}")
     workers = max(1, workers or os.cpu_count() or 1)
@@ -79,7 +82,7 @@ def run_jobs(jobs: list[tuple[Graph, Options | dict]], executor: str, workers: i
 
     if executor == "serial" or (executor == "process" and (workers == 1 or len(jobs) <= 1)):
         for k, job in enumerate(jobs):
-            if stop:
+            if stop or interrupted():
                 break
             done(k, optimize_piece(job))
     elif executor == "process":
@@ -90,9 +93,16 @@ def run_jobs(jobs: list[tuple[Graph, Options | dict]], executor: str, workers: i
     return results  # type: ignore[return-value]
 
 
-def _ignore_interrupts() -> None:  # a worker's initializer: Ctrl-C is for the main process
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _follow(event) -> None:  # a worker's initializer: Ctrl-C is for the main process, which sets `event`
+    follow(event)
+
+
+def _end(pool: ProcessPoolExecutor) -> None:
+    """The pool's workers ended at once (a second Ctrl-C), the jobs not started dropped."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):  # (3.14 has terminate_workers)
+        if process.is_alive():
+            process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _process_pool(jobs, workers: int, done, stop: list) -> None:
@@ -108,10 +118,11 @@ def _process_pool(jobs, workers: int, done, stop: list) -> None:
     queue = sorted(range(len(jobs)), key=lambda k: (-len(jobs[k][0].nodes), k))
     lock = threading.Lock()
     failed: list[BaseException] = []
+    ending: list[bool] = []  # a second Ctrl-C: the workers are being ended
 
     def take() -> int | None:
         with lock:
-            return queue.pop(0) if queue and not failed and not stop else None
+            return queue.pop(0) if queue and not failed and not stop and not interrupted() else None
 
     def feed(pool) -> None:  # keeps every worker busy until the queue is empty
         inflight: dict = {}
@@ -128,27 +139,46 @@ def _process_pool(jobs, workers: int, done, stop: list) -> None:
                     result = f.result()
                     done(inflight.pop(f), result)
         except BrokenProcessPool:  # a worker died (out of memory?): this process does its jobs
+            if ending or interrupted() >= 2:
+                return  # ended by a second Ctrl-C
             log.warning("a worker process died: the pieces it held are optimized in this process")
             with lock:
                 queue[:0] = sorted(set(inflight.values()) | ({k} if k is not None else set()))
         except BaseException as e:  # noqa: BLE001 (re-raised in the caller's thread)
             failed.append(e)
 
-    with ProcessPoolExecutor(min(workers - 1, len(jobs)), mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_ignore_interrupts) as pool:
-        first = take()
-        helper = threading.Thread(target=feed, args=(pool,), daemon=True)
-        helper.start()
-        try:
-            k = first
-            while k is not None:
+    context = multiprocessing.get_context("spawn")
+    stopped = context.Event()  # set on this process's first Ctrl-C: the workers' searches stop too
+    pool = ProcessPoolExecutor(min(workers - 1, len(jobs)), mp_context=context, initializer=_follow,
+                               initargs=(stopped,))
+
+    def on_ctrl_c(count: int) -> None:  # from the Ctrl-C watcher thread, at once
+        stopped.set()
+        if count >= 2:
+            ending.append(True)
+            _end(pool)
+
+    try:
+        with listening(on_ctrl_c):
+            first = take()
+            helper = threading.Thread(target=feed, args=(pool,), daemon=True)
+            helper.start()
+            try:
+                k = first
+                while k is not None:
+                    done(k, optimize_piece(jobs[k]))
+                    k = take()
+            except Exception as e:  # noqa: BLE001 (raised below, once the workers are done)
+                failed.append(e)
+            helper.join()
+            while (k := take()) is not None:  # what a dead worker left
                 done(k, optimize_piece(jobs[k]))
-                k = take()
-        except BaseException as e:
-            failed.append(e)
-        helper.join()
-        while (k := take()) is not None:  # what a dead worker left
-            done(k, optimize_piece(jobs[k]))
+    except BaseException:  # a second Ctrl-C (KeyboardInterrupt): the workers end now, not after their pieces
+        ending.append(True)
+        _end(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True)
     if failed:
         raise failed[0]
 

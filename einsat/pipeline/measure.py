@@ -21,17 +21,18 @@ any `gpu.device` (the tests' host emulation). `ProfileSummary` is what the repor
 step 1. `choose`, the measured choice, extracts again on measured costs between the two steps.
 This module is part of the pipeline because it joins extract (the model, the e-graph's
 signatures), runtime and gpu (the timing); the seconds of each step come from the run's
-planner (`einsat.pipeline.plan`). `einsat.measure` is this module under its older name.
+planner (`einsat.pipeline.plan`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -51,6 +52,8 @@ EXPLORE_ROUNDS = 6         # extractions on what unmeasured ops might cost at be
 PROFILE_REPS = 15          # interleaved rounds per signature
 CHECK_REPS = 15            # interleaved rounds of the input against the result
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class ProfileSummary:
@@ -67,9 +70,27 @@ class ProfileSummary:
     budget_s: float | None
     call_overhead_us: float
     chosen: int = 0           # of the measured, timed after an extraction chose them (`choose`)
+    failures: dict[str, str] = field(default_factory=dict)  # signature key -> why it could not be timed
+    pieces: int = 0           # a partitioned run: the pieces whose profiles this one sums (`of_pieces`)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @staticmethod
+    def of_pieces(profiles: list[dict]) -> ProfileSummary | None:
+        """The profiles of a partitioned run's pieces (their reports' `profile`) as one: counts and
+        seconds summed (a signature two pieces need counts in each; a piece run after another
+        finds what that one measured in the cache), failures joined (each signature once)."""
+        if not profiles:
+            return None
+        names = {f.name for f in fields(ProfileSummary)}
+        first = {k: v for k, v in profiles[0].items() if k in names}
+        failures = {k: v for p in profiles for k, v in (p.get("failures") or {}).items()}
+        total = {k: sum(p.get(k) or 0 for p in profiles)
+                 for k in ("needed", "cached", "measured", "left", "seconds", "chosen")}
+        return ProfileSummary(**{**first, **total, "failed": len(failures) if failures else
+                                 sum(p.get("failed") or 0 for p in profiles),
+                                 "failures": failures, "pieces": len(profiles)})
 
     def after(self, earlier: ProfileSummary) -> ProfileSummary:
         """This summary and an earlier one of the same run (the input's signatures, which this
@@ -77,16 +98,25 @@ class ProfileSummary:
         failed by the run, not as cached."""
         return replace(self, cached=self.cached - earlier.measured - earlier.failed,
                        measured=self.measured + earlier.measured, failed=self.failed + earlier.failed,
-                       seconds=self.seconds + earlier.seconds)
+                       seconds=self.seconds + earlier.seconds, failures={**earlier.failures, **self.failures})
 
     def then(self, later: ProfileSummary) -> ProfileSummary:
         """This summary and a later profiling of signatures it left to the roofline (`choose`)."""
         return replace(self, measured=self.measured + later.measured, failed=self.failed + later.failed,
                        left=max(0, self.left - later.measured - later.failed), seconds=self.seconds + later.seconds,
-                       chosen=self.chosen + later.measured)
+                       chosen=self.chosen + later.measured, failures={**self.failures, **later.failures})
+
+    def also(self, later: ProfileSummary) -> ProfileSummary:
+        """This summary and a later profiling of other signatures (the check's: the result's fused
+        groups), those it found in the cache not counted again."""
+        new = later.measured + later.failed + later.left
+        return replace(self, needed=self.needed + new, measured=self.measured + later.measured,
+                       failed=self.failed + later.failed, left=self.left + later.left,
+                       seconds=self.seconds + later.seconds, failures={**self.failures, **later.failures})
 
     def __str__(self) -> str:
-        text = (f"{self.needed} signatures on {self.target}: {self.cached} from the cache, {self.measured} "
+        over = f" over {self.pieces} piece{'s' if self.pieces > 1 else ''}" if self.pieces else ""
+        text = (f"{self.needed} signatures on {self.target}{over}: {self.cached} from the cache, {self.measured} "
                 f"measured now in {self.seconds:.1f} s")
         if self.failed:
             text += f", {self.failed} failed"
@@ -148,7 +178,27 @@ def profile(model: TargetCost, sigs, budget_s: float | None = PROFILE_BUDGET_S,
         model.save()
     return ProfileSummary(model.target, model.path, len(sigs), cached, len(run.entries) if run else 0,
                           len(run.failures) if run else 0, len(run.left) if run else 0,
-                          run.seconds if run else 0.0, budget_s, model.call_overhead_us)
+                          run.seconds if run else 0.0, budget_s, model.call_overhead_us,
+                          failures=dict(run.failures) if run else {})
+
+
+def failure_text(key: str, why: str, target: str) -> str:
+    """A signature that could not be timed, in einsat's words: its op, input shapes, attributes
+    and the error's first line (onnxruntime's names the node: the one-node session's is the op)."""
+    op, types, attrs = (key.split("|", 2) + ["", ""])[:3]
+    first = why.strip().splitlines()[0] if why.strip() else "no message"
+    return (f"could not time {op} on {target} (inputs {types or 'none'}{f'; {attrs}' if attrs else ''}): {first}; "
+            "costed by the calibrated roofline instead")
+
+
+def report_failures(profile: dict | None) -> None:
+    """Log each signature a run's profiling could not time (`failure_text`), once, as a warning
+    on einsat's logger (the command line's -q leaves it out): called once per run, in the process
+    that called `optimize`, with the report's `profile` (a partitioned run's joins its pieces')."""
+    if not profile:
+        return
+    for key, why in sorted((profile.get("failures") or {}).items()):
+        log.warning("%s", failure_text(key, why, profile.get("target", "the target")))
 
 
 def input_signatures(model: TargetCost, graph: Graph) -> list[Signature]:

@@ -137,6 +137,8 @@ class Options:
             raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(self.partition).__name__}")
         if self.precision not in PRECISIONS:
             raise EinsatError(f"unknown precision {self.precision!r}; choose one of {list(PRECISIONS)}")
+        if self.precision == "tf32":
+            tf32_cost(self.cost)  # refused now for a target without TF32
         if self.half_io and half_dtype(self.precision) is None:
             raise EinsatError(f"half_io= (--half-io) needs precision 'bf16' or 'fp16', not {self.precision!r}")
         if self.progress is not None and not callable(self.progress):
@@ -152,14 +154,34 @@ class Options:
         return self.budget if isinstance(self.budget, Budget) else Budget(self.budget)
 
     def model(self):
-        """The cost model: `cost` by name or as given, at `threads` (see `with_threads`)."""
+        """The cost model: `cost` by name or as given, at `threads` (see `with_threads`); with
+        precision "tf32", the GPU's TF32 model (`tf32_cost`)."""
         from einsat.cost.models import cost_model
-        return with_threads(cost_model(self.cost), self.threads, self.cost)
+        cost = tf32_cost(self.cost) if self.precision == "tf32" else self.cost
+        return with_threads(cost_model(cost), self.threads, cost)
 
     def saturation_limits(self):
         """`limits`, or the defaults (`einsat.egraph.session.Limits`)."""
         from einsat.egraph.session import Limits
         return self.limits or Limits()
+
+
+def tf32_cost(cost):
+    """The cost model a "tf32" run uses: TF32 is how a GPU may run an fp32 program's matrix products
+    (the program and the ONNX written stay fp32), so the choice is the GPU's TF32 model: "h100" and
+    "h100-roofline" become "h100-tf32" (a TF32 roofline: no TF32 profile is committed), likewise
+    h200; a model given as an object must be one (`tf32` true). A CPU target has no TF32: refused."""
+    if not isinstance(cost, str):
+        if getattr(cost, "tf32", False):
+            return cost
+        raise EinsatError(f"precision 'tf32' needs a GPU cost model with TF32 matrix products (tf32=True), "
+                          f"not {getattr(cost, 'name', cost)!r}")
+    gpu = cost.removesuffix("-roofline").removesuffix("-tf32")
+    if gpu in ("h100", "h200"):
+        return f"{gpu}-tf32"
+    raise EinsatError(f"precision 'tf32' (--precision tf32) is a GPU's way of running fp32 matrix products; "
+                      f"cost {cost!r} has no TF32: use cost 'h100' or 'h200' (their TF32 models), or precision "
+                      f"'fp32'")
 
 
 def _seconds(what: str, value, zero: bool = False) -> float | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from einsat.budget import hold, stop_if_interrupted_twice
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
 from einsat.pipeline import measure
@@ -49,6 +50,7 @@ class State:
     verification: Verification | None = None
     result: Graph | None = None         # what the run returns (check: the input when not faster)
     measured: Any = None                # the check's `Comparison`
+    checked_profile: Any = None         # the check's profiling of the result's fused groups (check)
     kept_input: str | None = None       # why the input is returned
     extras: dict = field(default_factory=dict)
 
@@ -64,6 +66,9 @@ class State:
         log.info("%s", event)
         if self.progress is not None:
             self.progress(event)
+        stop_if_interrupted_twice()  # a second Ctrl-C a C library swallowed (HiGHS's callbacks) ends the run here
+        if event.step is None:
+            hold(event.phase)  # test-only: EINSAT_TEST_HOLD (einsat.budget)
 
     def say(self, phase: str) -> Callable[[str], None]:
         """A text callback sending `phase` events."""
@@ -265,7 +270,8 @@ def check(state: State, candidate: Graph, what: str = "the result") -> None:
         return
     with planner.phase("measure", plan="check"):
         state.notify(ProgressEvent("measure", f"the input and {what} side by side on {model.target}"))
-        measure.profile(model, model.unit_signatures(candidate), planner.seconds("check"))  # its fused groups
+        units = measure.profile(model, model.unit_signatures(candidate), planner.seconds("check"))  # its fused groups
+        state.checked_profile = units
         state.result, state.measured, state.kept_input = never_slower(
             model, state.graph, candidate, state.options.check_reps or measure.CHECK_REPS, state.options.recheck)
 

@@ -136,7 +136,7 @@ class Report:
     cost_by_op_after: dict[str, float] = field(default_factory=dict)
     interrupted: bool = False  # the run was cancelled (Ctrl-C, memory limit): the best program found so far
     stop: str | None = None    # why it was cancelled: "interrupted" (Ctrl-C), "memory limit"
-    memory: dict[str, Any] = field(default_factory=dict)  # `einsat.memory.MemoryWatch.summary()`: bytes
+    memory: dict[str, Any] = field(default_factory=dict)  # `einsat.pipeline.memory.MemoryWatch.summary()`: bytes
     # a model that measures its target (cost="cpu"): how its figures were profiled (`measure.ProfileSummary`),
     # the input and the result timed side by side (`runtime.profiler.Comparison.to_dict`), and why
     # the input was returned instead of the result (None: the result was returned)
@@ -148,6 +148,9 @@ class Report:
     # a run at a half precision: the returned program against the fp32 input, output by output
     # (`einsat.verify.precision.PrecisionReport`: error distribution, bound)
     precision: Any = None
+    # a run at a half precision: the modeled cost of the user's fp32 input, before its conversion (the
+    # table's "input" is the converted program), or None
+    cost_fp32: float | None = None
 
     @property
     def speedup(self) -> float:
@@ -190,7 +193,8 @@ class Report:
     def table(self) -> list[tuple[str, str, str]]:
         nodes = (str(sum(self.ops_before.values())), str(sum(self.ops_after.values())))
         # the second column is the program returned: the input itself when it was kept (`kept_input`)
-        return [("", "input", "returned (the input)" if self.kept_input else "optimized"),
+        first = "input" if self.cost_fp32 is None else "input (converted)"
+        return [("", first, "returned (the input)" if self.kept_input else "optimized"),
                 (f"modeled cost ({self.model_label or self.model}, {self.unit})", f"{self.cost_before:,.2f}",
                  f"{self.cost_after:,.2f}"),
                 ("nodes", *nodes)] + \
@@ -224,6 +228,7 @@ class Report:
                                                     "so far)" if self.interrupted else "")]
         lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
         lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
+        lines += self.fp32_lines()
         lines += self.measured_lines()
         if self.saturation is not None:
             lines.append(f"  e-graph: {self.saturation}")
@@ -245,12 +250,24 @@ class Report:
             lines.append(f"  memory: {self.memory_text()}")
         return "\n".join(lines)
 
+    def fp32_lines(self) -> list[str]:
+        """A half-precision run against the user's fp32 program: the table compares the converted one."""
+        if self.cost_fp32 is None or self.cost_after <= 0:
+            return []
+        ratio = self.cost_fp32 / self.cost_after
+        line = (f"  against the fp32 input ({self.cost_fp32:,.2f} {self.unit}; the table's input is its "
+                f"conversion): speedup (modeled) {ratio:.3f}x")
+        if ratio < 1:
+            line += ": the half-precision program is modeled SLOWER than the fp32 one"
+        return [line]
+
     def measured_lines(self) -> list[str]:
         """The profile and the side-by-side measurement, for a model that measures its target."""
         lines = []
         if self.profile is not None:
             p = self.profile
-            text = (f"  profile: {p['needed']} signatures on {p['target']}{threads_text(p.get('threads'))}: "
+            pieces = f" over {p['pieces']} piece{'s' if p['pieces'] > 1 else ''}" if p.get("pieces") else ""
+            text = (f"  profile: {p['needed']} signatures on {p['target']}{threads_text(p.get('threads'))}{pieces}: "
                     f"{p['cached']} from the cache, {p['measured']} measured now in {p['seconds']:.1f} s")
             text += f", {p['failed']} failed" if p["failed"] else ""
             text += f", {p['left']} left to the calibrated roofline" if p["left"] else ""

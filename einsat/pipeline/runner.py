@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import einsat.budget as _budget
 from einsat.ir.graph import Graph
 from einsat.ir.precision import convert, half_dtype
 from einsat.pipeline import measure, phases
@@ -64,24 +65,25 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
     start = time.perf_counter()
     with MemoryWatch(_memory_bytes(options), run_budget) as watch:
         try:
-            with run_budget.interruptible():
+            with run_budget.interruptible():  # one context, one count of Ctrl-Cs: loading, the search or the pieces
                 phases.load(state, program, example_inputs)
-            settings = options.partition if options.partition is not None else Partitioning()
-            if settings is not False and split is not None and len(state.graph.nodes) > settings.above:
-                result = split(state.graph, options.replace(partition=settings), state)
-            else:
+                settings = options.partition if options.partition is not None else Partitioning()
                 result = None
-                with run_budget.interruptible():
+                if settings is not False and split is not None and len(state.graph.nodes) > settings.above:
+                    result = split(state.graph, options.replace(partition=settings), state)  # stitched, checked
+                else:
                     try:
                         phases.reference(state)
                         phases.profile_input(state)
                         phases.saturate_phase(state)
                         phases.profile_candidates(state)
                         phases.extract_phase(state)
+                        _budget.stop_if_interrupted_twice()  # one HiGHS swallowed, before this context closes
                     finally:  # the verification's seconds go back to the budget, whatever happened
                         state.planner.release("verify")
-                if run_budget.cancelled and not (run_budget.reason == "interrupted"
-                                                 and run_budget.on_interrupt is not None):  # else said
+                said = _budget.acknowledged()  # a Ctrl-C was acknowledged (the CLI, a worker's parent)
+            if result is None:
+                if run_budget.cancelled and not (run_budget.reason == "interrupted" and said):
                     phases.log.warning("%s: verifying the best program found so far", run_budget.reason)
                 phases.verify(state)
                 phases.check(state, state.extraction.graph)
@@ -89,9 +91,18 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
             state.planner.release_all()
     if result is not None:  # partitioned: the pieces' own reports say what they did
         result.report.memory = watch.summary()
-        return result
+        return _reported(result, split)
     state.times["total"] = time.perf_counter() - start
-    return _result(state, watch)
+    return _reported(_result(state, watch), split)
+
+
+def _reported(result: Result, split: Split | None) -> Result:
+    """`result`, what its profiling could not time reported (`measure.report_failures`) by a run
+    that may partition (`split`: `optimize`'s): once per run, in the process that called it. A
+    piece's run (no `split`, maybe in a worker process) leaves its failures to the whole's report."""
+    if split is not None:
+        measure.report_failures(result.report.profile)
+    return result
 
 
 def _result(state: phases.State, watch: MemoryWatch) -> Result:
@@ -106,6 +117,8 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
                     "threads": model.machine.get("threads"),
                     "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
     run_budget, profiled = state.budget, state.profiled
+    if profiled is not None and state.checked_profile is not None:
+        profiled = profiled.also(state.checked_profile)
     report = Report(name=graph.name, model=model.name, model_label=model.label, unit=model.unit, cost_before=before,
                     cost_after=after, ops_before=graph.op_counts(),
                     ops_after=result.op_counts(), saturation=state.saturation,
@@ -130,6 +143,7 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     source = phases.load_program(program, example_inputs, dict(input_shapes=options.input_shapes,
                                                                fill_weights=options.fill_weights, seed=options.seed))
     half = convert(source, options.precision, options.half_io)
+    _runs_where_it_is_measured(options, half)  # before the search: a target that cannot run it is refused
     plain = options.replace(precision="fp32", half_io=False, input_shapes=None, fill_weights=None)
     if half is source:  # already in half: optimized as it is
         return run(source, example_inputs, plain, split)
@@ -140,11 +154,43 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     result = run(half, checks.retyped(half, examples),
                  plain.replace(verify=bool(options.verify), budget=options.run_budget()), split)
     result.report.precision = conversion
+    result.report.cost_fp32 = _fp32_cost(options.cost, source)
     if options.verify:  # the proof: the result against the fp32 input, within the precision's bound
         result.report.precision = verify_conversion(source, result.graph, options.precision, inputs=examples,
                                                     seed=options.seed)
         result.report.verification = checks.precision_verification(result.report.precision, options.verify)
     return result
+
+
+def _runs_where_it_is_measured(options: Options, half: Graph) -> None:
+    """A half program for a target einsat measures (cost="cpu": onnxruntime here) must run there: a
+    provider without kernels for its types (onnxruntime's CPU has no bfloat16 Conv) is refused now,
+    not after the search, naming the first op it lacks."""
+    from einsat.cost.models import cost_model
+    from einsat.errors import EinsatError
+    from einsat.runtime import random_inputs
+    from einsat.runtime import run as run_graph
+
+    if not measure.measured(cost_model(options.cost)):
+        return
+    try:
+        run_graph(half, random_inputs(half), backend="onnxruntime")
+    except Exception as e:  # onnxruntime's NOT_IMPLEMENTED, through einsat's ExecutionError
+        reason = str(e).strip().splitlines()[0]
+        reason = reason.split("NOT_IMPLEMENTED : ")[-1] if "NOT_IMPLEMENTED" in reason else reason
+        raise EinsatError(f"precision {options.precision!r} with cost 'cpu': onnxruntime on this machine cannot "
+                          f"run the {options.precision} program ({reason}). Choose a precision it runs (fp16 where "
+                          f"it has fp16 kernels, or fp32), or a GPU cost model for a GPU target") from None
+
+
+def _fp32_cost(cost, source) -> float | None:
+    """The modeled cost of the fp32 program a half run started from, under the run's cost model
+    (None for a model that measures its target: it profiled the half program's ops only)."""
+    from einsat.cost.models import cost_model
+    model = cost_model(cost)
+    if measure.measured(model):
+        return None
+    return model.graph_cost(source)
 
 
 def _memory_bytes(options: Options) -> int | None:

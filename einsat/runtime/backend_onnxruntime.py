@@ -26,6 +26,27 @@ from einsat.ir.registry import Op
 MAX_SESSIONS = 8  # sessions kept by model digest (each holds its model's weights)
 
 
+SILENT = 4  # onnxruntime's log severity "fatal": nothing below goes to stderr
+_quieted = False
+
+
+def quiet_onnxruntime(ort=None) -> None:
+    """Keep onnxruntime's own log off stderr: its default logger (messages of no session) at
+    `SILENT`, set once per process, when einsat first makes a session. Every session einsat
+    makes (`new_session`) logs at `SILENT` too. An error onnxruntime logs is the message of the
+    exception its call raises: einsat reports it in its own words (a failed timing: op, shapes
+    and the error's first line, `pipeline.measure.profile`), once, on its logger; logged by
+    onnxruntime as well, the profiler's one-node session of an out-of-range GatherND printed
+    "[E:onnxruntime:, sequential_executor.cc:677 ExecuteKernel] Non-zero status code ..." past `-q`."""
+    global _quieted
+    if _quieted:
+        return
+    if ort is None:
+        import onnxruntime as ort
+    ort.set_default_logger_severity(SILENT)
+    _quieted = True
+
+
 def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, ...] = (),
                 profile_prefix: str | None = None):
     """An onnxruntime CPU session for a serialized model (`threads` 0: onnxruntime's default;
@@ -34,8 +55,9 @@ def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, 
         import onnxruntime as ort
     except ImportError as e:
         raise ExecutionError("running ONNX in onnxruntime needs it installed (pip install onnxruntime)") from e
+    quiet_onnxruntime(ort)
     options = ort.SessionOptions()
-    options.log_severity_level = 3  # errors only: the warnings are about onnxruntime's own fusions
+    options.log_severity_level = SILENT  # a failure reaches einsat as an exception, which says it once
     options.intra_op_num_threads = threads
     if profile_prefix is not None:
         options.enable_profiling = True

@@ -61,7 +61,9 @@ def cost_bars_svg(before: dict[str, float], after: dict[str, float], unit: str) 
 
 def times_svg(times: dict[str, float]) -> str:
     phases = [k for k in times if k != "total"]
-    fig = _figure(6.0, 1.8)
+    columns = min(4, max(1, len(phases)))
+    rows = -(-len(phases) // columns)
+    fig = _figure(6.0, 1.5 + 0.22 * rows)  # the legend below the bar gets a row of room per row of labels
     ax = fig.subplots()
     left = 0.0
     for k, name in enumerate(phases):
@@ -70,5 +72,6 @@ def times_svg(times: dict[str, float]) -> str:
     ax.set_yticks([])
     ax.set_xlabel("seconds")
     ax.set_title(f"time per phase ({times.get('total', left):.2f} s in all)")
-    ax.legend(fontsize=7, ncols=min(4, max(1, len(phases))), loc="upper center", bbox_to_anchor=(0.5, -0.45))
+    if phases:  # outside the axes, inside the figure: constrained layout makes room for every label
+        fig.legend(fontsize=7, ncols=columns, loc="outside lower center")
     return _svg(fig)

@@ -14,6 +14,7 @@ from benchmarks.report import markdown
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_cpu_run_writes_stamped_results(tmp_path):
     code = harness.main(["pet_group_conv", "einnet_g2bmm", "--out", str(tmp_path), "--no-optimize",
                          "--in-process", "--numpy", "--reps-cpu", "3"])
@@ -38,6 +39,7 @@ def test_cpu_run_writes_stamped_results(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_optimize_is_recorded_with_its_egraph_phases_and_measurements(tmp_path):
     """The CPU run optimizes under the measured model and times both ONNX files on onnxruntime."""
     code = harness.main(["pet_group_conv", "--out", str(tmp_path), "--reps-cpu", "5",

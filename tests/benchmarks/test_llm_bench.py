@@ -3,9 +3,12 @@ what they are (sizes, machine, no GPU) and hold the verified, exported, measured
 
 import json
 
+import pytest
+
 from benchmarks import llm_bench
 
 
+@pytest.mark.slow
 def test_llm_bench_writes_its_tables(tmp_path):
     assert llm_bench.main(["mirage_lora", "llama_decode", "--small", "--reps", "3", "--profile-budget", "5",
                            "--out", str(tmp_path)]) == 0

@@ -44,7 +44,7 @@ def test_runs_on_numpy_and_onnxruntime_alike(name, tmp_path):
         assert_close_scaled(got[o], want[o], what=f"{name}/{o}")
 
 
-@pytest.mark.parametrize("name", list(LLM))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "moe" else n for n in LLM])
 def test_optimizes_with_verification_proved_and_its_onnx_runs(name, tmp_path):
     g = small(name)
     x = feeds(name, g)

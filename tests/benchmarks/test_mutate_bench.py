@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from benchmarks import mutate_bench
 
 
+@pytest.mark.slow
 def test_csrnet_is_benchmarked_with_and_without_the_generator(tmp_path):
     # the datasheet roofline: the cheaper of the models to run; this test is of the benchmark
     assert mutate_bench.main(["csrnet", "--cost", "h100-roofline", "--out", str(tmp_path)]) == 0

@@ -62,6 +62,7 @@ def run_venv(python, *args):
     assert r.returncode == 0, f"torch baseline failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
 
 
+@pytest.mark.slow
 def test_eager_pytorch_matches_einsat_on_every_workload(torch_python, cases):
     run_venv(torch_python, *(str(d) for _, _, d in cases.values()))
     for name, (g, want, d) in cases.items():
@@ -72,6 +73,7 @@ def test_eager_pytorch_matches_einsat_on_every_workload(torch_python, cases):
             assert_close_scaled(got[o], want[o], what=f"{name}/{o} (torch eager)")
 
 
+@pytest.mark.slow
 def test_torch_compile_matches_einsat(torch_python, cases):
     g, want, d = cases[COMPILED]
     run_venv(torch_python, "--compile", str(d))
@@ -80,6 +82,7 @@ def test_torch_compile_matches_einsat(torch_python, cases):
         assert_close_scaled(got[o], want[o], what=f"{COMPILED}/{o} (torch.compile)")
 
 
+@pytest.mark.slow
 def test_both_gpu_compile_modes_run_and_a_slow_compile_is_recorded(torch_python, cases):
     """The modes the GPU tables time (COMPILE_MODES) run the same program here on the CPU; a compile
     past its timeout leaves 'compile timed out' instead of outputs (or a hang)."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from einsat.cli import main
 from einsat.cli.demo import demo_model_path
 from einsat.cost.models import DEFAULT_COST
 from tests.cli.test_optimize import assert_self_contained_report
 
 
+@pytest.mark.slow
 def test_demo_runs_the_bundled_model(capsys, tmp_path):
     assert demo_model_path().is_file() and demo_model_path().stat().st_size < 100_000
     assert main(["demo"]) == 0
@@ -24,6 +27,10 @@ def test_demo_runs_the_bundled_model(capsys, tmp_path):
     speedup = re.search(r"speedup \(modeled\): ([\d.]+)x", out)
     assert speedup and float(speedup.group(1)) > 1.0
     assert "optimized program ran on numpy" in out
+    # what each number is: NumPy's times are the reference executor's, the speed-up is modeled for a GPU
+    assert "reference executor" in out and "says nothing of the" in out
+    (target,) = [ln for ln in out.splitlines() if ln.startswith("target: ")]
+    assert "H100" in target and "modeled" in target
     # every bound that shaped the program is work, so a loaded machine prints the same (#27)
     (extraction,) = [ln for ln in out.splitlines() if ln.strip().startswith("extraction:")]
     assert "time limit" not in extraction and "stopped: iteration limit" in out

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from einsat.cli import main
 from einsat.ir import Node, Op
 from einsat.testing import fuzz as fuzz_module
 
 
+@pytest.mark.slow
 def test_fuzz_budget_200_passes(capsys):
     t0 = time.perf_counter()
     assert main(["fuzz", "--budget", "200"]) == 0

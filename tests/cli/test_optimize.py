@@ -123,7 +123,7 @@ def test_a_failed_verification_writes_nothing(tmp_path, capsys, monkeypatch):
 
     from einsat.egraph.data import EClass, EGraphData, ENode
     from einsat.ir import Op
-    from einsat.optimize_report import SaturationSummary
+    from einsat.pipeline.report import SaturationSummary
     graph = small_model(tmp_path / "block.onnx")
     name = graph.outputs[0]
     t = graph.types[name]

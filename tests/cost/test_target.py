@@ -316,3 +316,40 @@ def test_two_runs_saving_one_cache_keep_each_others_entries(tmp_path):
     other.add({s1.key: entry(s1, 5.0)}, sigs=[s1])
     other.save()
     assert set(TargetCost("onnxruntime", {**MACHINE, "onnxruntime": "9"}, path).db.entries) == {s1.key}
+
+
+def test_a_model_takes_what_worker_processes_saved(tmp_path):
+    """A partitioned run's workers profile their pieces on copies of the model and save them to
+    the cache file; the run's own model takes their entries, failures and machine figures."""
+    path = tmp_path / "p.json"
+    run, worker = cpu_model(path=path), cpu_model(path=path)
+    s1, s2 = sigs(2)
+    run.add({s1.key: entry(s1, 1.0)}, sigs=[s1])
+    worker.add({s1.key: entry(s1, 9.0), s2.key: entry(s2, 2.0)}, {"call_overhead_us": 7.0},
+               failures={"x": "RuntimeError: no"}, sigs=[s1, s2])
+    worker.save()
+    assert run.refresh() == 1 and run.refresh() == 0
+    assert {k: e["us"] for k, e in run.db.entries.items()} == {s1.key: 1.0, s2.key: 2.0}  # its own kept
+    assert run.db.failures == {"x": "RuntimeError: no"} and run.call_overhead_us == 7.0
+    assert run.missing([s1, s2]) == []
+
+
+def test_failures_recorded_with_other_inputs_are_timed_again(tmp_path):
+    """A failure in a profile from before the profiler drew valid indices (GPT-2's GatherND:
+    `profile_db.INPUTS_REVISION`) is forgotten on load and the signature timed again; one
+    recorded now is kept."""
+    import json
+    path = tmp_path / "p.json"
+    model = cpu_model(path=path)
+    (s,) = sigs(1)
+    model.add({}, failures={s.key: "InvalidArgument: invalid index found, index = 3"})
+    model.save()
+    assert cpu_model(path=path).missing([s]) == []
+    data = json.loads(path.read_text())
+    del data["method"]["inputs_revision"]  # as an older einsat wrote it
+    path.write_text(json.dumps(data))
+    old = cpu_model(path=path)
+    assert old.db.failures == {} and old.missing([s]) == [s]
+    old.add({}, failures={"y": "RuntimeError"})
+    old.save()  # the stale failure on disk is not merged back either
+    assert cpu_model(path=path).db.failures == {"y": "RuntimeError"}

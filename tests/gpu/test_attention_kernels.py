@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pytest
 
 from einsat.gpu.backend_cupy import GpuBackend
 from einsat.gpu.device import nvrtc_options
@@ -46,6 +47,7 @@ def attention_graph(types, attrs, dtype):
     return b.build(b.attention(*ins, **dict(attrs)))
 
 
+@pytest.mark.slow
 def test_every_workload_has_attentions():
     names = {w for w, _, _ in workload_attentions()}
     assert names == {"bert_tensat", "bert_base", "gpt2"}

@@ -95,6 +95,7 @@ def generated_kernels(monkeypatch) -> dict:
     return kernels
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 def test_generated_kernels_compile_for_sm90(tmp_path, monkeypatch):
     kernels = generated_kernels(monkeypatch)

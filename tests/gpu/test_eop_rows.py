@@ -59,7 +59,7 @@ def _check(graphs_feeds, threads: bool):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("threads", [False, True])
+@pytest.mark.parametrize("threads", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_fused_forms_match_numpy(dtype, threads):
     cases = []
     for form in sorted(set(FORMS) - WHOLE) + [f"shared_{f}" for f in sorted(SHARED_FORMS)]:

@@ -10,12 +10,12 @@ import shutil
 import numpy as np
 import pytest
 
-from einsat import measure
 from einsat.gpu.backend_cupy import GpuBackend
 from einsat.ir import GraphBuilder
 from einsat.ir.registry import Op
 from einsat.ir.signature import signature_of
 from einsat.ir.types import TensorType
+from einsat.pipeline import measure
 from einsat.runtime import random_inputs, run
 from tests.gpu.host_device import HostDevice, KernelLibrary
 

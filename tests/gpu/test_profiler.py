@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import einsat
 from einsat.cli import main
 from einsat.gpu.profiler import replicated
 from einsat.ir.registry import Op
@@ -35,8 +36,26 @@ def test_profile_command_without_a_gpu_fails_cleanly(tmp_path, capsys):
     out = tmp_path / "p.json"
     assert main(["profile", str(sigs), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "needs CuPy" in err or "needs a CUDA device" in err, err
+    assert "needs CuPy" in err or "needs a CUDA device" in err or "no NVIDIA GPU" in err, err
     assert not out.exists()
+
+
+def test_profile_and_check_on_a_machine_without_a_gpu_say_so(tmp_path, capsys, monkeypatch):
+    """No driver at all: the message says there is no GPU and what to do on this machine, not to install
+    CuPy (which would not help). The driver's absence is planted, so this holds on any machine."""
+    from einsat.gpu import device
+
+    monkeypatch.setattr(device, "cuda_driver_present", lambda: False)
+    sigs = tmp_path / "s.json"
+    write_signatures(sigs, [gather_sig()])
+    model = tmp_path / "m.onnx"
+    einsat.save_onnx(gather_sig().graph(), model)
+    for command in (["profile", str(sigs), "--out", str(tmp_path / "p.json")], ["check", str(model), str(model)]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("einsat: error: this machine has no NVIDIA GPU") and "--cost cpu" in err, err
+        assert "pip install" not in err
+    assert not (tmp_path / "p.json").exists()
 
 
 @pytest.mark.gpu

@@ -25,10 +25,10 @@ import onnx
 import pytest
 
 import einsat
-from einsat.egraph.session import Limits
 from einsat.ir import Op
 from einsat.ir.onnx.weights import fill_random_weights
 from tests.ir.test_models import MODELS, assert_fp32_close, ort_run
+from tests.work_bounded import work_limits
 
 LAYERS, KV_HEADS, HEAD_DIM, VOCAB = 2, 2, 16, 512  # scripts/export_hf_llms.py's small config
 PROMPT, PAD = 12, 3     # the prefill's prompt (the export's example: 16), its first PAD tokens padding
@@ -76,8 +76,12 @@ def test_llm_matches_onnxruntime_optimizes_and_round_trips(name, tmp_path):
     for out in g.outputs:
         assert_fp32_close(ours[out], expected[out], f"{name}: {out}")
 
-    result = einsat.optimize(g, inputs, limits=Limits(iterations=1), time_limit=2)
+    # one round of rewriting, ended by work (the default 8 s clock ended it before the round under load,
+    # and the input came back); the ILP keeps its short clock: it starts from the greedy program, which
+    # is already cheaper, so the assertion below holds however soon the clock stops it
+    result = einsat.optimize(g, inputs, limits=work_limits(iterations=1), time_limit=2)
     report = result.report
+    assert "time" not in report.saturation.stop_reason, report.saturation.stop_reason
     assert report.verification is not None and report.verification.status == "proved", \
         f"{name}: {report.verification}"
     assert report.cost_after < report.cost_before, f"{name}: {report.cost_before} -> {report.cost_after}"

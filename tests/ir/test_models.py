@@ -36,7 +36,8 @@ ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = Path(__file__).parent.parent / "data" / "models"
 ZOO_MODELS = ["bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
               "squeezenet", "vgg19", "zfnet512"]
-SLOW = {"vgg19", "zfnet512", "bvlc_alexnet"}  # 60M-140M parameters: seconds to fill and to load
+SLOW = {"vgg19", "zfnet512", "bvlc_alexnet",  # 60M-140M parameters: seconds to fill and to load
+        "densenet121"}  # 668 nodes: seconds of NumPy and onnxruntime runs (make test-slow)
 
 ort.set_default_logger_severity(3)  # the zoo files carry unused initializers ORT warns about
 # every node einsat has an op for imports as that op: no fallback to opaque on a real model
@@ -171,7 +172,8 @@ ROUND_TRIP = [("zoo", "squeezenet"), ("zoo", "inception_v1"), ("zoo", "shufflene
               ("zoo", "densenet121"), ("torch", "resnet18"), ("torch", "bert_encoder")]
 
 
-@pytest.mark.parametrize("source,name", ROUND_TRIP)
+@pytest.mark.parametrize("source,name", [pytest.param(s, n, marks=pytest.mark.slow) if n in SLOW else (s, n)
+                                         for s, n in ROUND_TRIP])
 def test_round_trip_passes_checker_and_matches_onnxruntime(source, name, tmp_path):
     if source == "zoo":
         model = fill_random_weights(onnx.load(ZOO / f"light_{name}.onnx"), seed=0)

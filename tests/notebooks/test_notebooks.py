@@ -39,7 +39,9 @@ def test_the_notebooks_are_found():
     assert [p.stem[:2] for p in NOTEBOOKS][:4] == ["01", "02", "03", "04"]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+# 02 optimizes a model in its kernel (about 10 s idle): make test-slow
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith("02") else p
+                                  for p in NOTEBOOKS], ids=lambda p: p.stem)
 def test_notebook_runs_in_a_kernel_and_shows_pictures(path, tmp_path):
     assert len(code_cells(path)) >= 5
     nb = _runner().execute(path, tmp_path)  # a failing cell raises, with the notebook's traceback

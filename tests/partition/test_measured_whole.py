@@ -2,17 +2,18 @@
 
 Each piece is measured faster (its side-by-side comparison scripted: no timing luck); the whole
 program's comparison is scripted too, and decides: not faster, the input is returned and the
-report says why; faster, the stitched program is returned with the whole's figures."""
+report says why; faster, the stitched program is returned with the whole's figures. The same
+checks against real onnxruntime sessions: `test_measured_real.py`."""
 
 from __future__ import annotations
 
 import pytest
 
 import einsat
-from einsat import measure
 from einsat.cost.target import cpu_model
 from einsat.egraph import Limits
 from einsat.partition import Partitioning
+from einsat.pipeline import measure
 from einsat.runtime.profiler import judge
 from tests.partition.common import assert_same_function, stacked
 
@@ -60,3 +61,13 @@ def test_a_stitched_program_measured_faster_is_returned_with_the_wholes_figures(
     assert result.graph is not graph and r.measured_speedup == pytest.approx(2.0)
     assert r.measured["threads"] == 1 and len(r.measured["predicted_ms"]) == 2
     assert_same_function(graph, result.graph)
+    # the profile line, as an unpartitioned run prints it: the pieces' profiles summed (each
+    # piece's run profiles its own signatures; this cache starts empty)
+    optimized = sum(not p.cache_hit for p in r.partition.pieces)
+    p = r.profile
+    assert p is not None and p["pieces"] == optimized >= 1 and p["measured"] > 0
+    assert p["measured"] + p["failed"] + p["left"] + p["cached"] == p["needed"]
+    line = next(ln for ln in str(r).splitlines() if ln.strip().startswith("profile:"))
+    over = f"over {optimized} piece{'s' if optimized > 1 else ''}:"
+    assert f"signatures on onnxruntime at 1 intra-op thread {over}" in line
+    assert f"{p['measured']} measured now" in line and str(tmp_path / "p.json") in line

@@ -252,6 +252,7 @@ def test_a_time_budget_is_shared_by_the_pieces(graph, monkeypatch):
     assert result.report.verification is not None
 
 
+@pytest.mark.slow
 def test_a_layer_inside_a_partitioned_model_costs_no_more_than_the_layer_optimized_alone():
     # issue #17: "modeled gains at least those of a single layer optimized alone", per layer
     from einsat.partition import partition

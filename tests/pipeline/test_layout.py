@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from pathlib import Path
+
+import pytest
 
 import einsat
 
@@ -31,8 +34,7 @@ def test_optimize_builds_options_and_calls_the_pipeline():
 
 
 def test_the_pipeline_imports_nothing_above_it_and_partition_does_not_import_optimize():
-    above = ("einsat.partition", "einsat.optimize", "einsat.cli", "einsat.progress", "einsat.measure",
-             "einsat.optimize_report", "einsat.memory")
+    above = ("einsat.partition", "einsat.optimize", "einsat.cli", "einsat.progress")
     for path in sorted((ROOT / "pipeline").glob("*.py")):
         bad = sorted(m for m in einsat_imports(path) if m.startswith(above) or m in ("einsat", "einsat.run"))
         assert not bad, f"{path.name} imports {bad}"
@@ -40,3 +42,21 @@ def test_the_pipeline_imports_nothing_above_it_and_partition_does_not_import_opt
         bad = sorted(m for m in einsat_imports(path) if m.startswith(("einsat.optimize", "einsat.cli")))
         assert not bad, f"partition/{path.name} imports {bad}"
     assert any(m.startswith("einsat.pipeline") for m in einsat_imports(ROOT / "partition" / "executors.py"))
+
+
+def test_the_old_top_level_names_are_gone():
+    """One name per module: einsat.measure, einsat.memory and einsat.optimize_report were aliases of the
+    pipeline's modules after #26; they are removed (#41), and nothing in the repository names them."""
+    import importlib
+
+    for old in ("einsat.measure", "einsat.memory", "einsat.optimize_report"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(old)
+    repo = ROOT.parent
+    pattern = re.compile(r"einsat\.(measure|memory|optimize_report)\b|from einsat import (measure|memory)\b")
+    for path in [*repo.glob("einsat/**/*.py"), *repo.glob("tests/**/*.py"), *repo.glob("benchmarks/*.py"),
+                 *repo.glob("scripts/*.py"), *repo.glob("docs/*.md"), repo / "README.md"]:
+        # this test; the fingerprint script, which also computes with older checkouts that have them
+        if path.resolve() in (Path(__file__).resolve(), (repo / "scripts" / "fingerprints.py").resolve()):
+            continue
+        assert not pattern.search(path.read_text()), path

@@ -107,3 +107,29 @@ def test_a_graph_onnxruntime_cannot_run_names_the_graph_and_node():
     with pytest.raises(ExecutionError, match=r"node 'double_erf' \(whole graph in onnxruntime\) with inputs "
                                              r"x: \[3\] f64 failed on backend 'onnxruntime'.*'the_erf"):
         run(g, {"x": np.ones(3)}, backend="onnxruntime")
+
+
+def test_a_failing_session_prints_nothing_of_onnxruntimes_log():
+    """onnxruntime logs a kernel's failure on stderr besides raising it ("[E:onnxruntime:, sequential_executor.cc
+    ...] Non-zero status code ..."): einsat's sessions log nothing, the exception says it. In a fresh process:
+    onnxruntime's default logger is per process."""
+    import subprocess
+    import sys
+    code = """if True:
+        import numpy as np
+        from einsat.ir import GraphBuilder
+        from einsat.ir.onnx.export import to_onnx
+        from einsat.runtime.backend_onnxruntime import new_session
+        b = GraphBuilder("nd")
+        g = b.build(b.gather_nd(b.input("d", (1, 8), np.bool_), b.input("i", (1, 4, 2), np.int64)))
+        session = new_session(to_onnx(g).SerializeToString(), threads=1)
+        try:
+            session.run(None, {"d": np.ones((1, 8), bool), "i": np.full((1, 4, 2), 3, np.int64)})
+        except Exception as e:
+            print("raised:", str(e).splitlines()[0])
+    """
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "raised:" in done.stdout and "invalid index found" in done.stdout
+    assert done.stderr == ""

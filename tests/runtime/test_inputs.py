@@ -46,3 +46,34 @@ def test_a_generator_continues_its_stream():
     first, second = random_arrays(t, rng)["a"], random_arrays(t, rng)["a"]
     assert not np.array_equal(first, second)
     np.testing.assert_array_equal(first, np.random.default_rng(3).standard_normal(4).astype(np.float32))
+
+
+def test_gather_nd_index_tuples_stay_within_the_axis_each_column_picks():
+    """GPT-2's causal mask: a GatherND of [1, 8] data by [..., 2] tuples; the first column picks
+    along an axis of 1 (index 0 only), the second along 8. The profiler's one-node session drew
+    both below INT_HIGH and onnxruntime failed ("invalid index found, index = 3")."""
+    b = GraphBuilder("causal")
+    d, i = b.input("d", (1, 8), np.bool_), b.input("i", (1, 1, 4, 8, 2), np.int64)
+    g = b.build(b.gather_nd(d, i))
+    draws = random_inputs(g, 0)["i"]
+    assert set(np.unique(draws[..., 0])) == {0}
+    assert set(np.unique(draws[..., 1])) == set(range(INT_HIGH))  # 32 draws below min(8, INT_HIGH): all of them
+    run(g, random_inputs(g), backend="onnxruntime")  # valid for onnxruntime, which checks every index
+
+
+def test_gather_elements_indices_stay_within_their_axis():
+    b = GraphBuilder("along")
+    d, i = b.input("d", (3, 2)), b.input("i", (3, 40), np.int64)
+    g = b.build(b.gather_elements(d, i, axis=1))
+    draws = random_inputs(g, 0)["i"]
+    assert set(np.unique(draws)) == {0, 1}
+    run(g, random_inputs(g), backend="onnxruntime")
+
+
+def test_token_ids_reach_the_gather_through_casts_and_reshapes():
+    """An embedding of 3 rows read by ids cast and reshaped first: the ids are drawn below 3."""
+    b = GraphBuilder("embed")
+    w, ids = b.input("w", (3, 4)), b.input("ids", (2, 30), np.int64)
+    g = b.build(b.gather(w, b.reshape(b.cast(ids, dtype="int32"), shape=(60,)), axis=0))
+    assert set(np.unique(random_inputs(g, 0)["ids"])) == {0, 1, 2}
+    run(g, random_inputs(g), backend="onnxruntime")

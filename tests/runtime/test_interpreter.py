@@ -108,14 +108,19 @@ def test_the_cupy_backend_is_registered_from_above_the_runtime():
     assert out.stdout.split() == ["('numpy',", "'onnxruntime',", "'cupy')", "einsat.gpu.backend_cupy", "False"]
 
 
-def test_the_cupy_backend_without_cupy_says_to_install_the_gpu_extra():
+def test_the_cupy_backend_without_cupy_says_to_install_the_gpu_extra(monkeypatch):
     pytest.importorskip("einsat.gpu.backend_cupy")
     try:
         import cupy  # noqa: F401
         pytest.skip("CuPy is installed: this checks the message where it is not")
     except ImportError:
         pass
+    from einsat.gpu import device
+    monkeypatch.setattr(device, "cuda_driver_present", lambda: True)  # a GPU machine without CuPy
     with pytest.raises(EinsatError, match=r"einsat\[gpu\]"):
+        run(chain(1), {"x": np.ones(3, F)}, backend="cupy")
+    monkeypatch.setattr(device, "cuda_driver_present", lambda: False)  # no GPU: CuPy would not help
+    with pytest.raises(EinsatError, match=r"no NVIDIA GPU"):
         run(chain(1), {"x": np.ones(3, F)}, backend="cupy")
 
 

@@ -199,9 +199,11 @@ def test_a_commutative_ops_operands_match_in_either_order():
         assert other.status == "inconclusive" and other.outputs[0].feeding_differs, str(other)
 
 
-def test_the_fuzz_case_optimizes_under_the_measured_cost_model():
+@pytest.mark.slow
+def test_the_fuzz_case_optimizes_under_the_measured_cost_model(tmp_path, monkeypatch):
     """einsat fuzz --seed 11's program: cost="cpu" extracts mul(add1, relu3); it verifies."""
     import einsat
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # its own profile cache, not the user's
     g = zero_times()
     out = einsat.optimize(g, cost="cpu")
     x = {"x0": np.arange(6, dtype=np.float32).reshape(2, 3)}

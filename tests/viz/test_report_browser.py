@@ -117,6 +117,18 @@ def program():
     return b.build(b.gemm(r, b.weight("wg", (64, 5)), b.weight("bg", (5,))))
 
 
+CLI_PHASES = ("read", "load", "reference", "profile", "partition", "saturate", "extract", "rebind", "stitch",
+              "measure", "verify", "write")
+# the texts of each top-level picture that stick out of it (clipped labels), as [picture, text, how far]
+CLIPPED = """JSON.stringify([...document.querySelectorAll('svg')].filter(s => !s.parentElement.closest('svg'))
+  .flatMap((s, k) => { const b = s.getBoundingClientRect();
+    return [...s.querySelectorAll('text')].map(t => [k, t.textContent, t.getBoundingClientRect()])
+      .filter(([, , r]) => r.width > 0)
+      .map(([k, text, r]) => [k, text, Math.max(b.left - r.left, b.top - r.top,
+                                                r.right - b.right, r.bottom - b.bottom)])
+      .filter(([, , out]) => out > 1); }))"""
+# every text of the pictures, to find the legend's labels by
+TEXTS = "JSON.stringify([...document.querySelectorAll('svg text')].map(t => t.textContent))"
 # the top-level pictures (an SVG inside another is part of it), in page coordinates
 PICTURES = """JSON.stringify([...document.querySelectorAll('svg')].filter(s => !s.parentElement.closest('svg'))
   .map(s => { const r = s.getBoundingClientRect();
@@ -130,6 +142,9 @@ def test_the_report_page_has_no_console_error_and_every_picture_draws(tmp_path):
 
     from einsat.cli.optimize import write_report
     result = einsat.optimize(program(), limits=Limits(nodes=2000, iterations=3, time_s=60), time_limit=2)
+    # every phase a partitioned command-line run reports (its own times beside the pipeline's): the time
+    # chart's legend then has three rows, as a real `einsat optimize --report` of a big model has
+    result.report.times = {name: 0.25 * (k + 1) for k, name in enumerate(CLI_PHASES)} | {"total": 20.0}
     page = tmp_path / "demo-report.html"
     write_report(result, page)  # what `einsat demo --report build/demo-report.html` calls
     with tempfile.TemporaryDirectory(prefix="einsat-chromium-") as profile:
@@ -145,6 +160,10 @@ def test_the_report_page_has_no_console_error_and_every_picture_draws(tmp_path):
             chrome.wait_for("Page.loadEventFired")
             boxes = json.loads(chrome.call("Runtime.evaluate", session, expression=PICTURES,
                                            returnByValue=True)["result"]["value"])
+            clipped = json.loads(chrome.call("Runtime.evaluate", session, expression=CLIPPED,
+                                             returnByValue=True)["result"]["value"])
+            texts = json.loads(chrome.call("Runtime.evaluate", session, expression=TEXTS,
+                                           returnByValue=True)["result"]["value"])
             shots = [chrome.call("Page.captureScreenshot", session, format="png", captureBeyondViewport=True,
                                  clip={"x": x, "y": y, "width": w, "height": h, "scale": 1})["data"]
                      for x, y, w, h in boxes]
@@ -157,6 +176,10 @@ def test_the_report_page_has_no_console_error_and_every_picture_draws(tmp_path):
               or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")]
     assert errors == []
     assert len(boxes) >= 5, boxes  # input, optimized, growth, cost bars, times
+    # every label is drawn whole inside its picture: the time chart's legend names every phase of the run
+    assert clipped == [], clipped
+    for name in CLI_PHASES:
+        assert any(t.startswith(f"{name} ") and t.endswith(" s") for t in texts), (name, texts)
     for (x, y, w, h), shot in zip(boxes, shots):
         assert w > 20 and h > 20, (x, y, w, h)
         image = Image.open(io.BytesIO(base64.b64decode(shot))).convert("RGB")

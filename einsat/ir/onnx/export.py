@@ -22,6 +22,7 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 from einsat.errors import EinsatError, OnnxError, describe_node
 from einsat.ir.graph import Graph, fresh_name
 from einsat.ir.onnx.opset import types_opset
+from einsat.ir.ops.opaque import opset_needed
 from einsat.ir.types import TensorType
 
 EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
@@ -127,6 +128,7 @@ def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
     naming the node that cannot be exported."""
     if opset < MIN_OPSET:
         raise OnnxError(f"einsat exports ONNX opset {MIN_OPSET} or newer, not {opset}")
+    opset = opset_needed(graph.nodes, opset)  # an opaque op of a newer opset (Attention: 23) is written there
     ctx = ExportContext(graph, opset)
     for node in graph.nodes:
         ctx._current = node.name

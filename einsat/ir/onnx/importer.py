@@ -3,7 +3,7 @@
     g = load_onnx("resnet50.onnx")
     g = load_onnx("light_resnet50.onnx", fill_weights="random", seed=0)   # zoo models
 
-After `onnx.read.prepare` (checker, opset 13-21, static shapes, shape inference), the nodes are
+After `onnx.read.prepare` (checker, opset 13-25, static shapes, shape inference), the nodes are
 read in topological order. Sequence and optional ops are followed statically (`onnx.sequences`).
 A node whose inputs are all constants is evaluated (`onnx.fold`) and its outputs become
 constants; Identity and inference-mode Dropout alias their input; Sum becomes a chain of adds,
@@ -48,6 +48,7 @@ from einsat.ir.onnx.read import (
 )
 from einsat.ir.onnx.sequences import HANDLERS as SEQUENCE_OPS
 from einsat.ir.onnx.weights import detach_weights, random_weights, stripped_weights
+from einsat.ir.ops.opaque import run_onnx_node
 from einsat.ir.registry import REGISTRY, Op, normalize_attrs, opdef
 from einsat.ir.types import TensorType
 
@@ -268,14 +269,55 @@ class ImportContext:
         if others:
             raise OnnxError(f"{self.where()}: makes {'; '.join(others)}; einsat computes tensors, and follows "
                             f"sequences and optionals only through the ONNX sequence and optional ops")
+        if missing and onode.domain not in DEFAULT_DOMAINS:  # ONNX's own ops: no type is a data-dependent shape
+            ran = self._types_by_running(onode)
+            self.onnx_types.update((o, ran[o]) for o in missing if o in ran)
+            missing = [o for o in outputs if o not in self.onnx_types]
         if missing:
             raise ShapeError(f"{self.where()}: kept as an opaque node ({reason}), but ONNX shape inference "
-                             f"gives no static type for {missing}; einsat needs static shapes")
+                             f"gives no static type for {missing} and einsat could not run the node once to "
+                             f"learn them; einsat needs static shapes. Give the op an implementation with "
+                             f"einsat.register_onnx_op(cls) (an onnx.reference OpRun subclass; einsat then "
+                             f"runs it once on example inputs), or declare the outputs' types in the model "
+                             f"(a value_info for each)")
         domain = "" if onode.domain in DEFAULT_DOMAINS else onode.domain
         attrs = {"op_type": onode.op_type, "domain": domain, "node": onode.SerializeToString(),
                  "opset": self._opsets.get(domain, self.opset),
                  "output_types": tuple(self.onnx_types[o] for o in outputs)}
         self._add(Op.OPAQUE, list(onode.input), outputs, attrs, name=name)
+
+    def _types_by_running(self, onode: onnx.NodeProto) -> dict[str, TensorType]:
+        """The output types of a node ONNX cannot type, from running it once with `onnx.reference`
+        (and the implementations `register_onnx_op` gave it) on its constant inputs and seeded
+        example values of its other inputs' types. Empty when it cannot run. The types found are
+        promised like inferred ones: every later run of the node is checked against them."""
+        domain = "" if onode.domain in DEFAULT_DOMAINS else onode.domain
+        node, opset = onode.SerializeToString(), self._opsets.get(domain, self.opset)
+        outputs = [o for o in onode.output if o]
+        found = []
+        for seed in (0, 1):  # two draws: an output whose shape follows the values is refused, not guessed
+            rng = np.random.default_rng(seed)
+            args = []
+            for name in onode.input:
+                value = self.constant(name) if name else None
+                if not name:
+                    args.append(None)
+                elif value is not None:
+                    args.append(np.asarray(value))
+                else:
+                    t = self.type(name)
+                    kind = np.dtype(t.dtype)
+                    args.append(rng.random(t.shape).astype(kind) if kind.kind == "f"
+                                else rng.integers(0, 2, t.shape).astype(kind))
+            try:
+                results = run_onnx_node(node, domain, opset, args)
+            except Exception:  # it cannot run: the caller says what would help
+                return {}
+            found.append({o: TensorType.of(r) for o, r in zip(outputs, results)})
+        if found[0] != found[1]:
+            raise ShapeError(f"{self.where()}: its output types depend on its input values ({found[0]} on one "
+                             f"example input, {found[1]} on another); einsat needs static shapes")
+        return found[0]
 
     # -- names ---------------------------------------------------------------------------
     def where(self) -> str:

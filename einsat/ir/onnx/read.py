@@ -4,7 +4,7 @@
 messages; every failure (missing file, truncated or corrupt protobuf) is an `OnnxError` naming
 the file. `prepare` then makes the model importable: nodes in topological order (a cycle is a
 `GraphError` naming its nodes), the ONNX checker, local functions inlined, the default opset
-brought into 13-21 with `onnx.version_converter` (refused when that changes the model's inputs
+brought into 13-25 with `onnx.version_converter` (refused when that changes the model's inputs
 or outputs), static input shapes (symbolic dims must be fixed with `input_shapes=`), ONNX shape
 inference, and element types einsat computes with (`DTYPES`). Inputs and outputs must be tensors;
 each refusal is an `OnnxError` naming the value and its ONNX type (`type_text`). Below: reading
@@ -26,7 +26,12 @@ from onnx import helper, numpy_helper, shape_inference, version_converter
 from einsat.errors import GraphError, OnnxError
 from einsat.ir.types import TensorType
 
-MIN_OPSET, MAX_OPSET = 13, 21
+# Opsets 22-25 changed no schema einsat maps beyond the element types it takes (bfloat16 Conv and the
+# like from 22, the 4-bit and float8 types it refuses from 23), `round_mode` of Cast and CastLike (for
+# float8e8m0 only, refused), and QuantizeLinear/DequantizeLinear's attributes (kept opaque); their new
+# ops (Attention, RMSNormalization, RotaryEmbedding, Swish, TensorScatter) are kept opaque and run.
+# Checked against onnx's schemas by tests/ir/test_onnx_opsets.py. Newer models are converted to 25.
+MIN_OPSET, MAX_OPSET = 13, 25
 DEFAULT_DOMAINS = ("", "ai.onnx")
 _T = onnx.TensorProto
 # the element types einsat computes with; strings, complex numbers, float8/float4 and int4/int2 are refused
@@ -48,6 +53,8 @@ def read_model(src) -> tuple[onnx.ModelProto, str]:
             data = path.read_bytes()
         except FileNotFoundError:
             raise OnnxError(f"{label}: no such file") from None
+        except IsADirectoryError:
+            raise OnnxError(f"{label}: is a directory, not an ONNX file{_onnx_files_in(path)}") from None
         except OSError as e:
             raise OnnxError(f"{label}: cannot read the file: {e.strerror or e}") from None
     else:
@@ -63,13 +70,32 @@ def read_model(src) -> tuple[onnx.ModelProto, str]:
         from onnx.external_data_helper import load_external_data_for_model
         try:
             load_external_data_for_model(model, str(path.parent))
-        except (OSError, ValueError) as e:
-            raise OnnxError(f"{label}: cannot read the model's external weight data: {e}") from None
+        except (OSError, ValueError, onnx.checker.ValidationError) as e:  # onnx's path checks raise the latter
+            missing = sorted({_location(t) for t in model.graph.initializer
+                              if t.data_location == onnx.TensorProto.EXTERNAL
+                              and not (path.parent / _location(t)).is_file()})
+            if missing:
+                raise OnnxError(f"{label}: its weights are stored outside it, in {', '.join(missing)}, and "
+                                f"{'that file is' if len(missing) == 1 else 'those files are'} not in "
+                                f"{path.resolve().parent} (keep the .onnx file and its data files together)") from None
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise OnnxError(f"{label}: cannot read the model's external weight data: {reason}") from None
     return model, label
+
+
+def _location(tensor: onnx.TensorProto) -> str:
+    return next((e.value for e in tensor.external_data if e.key == "location"), "?")
 
 
 def _has_external_data(model: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+
+
+def _onnx_files_in(directory: Path) -> str:
+    found = sorted(p.name for p in directory.glob("*.onnx"))
+    if not found:
+        return ""
+    return f" (it holds {', '.join(found[:5])}{', ...' if len(found) > 5 else ''})"
 
 
 def default_opset(model: onnx.ModelProto) -> int:
@@ -154,6 +180,7 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
             raise OnnxError(f"{label}: input {name!r} has type {type_text(vi.type)}; einsat takes tensor inputs only")
         if name in input_shapes:
             shape = [int(d) for d in input_shapes[name]]
+            _check_pinned_shape(label, name, _dims(vi) if tt.HasField("shape") else None, shape)
             tt.shape.Clear()
             for d in shape:
                 tt.shape.dim.add().dim_value = d
@@ -164,6 +191,25 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
             raise OnnxError(f"{label}: input {name!r} has {shown}; einsat needs static shapes: fix every "
                             f"dim with --input-shape {name}=D1,D2,... on the command line, or "
                             f"input_shapes={{{name!r}: (...)}} in Python")
+
+
+def _check_pinned_shape(label: str, name: str, declared: list | None, shape: list[int]) -> None:
+    """`input_shapes` pins symbolic dims; it never changes a dim the model fixes (the graph's own
+    Reshape targets and weights were written for that size), nor the rank."""
+    if any(d < 0 for d in shape):
+        raise OnnxError(f"{label}: input_shapes gives input {name!r} the shape {shape}; dims must be >= 0")
+    if declared is None:
+        return
+    if len(declared) != len(shape):
+        raise OnnxError(f"{label}: input {name!r} has shape {declared} (rank {len(declared)}); input_shapes "
+                        f"gives it {shape} (rank {len(shape)})")
+    fixed = [k for k, (d, s) in enumerate(zip(declared, shape)) if isinstance(d, int) and d != s]
+    if fixed:
+        what = ("already has the static shape" if all(isinstance(d, int) for d in declared)
+                else "has the shape")
+        raise OnnxError(f"{label}: input {name!r} {what} {declared}; input_shapes gives it {shape}, which "
+                        f"changes the fixed dim{'s' if len(fixed) > 1 else ''} {fixed}: only symbolic dims "
+                        f"can be pinned (leave a static input out of input_shapes / --input-shape)")
 
 
 def sort_nodes(graph: onnx.GraphProto, label: str) -> None:

@@ -86,7 +86,8 @@ def check_results(results, attrs, computed_by: str) -> list[np.ndarray]:
 def run_onnx_node(node: bytes, domain: str, opset: int, args) -> list[np.ndarray]:
     """Run one serialized ONNX node on NumPy arrays (None for an absent input) with
     `onnx.reference`; returns the values of its non-empty outputs."""
-    dtypes = tuple(a.dtype.str if a is not None else None for a in args)
+    # dtypes, not their `.str`: bfloat16's is '<V2', which reads back as a void type
+    dtypes = tuple(np.dtype(a.dtype) if a is not None else None for a in args)
     ev, names, outs = _evaluator(node, domain, opset, dtypes)
     feed = dict(zip(names, (a for a in args if a is not None)))
     return [np.asarray(r) for r in ev.run(outs, feed)]
@@ -154,7 +155,7 @@ def unregister_onnx_op(op_class: type) -> None:
 
 def reference_runs(node: bytes, domain: str, opset: int, in_dtypes: tuple) -> bool:
     """Whether onnx.reference (with the registered ops) implements this serialized node for
-    inputs of these dtypes (`str` of each dtype, None for an absent input)."""
+    inputs of these dtypes (NumPy dtypes, None for an absent input)."""
     try:
         _evaluator(node, domain, opset, in_dtypes)
     except Exception:  # NotImplementedError for an unknown op; anything else: it cannot run either
@@ -216,6 +217,24 @@ class Opaque(OpDef):
             return
         for converted in _converted(proto, a["opset"], ctx.opset, ctx):
             ctx.raw_node(converted)
+
+
+def opset_needed(nodes, opset: int) -> int:
+    """The default-domain opset at least `opset` at which every opaque ONNX node of `nodes` exists: an op
+    read from a newer model (Attention, RMSNormalization from 23) is written at its own opset, since no
+    older one has it."""
+    from onnx import defs
+
+    need = opset
+    for node in nodes:
+        a = node.attrs
+        if node.op is not Op.OPAQUE or a["domain"] or a["opset"] <= need:
+            continue
+        try:
+            defs.get_schema(a["op_type"], need, "")
+        except defs.SchemaError:  # not an op of that opset yet
+            need = a["opset"]
+    return need
 
 
 def _same_schema(op_type: str, old: int, new: int) -> bool:

@@ -80,6 +80,7 @@ def test_gpt2_keeps_its_softmax_and_gelu_chains_and_the_in_piece_layernorms_fuse
     assert not ops[Op.SOFTMAX] and not ops[Op.TANH]
 
 
+@pytest.mark.slow
 def test_a_gpt2_layer_keeps_its_softmax_layernorm_and_gelu_chains_fused():
     """One GPT-2 layer whole (pre-norm, causal softmax, tanh GELU), as the partition's piece
     would be with the layer's input norm inside: its two norms and the next layer's are each an

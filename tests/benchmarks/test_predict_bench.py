@@ -22,6 +22,8 @@ def test_it_profiles_predicts_and_writes_the_results(tmp_path, monkeypatch, caps
     assert rec["predicted_ms"] > 0 and rec["measured_ms"] > 0 and "load_start" in data
     text = (tmp_path / "predict.md").read_text()
     assert "| pet_conv | 1 |" in text and "programs**" in text
+    assert len(data["commit"]) == 40 and isinstance(data["dirty"], bool) and data["versions"]["onnxruntime"]
+    assert f"commit `{data['commit']}`" in text and "python -m benchmarks.predict_bench pet_conv" in text
     assert not list(tmp_path.glob("*.tmp"))
 
 

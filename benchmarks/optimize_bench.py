@@ -60,8 +60,10 @@ def bench(name: str, extractor: str, cost: str) -> dict:
         "reduction": r.reduction, "enodes": s.enodes, "eclasses": s.eclasses,
         "egglog_rows": s.egglog_nodes, "node_limit": s.node_limit, "stop_reason": s.stop_reason,
         "iterations": s.iterations, "extraction": x.method, "extraction_status": x.status,
-        "gap": x.gap, "starts": x.starts, "verification_error": v.max_error,
-        "verification_tolerance": v.tolerance, "times_s": r.times, "wall_s": wall,
+        "gap": x.gap, "starts": x.starts, "verification_status": v.status,
+        # an identical program is not run again: no error or tolerance was measured (null)
+        "verification_error": None if v.status == "identical" else v.max_error,
+        "verification_tolerance": None if v.status == "identical" else v.tolerance, "times_s": r.times, "wall_s": wall,
     }
 
 

@@ -121,7 +121,7 @@ def markdown(results: list[dict], meta: dict) -> str:
             lines.append(f"| {r['name']} | – | – | – | {str(r.get('error'))[:80]} | – | – |")
             continue
         same = r.get("same_run", {}).get("error")
-        same = "" if same is None else f"{same:+.0%}"
+        same = ("—" if "same_run" in r else "") if same is None else f"{same:+.0%}"
         lines.append(f"| {r['name']} | {r['nodes']} | {r['predicted_ms']:.2f} | {r['measured_ms']:.2f} | "
                      f"{r['error']:+.0%} | {r['naive_error']:+.0%} | {same} |")
     return "\n".join(lines) + "\n"
@@ -154,7 +154,8 @@ def main(argv=None) -> int:
         if isinstance(rec.get("error"), float):
             print(f"{name:24s} predicted {rec['predicted_ms']:9.2f} ms  measured {rec['measured_ms']:9.2f} ms  "
                   f"error {rec['error']:+6.0%}  naive {rec['naive_error']:+6.0%}"
-                  + (f"  same-run {rec['same_run']['error']:+6.0%}" if "same_run" in rec else ""), flush=True)
+                  + (f"  same-run {rec['same_run']['error']:+6.0%}"
+                     if rec.get("same_run", {}).get("error") is not None else ""), flush=True)
             if args.kernels:
                 print("    model by unit op (ms):", ", ".join(f"{k} {v / 1e3:.2f}" for k, v in
                                                           list(rec["predicted_by_unit_op_us"].items())[:8]))

@@ -32,13 +32,19 @@ def dirty(where: Path = ROOT) -> bool:
 
 
 def versions() -> dict[str, str]:
-    """Python's and the installed packages' versions (those installed)."""
+    """Python's and the packages' versions (those installed): the imported module's own where it
+    has one (what this process runs), else the installed metadata."""
+    import importlib
+
     out = {"python": platform.python_version()}
     for p in PACKAGES:
         try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            pass
+            out[p] = str(importlib.import_module(p).__version__)
+        except (ImportError, AttributeError):
+            try:
+                out[p] = metadata.version(p)
+            except metadata.PackageNotFoundError:
+                pass
     return out
 
 

@@ -63,3 +63,11 @@ def modeled_meta(commit: str, **extra) -> dict:
     """The `meta` of a modeled benchmark's JSON: `run_meta` with `commit` (the one the rows were
     measured at), marked modeled."""
     return {**run_meta(**extra), "commit": commit, "modeled": True}
+
+
+def meta_line(meta: dict) -> str:
+    """The results file's line naming its run: commit (and whether the tree was dirty), date,
+    machine, load average, versions."""
+    versions = ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items())
+    return (f"Commit `{meta['commit']}`{' (with uncommitted changes)' if meta.get('dirty') else ''}, "
+            f"{meta['date']}; {meta['machine']}, load average {meta['load_average']} at the start; {versions}.")

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from pathlib import Path
 
+from benchmarks.meta import meta_line, run_meta
 from benchmarks.workloads import build
 from benchmarks.workloads.inception import inception_a
 from benchmarks.workloads.layers import Net
@@ -69,6 +69,7 @@ def bench(name: str, extractor: str, cost: str) -> dict:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# einsat optimize on the Tensat/TASO workloads ({meta['cost']}, {meta['extractor']})", "",
+             *([meta_line(meta), ""] if "commit" in meta else []),
              (f"Machine: {meta['machine']}; einsat's default rules and limits. Costs are the "
               f"{meta['cost']} cost model's modeled time (µs)."), "",
              ("| workload | nodes | modeled cost (µs) | speedup | e-nodes / e-classes | stop | extraction | "
@@ -109,17 +110,11 @@ def main(argv=None) -> int:
         print(f"{name:>17}: {row['cost_before_us']:9.1f} -> {row['cost_after_us']:9.1f} µs "
               f"({row['speedup']:.3f}x), {row['enodes']:,} e-nodes, {row['stop_reason']}, "
               f"{row['extraction_status']}, {row['times_s']['total']:.1f} s", flush=True)
-    meta = {"cost": args.cost, "extractor": args.extractor,
-            "machine": f"{platform.machine()}, {platform.python_version()}, {_cores()} cores"}
+    meta = run_meta(cost=args.cost, extractor=args.extractor)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "optimize.json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
     (args.out / "optimize.md").write_text(markdown(rows, meta))
     return 0
-
-
-def _cores() -> int:
-    import os
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 if __name__ == "__main__":

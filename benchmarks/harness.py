@@ -181,7 +181,8 @@ def metadata(kind: str, cost: str) -> dict:
         from benchmarks.gpu_bench import device_name
         gpu = device_name()
     return {"kind": kind, "commit": _git("rev-parse", "HEAD") or "unknown",
-            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "einsat", "benchmarks")),
+            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "einsat", "benchmarks",
+                               ":(exclude)benchmarks/results")),  # results written meanwhile are not code
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
                        f"load average {os.getloadavg()[0]:.1f} at the start",

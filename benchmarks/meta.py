@@ -27,8 +27,10 @@ def short_commit(where: Path) -> str:
 
 
 def dirty(where: Path = ROOT) -> bool:
-    """Whether the checkout's einsat/ or benchmarks/ differ from HEAD (a run of uncommitted code)."""
-    return bool(_git(where, "status", "--porcelain", "--untracked-files=no", "--", "einsat", "benchmarks"))
+    """Whether the checkout's einsat/ or benchmarks/ differ from HEAD (a run of uncommitted code;
+    results written meanwhile under benchmarks/results are not code)."""
+    return bool(_git(where, "status", "--porcelain", "--untracked-files=no", "--", "einsat", "benchmarks",
+                     ":(exclude)benchmarks/results"))
 
 
 def versions() -> dict[str, str]:

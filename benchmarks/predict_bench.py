@@ -89,13 +89,22 @@ def machine() -> dict:
     return {**meta, "when": meta["date"]}
 
 
+def sides_line(errors: list[float], what: str) -> str:
+    """How many of `errors` are outside WITHIN on each side: a prediction below the measured time
+    (the program ran slower than its units say) or above it."""
+    below = sum(e < -WITHIN for e in errors)
+    above = sum(e > WITHIN for e in errors)
+    return f"{what}: {below + above} outside {WITHIN:.0%}, {below} predicted below the measured time, {above} above."
+
+
 def same_run_line(ok: list[dict]) -> list[str]:
     """The summary of the same-run errors (`--same-run`), a line and a blank one; none without them."""
     same = [r["same_run"]["error"] for r in ok if isinstance(r.get("same_run", {}).get("error"), float)]
     if not same:
         return []
     return [f"With the units timed in the same rounds as the program: {sum(abs(e) <= WITHIN for e in same)}/"
-            f"{len(same)} within {WITHIN:.0%} (median |error| {statistics.median(abs(e) for e in same):.0%}).", ""]
+            f"{len(same)} within {WITHIN:.0%} (median |error| {statistics.median(abs(e) for e in same):.0%}).", "",
+            sides_line(same, "Same-run"), ""]
 
 
 def markdown(results: list[dict], meta: dict) -> str:
@@ -113,6 +122,7 @@ def markdown(results: list[dict], meta: dict) -> str:
              f"**Within {WITHIN:.0%} of the measured time: {within}/{len(ok)} programs** "
              f"(median |error| {statistics.median(abs(r['error']) for r in ok):.0%}); "
              f"the naive sum of one-node times: {naive}/{len(ok)}." if ok else "no program measured", "",
+             *([sides_line([r["error"] for r in ok], "From the profile"), ""] if ok else []),
              *same_run_line(ok),
              "| program | nodes | predicted ms | measured ms | error | naive sum error | same-run error |",
              "|---|---|---|---|---|---|---|"]

@@ -27,6 +27,11 @@ def test_it_profiles_predicts_and_writes_the_results(tmp_path, monkeypatch, caps
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_the_summary_counts_the_misses_on_each_side():
+    line = predict_bench.sides_line([-0.3, -0.2, 0.1, 0.16, -0.15], "From the profile")
+    assert line == "From the profile: 3 outside 15%, 2 predicted below the measured time, 1 above."
+
+
 def test_an_unknown_program_is_a_clear_error(capsys):
     with pytest.raises(SystemExit):
         predict_bench.main(["no_such_model"])

@@ -64,12 +64,15 @@ def _n(v: str) -> str:
 
 
 def tokens(results_text: str) -> set[str]:
-    """What a results file says, in the normalized forms `figures` gives: every number as a
-    speed-up, a percentage and a time, and every count 'N/M' or 'N of M'."""
+    """What a results file says, in the normalized forms `figures` gives: each speed-up ('1.10x',
+    also '1.10×'), percentage, count ('N/M' or 'N of M'), and every number as a time (tables give
+    times without their unit)."""
     text = results_text.replace("×", "x").replace(",", "")
     numbers = set(re.findall(r"(?<![\w.])[-+]?(\d+(?:\.\d+)?)", text))
+    speedups = {f"{v}x" for v in re.findall(r"(?<![\w.])(\d+(?:\.\d+)?)\s?x(?![a-zA-Z])", text)}
+    percents = {f"{v}%" for v in re.findall(r"(?<![\w.])[-+]?(\d+(?:\.\d+)?)\s?%", text)}
     counts = {f"{a}/{b}" for a, b in re.findall(r"\b(\d+)\s?(?:/|of(?: the)?)\s?(\d+)\b", text)}
-    return counts | {f"{v}{unit}" for v in numbers for unit in ("x", "%", " s")}
+    return counts | speedups | percents | {f"{v} s" for v in numbers}
 
 
 def quotes(path: Path) -> list[tuple[str, list[str], list[str]]]:
@@ -142,7 +145,10 @@ def test_an_altered_figure_fails_the_check(tmp_path):
         assert not unmatched(named, found)
         first = found[0]
         value = first.rstrip("x% s").split("/")[0]
-        altered = sentence.replace(value, str(int(value.split(".")[0]) + 97) + value[len(value.split(".")[0]):], 1)
+        whole = value.split(".")[0]
+        # a count stays a count (N-1 of M), any other figure gains 97
+        new = str(int(whole) - 1 if "/" in first and int(whole) > 0 else int(whole) + 97)
+        altered = re.sub(rf"(?<![\d.]){re.escape(value)}(?![\d])", new + value[len(whole):], sentence, count=1)
         assert altered != sentence
         assert unmatched(named, figures(altered)), f"an altered figure passed: {altered[:200]}"
 

@@ -130,9 +130,12 @@ def same_run_prediction(graph, reps: int) -> dict:
     now.db.method.update(call_overhead_us=overhead, node_overhead_us=dispatch)
     predicted = now.graph_cost(graph)
     measured = med["(program)"]
-    return {"predicted_ms": predicted / 1e3, "measured_ms": measured / 1e3, "error": predicted / measured - 1,
-            "units": units, "distinct": len(sigs), "timed": len(sigs.keys() & med.keys()),
-            "reps": reps}
+    timed = len(sigs.keys() & med.keys())
+    if units and not timed:  # no unit timed in these rounds: no same-run prediction was made (null)
+        predicted = None
+    return {"predicted_ms": None if predicted is None else predicted / 1e3, "measured_ms": measured / 1e3,
+            "error": None if predicted is None else predicted / measured - 1,
+            "units": units, "distinct": len(sigs), "timed": timed, "reps": reps}
 
 
 def weights_mb(graph) -> float:

@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import time
 
 import numpy as np
+
+from benchmarks.meta import meta_line, run_meta
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -89,6 +90,7 @@ def optimize_rows(quick: bool) -> list[dict]:
 
 def markdown(meta, rows, ablation, opt) -> str:
     out = ["# EinNet's derivation search (einsat.rewrites.derive)", "",
+           *([meta_line(meta), ""] if "commit" in meta else []),
            f"{meta['machine']}; numpy {meta['numpy']}; MaxDepth 4 (explorative), converging derivation on; "
            "CPU times of the whole search per subprogram.", "",
            "## The Table 3 cases", "",
@@ -121,7 +123,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer depths and workloads")
     args = ap.parse_args()
-    meta = {"machine": f"{os.cpu_count()} CPUs, {platform.machine()}", "numpy": np.__version__}
+    meta = run_meta(numpy=np.__version__)
     rows, ablation = search_rows(args.quick)
     opt = optimize_rows(args.quick)
     os.makedirs(RESULTS, exist_ok=True)

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from benchmarks.meta import meta_line, run_meta
 from benchmarks.workloads import build
 from einsat.cost.model import RooflineCost
 from einsat.ir.registry import Op
@@ -101,6 +101,7 @@ def bench(name: str, cost: str, reps: int) -> dict:
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = ["# EinNet's derivations and PET's correction fusion in the default schedule", "",
+             *([meta_line(meta), ""] if "commit" in meta else []),
              f"Machine: {meta['machine']} (shared with other jobs: times are noisy); einsat's default limits. "
              "`before`: the default schedule without the derivation and correction-fusion generators and "
              "rules; `after`: `default_schedule()`. Runs interleaved (before, after) per repetition; "
@@ -143,11 +144,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args(argv)
-    import importlib.metadata
 
-    import numpy
-    meta = {"machine": f"{platform.machine()}, {platform.node()}, Python {platform.python_version()}, "
-                       f"numpy {numpy.__version__}, egglog {importlib.metadata.version('egglog')}"}
+    meta = run_meta()
     path = args.out / "derive_default.json"
     old = json.loads(path.read_text())["results"] if path.exists() else []
     for name in args.workloads or WORKLOADS:

@@ -79,6 +79,8 @@ def run(reps: int) -> dict:
 def markdown(result: dict) -> str:
     m = result["meta"]
     lines = ["# An eOperator's two ONNX routes on onnxruntime CPU", "",
+             *([f"- commit `{m['commit']}`{' (with uncommitted changes)' if m.get('dirty') else ''}"]
+               if "commit" in m else []),
              f"- {m['machine']}; {m['when']}; load average {m['load_start']:.2f} at the start, "
              f"{m['load_end']:.2f} at the end",
              f"- versions: {', '.join(f'{k} {v}' for k, v in m['versions'].items())}",

@@ -73,7 +73,10 @@ def optimize_summary(result) -> dict:
     out["extraction"] = {k: getattr(x, k, None) for k in ("method", "status", "gap")}
     v = r.verification
     if v is not None:
-        out["verification"] = {"max_error": v.max_error, "tolerance": v.tolerance, "trials": v.trials}
+        # a program identical to the input is not run again: no error or tolerance was measured (null)
+        ran = v.status != "identical"
+        out["verification"] = {"status": v.status, "max_error": v.max_error if ran else None,
+                               "tolerance": v.tolerance if ran else None, "trials": v.trials}
     if r.profile is not None:
         out["profile"] = r.profile
     if r.measured is not None:
@@ -178,7 +181,8 @@ def metadata(kind: str, cost: str) -> dict:
         from benchmarks.gpu_bench import device_name
         gpu = device_name()
     return {"kind": kind, "commit": _git("rev-parse", "HEAD") or "unknown",
-            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "einsat", "benchmarks")),
+            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", "einsat", "benchmarks",
+                               ":(exclude)benchmarks/results")),  # results written meanwhile are not code
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
                        f"load average {os.getloadavg()[0]:.1f} at the start",

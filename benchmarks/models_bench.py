@@ -125,12 +125,30 @@ def bench_one(name: str, small: bool, budget: float) -> dict:
     return row
 
 
+def _run_key(m: dict) -> tuple:
+    return (m["commit"], bool(m.get("dirty")), m["date"], m["machine"], float(m["budget"]))
+
+
+def _run_text(key: tuple) -> str:
+    commit, dirty, date, machine, budget = key
+    return (f"commit {commit[:10]}{' (with uncommitted changes)' if dirty else ''}, {date}, {machine}, "
+            f"budget {budget:g} s")
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     gb = 2**30
+    runs: dict[tuple, list[str]] = {}  # each row's run (a subset rerun keeps the others' rows and runs)
+    for r in rows:
+        m = r.get("meta") or meta
+        runs.setdefault(_run_key(m), []).append(r["model"])
+    budgets = {k[4] for k in runs}
+    budget = f"{budgets.pop():g}" if len(budgets) == 1 else "B (each run's, below)"
     lines = ["# Real models: import, optimize, verify, plant a wrong rewrite, measure", "",
-             f"Machine: {meta['machine']}; commit {meta['commit'][:10]}{' (dirty)' if meta['dirty'] else ''}, "
-             f"{meta['date']}. Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
-             f"Each model in its own process; `einsat.optimize(..., budget={meta['budget']:g}, partition=False)` "
+             "The rows come from these runs (commit, date, machine and its load at the start, budget):", ""]
+    lines += [f"- {_run_text(k)}: {', '.join(names)}" for k, names in runs.items()]
+    lines += ["",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".",
+             f"Each model in its own process; `einsat.optimize(..., budget={budget}, partition=False)` "
              "(the whole model as one e-graph; rows from before partitioning existed ran the same path) "
              f"with the default rules, limits and cost model ({meta['cost_model']}); "
              f"{'small' if meta['small'] else 'full'} shapes.",
@@ -161,8 +179,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
     for r in rows:
         if "error" not in r:
             phases = ", ".join(f"{k} {v:.1f}" for k, v in r["times_s"].items())
-            m = r.get("meta")
-            run = f" (commit {m['commit'][:10]}, {m['date']}, {m['machine'].split('load ')[-1]})" if m else ""
+            run = f" ({_run_text(_run_key(r.get('meta') or meta))})"
             lines.append(f"- {r['model']}{run}: {phases}; search stopped: {r['stop']}; {r['verification_text']}")
     return "\n".join(lines) + "\n"
 

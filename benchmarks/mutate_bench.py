@@ -31,7 +31,6 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -132,8 +131,11 @@ def bench(name: str, cost: str, reps: int, time_s: float, ilp_s: float) -> dict:
     lim = Limits()
     first = with_runs[0]
     rounds = first["rounds"]
-    within = all(r["counts"]["subprograms"] <= lim.subprograms and r["counts"]["verified"] <= lim.verifications
-                 for r in rounds)
+    # a partitioned run: its pieces ran the generator and the report keeps none of their rounds, so
+    # what the rounds would say (limits kept, programs entered, PET's seconds) was not measured: null
+    unseen = not rounds and "pieces" in first["stopped_by"]
+    within = None if unseen else all(r["counts"]["subprograms"] <= lim.subprograms
+                                     and r["counts"]["verified"] <= lim.verifications for r in rounds)
     pet_s = [sum(r["seconds"] for r in run["rounds"]) for run in with_runs]  # the least: load only adds
     # medians: on a shared machine one run either way can be far off (CSRNet, 3 each: with 12.1 / 12.8 /
     # 13.4 s, without 8.8 / 12.8 / 13.3 s: the faster of each said 1.38x, the medians 1.00x)
@@ -142,8 +144,9 @@ def bench(name: str, cost: str, reps: int, time_s: float, ilp_s: float) -> dict:
     programs = {r["program"] for r in with_runs} | {loaded["program"]}
     return {"workload": name, "model": first["model"], "nodes": first["nodes"], "rounds": rounds,
             "within_limits": within,
-            "admitted": sum(r["counts"]["admitted"] for r in rounds),
-            "pet_seconds": min(pet_s), "pet_share": min(pet_s) / t_with if t_with else 0.0,
+            "admitted": None if unseen else sum(r["counts"]["admitted"] for r in rounds),
+            "pet_seconds": None if unseen else min(pet_s),
+            "pet_share": None if unseen or not t_with else min(pet_s) / t_with,
             "deterministic": len(programs) == 1,
             "programs": {"quiet": [r["program"] for r in with_runs], "loaded": loaded["program"],
                          "without": [r["program"] for r in without_runs]},
@@ -160,14 +163,22 @@ def bench(name: str, cost: str, reps: int, time_s: float, ilp_s: float) -> dict:
             "ops_after": first["ops_after"]}
 
 
+NONE = "—"  # a value not measured (null in the JSON)
+
+
 def _unseen(row: dict) -> bool:
     """A partitioned run: its pieces ran the generator, and the report holds none of their rounds."""
     return not row["rounds"] and "pieces" in row["stopped_by"]["quiet"][0]
 
 
+def _machine(meta: dict) -> str:
+    """The machine as the meta names it (runs before `run_meta` named the CPUs apart)."""
+    return meta["machine"] if "CPUs" in meta["machine"] else f"{meta['machine']}, {meta['cpus']} CPUs"
+
+
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# PET's mutation generator on PET's models ({meta['cost']}: {meta.get('model', meta['cost'])})", "",
-             f"Machine: {meta['machine']}, {meta['cpus']} CPUs (each row's commit and date below). Default "
+             f"Machine: {_machine(meta)} (each row's commit and date below). Default "
              f"rules and work limits, time limits far off (saturation {meta['time_s']:g} s, ILP {meta['ilp_s']:g} s) "
              "so that work ends every phase; each run a fresh process with BLAS at one thread. Optimize time is "
              "the median of the quiet runs with the generator against the median of those without it, "
@@ -179,12 +190,13 @@ def markdown(rows: list[dict], meta: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, c = r["seconds"], r["cost_us"]
-        pet = "-" if _unseen(r) else f"{r['pet_seconds']:.2f} ({r['pet_share']:.0%})"
-        entered = "-" if _unseen(r) else r["admitted"]
+        pet = NONE if r["pet_seconds"] is None else f"{r['pet_seconds']:.2f} ({r['pet_share']:.0%})"
+        entered = NONE if r["admitted"] is None else r["admitted"]
+        within = NONE if r["within_limits"] is None else r["within_limits"]
         lines.append(f"| {r['workload']} | {r['nodes']} | {s['with']:.1f} / {s['without']:.1f} ({r['ratio']:.2f}x) | "
                      f"{pet} | {entered} | "
                      f"{c['before']:,.1f} / {c['with']:,.1f} / {c['without']:,.1f} | {s['loaded']:.1f} | "
-                     f"{r['deterministic']} | {r['within_limits']} |")
+                     f"{r['deterministic']} | {within} |")
     from einsat.rewrites.mutate.generate import COUNTS
     lines += ["", "Stopped by (saturation / extraction), each run with the generator, quiet then loaded: a time "
               "limit there would make the program depend on the machine's load:", ""]
@@ -205,7 +217,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
                          + f" ({x['seconds']:.2f} s)" for x in r["rounds"])
         if _unseen(r):
             text = ("not in the report: the model was partitioned (" + r["stopped_by"]["quiet"][0].split(" / ")[1]
-                    + "), and the partition's summary keeps no piece's rounds ('-' in the table)")
+                    + "), and the partition's summary keeps no piece's rounds ('—' in the table: not measured)")
         lines.append(f"- {r['workload']}: {text or 'no round'}")
     return "\n".join(lines) + "\n"
 
@@ -225,10 +237,11 @@ def main(argv=None) -> int:
     if args.one:
         print(json.dumps(one(args.one, args.cost, not args.without, args.time_s, args.ilp_s)))
         return 0
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    meta = {"cost": args.cost, "machine": f"{platform.machine()}, {platform.python_version()}",
-            "cpus": os.cpu_count(), "reps": args.reps, "time_s": args.time_s, "ilp_s": args.ilp_s}
+    from benchmarks.meta import run_meta
+
+    meta = run_meta(ROOT, cost=args.cost, cpus=os.cpu_count(), reps=args.reps, time_s=args.time_s,
+                    ilp_s=args.ilp_s)
+    commit = meta["commit"][:10] + (" (with uncommitted changes)" if meta["dirty"] else "")
     earlier = []
     if args.workloads and (args.out / "mutate.json").is_file():  # a subset updates its rows, keeps the others
         earlier = json.loads((args.out / "mutate.json").read_text())["results"]

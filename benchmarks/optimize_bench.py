@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from pathlib import Path
 
+from benchmarks.meta import meta_line, run_meta
 from benchmarks.workloads import build
 from benchmarks.workloads.inception import inception_a
 from benchmarks.workloads.layers import Net
@@ -60,13 +60,16 @@ def bench(name: str, extractor: str, cost: str) -> dict:
         "reduction": r.reduction, "enodes": s.enodes, "eclasses": s.eclasses,
         "egglog_rows": s.egglog_nodes, "node_limit": s.node_limit, "stop_reason": s.stop_reason,
         "iterations": s.iterations, "extraction": x.method, "extraction_status": x.status,
-        "gap": x.gap, "starts": x.starts, "verification_error": v.max_error,
-        "verification_tolerance": v.tolerance, "times_s": r.times, "wall_s": wall,
+        "gap": x.gap, "starts": x.starts, "verification_status": v.status,
+        # an identical program is not run again: no error or tolerance was measured (null)
+        "verification_error": None if v.status == "identical" else v.max_error,
+        "verification_tolerance": None if v.status == "identical" else v.tolerance, "times_s": r.times, "wall_s": wall,
     }
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# einsat optimize on the Tensat/TASO workloads ({meta['cost']}, {meta['extractor']})", "",
+             *([meta_line(meta), ""] if "commit" in meta else []),
              (f"Machine: {meta['machine']}; einsat's default rules and limits. Costs are the "
               f"{meta['cost']} cost model's modeled time (µs)."), "",
              ("| workload | nodes | modeled cost (µs) | speedup | e-nodes / e-classes | stop | extraction | "
@@ -107,17 +110,11 @@ def main(argv=None) -> int:
         print(f"{name:>17}: {row['cost_before_us']:9.1f} -> {row['cost_after_us']:9.1f} µs "
               f"({row['speedup']:.3f}x), {row['enodes']:,} e-nodes, {row['stop_reason']}, "
               f"{row['extraction_status']}, {row['times_s']['total']:.1f} s", flush=True)
-    meta = {"cost": args.cost, "extractor": args.extractor,
-            "machine": f"{platform.machine()}, {platform.python_version()}, {_cores()} cores"}
+    meta = run_meta(cost=args.cost, extractor=args.extractor)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "optimize.json").write_text(json.dumps({"meta": meta, "results": rows}, indent=1))
     (args.out / "optimize.md").write_text(markdown(rows, meta))
     return 0
-
-
-def _cores() -> int:
-    import os
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 if __name__ == "__main__":

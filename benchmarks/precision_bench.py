@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 from pathlib import Path
 
 import numpy as np
 import onnx
 
 import einsat
+from benchmarks.meta import meta_line, run_meta
 from einsat.cost.model import RooflineCost
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.onnx.weights import fill_random_weights
@@ -81,11 +81,13 @@ def main(argv=None) -> None:
                      "max_error": worst.max, "bound": worst.bound, "output": worst.name})
         print(f"{name}: fp32 {s32['median_us'] / 1e3:.1f} ms, fp16 {s16['median_us'] / 1e3:.1f} ms "
               f"({rows[-1]['speedup']:.2f}x), error {worst.max:.2g} (bound {worst.bound:.2g})")
-    machine = f"{platform.processor() or platform.machine()}, {platform.node()}"
+    meta = run_meta()
+    machine = meta["machine"]
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "precision.json").write_text(json.dumps({"machine": machine, "reps": args.reps, "rows": rows,
+    (RESULTS / "precision.json").write_text(json.dumps({"meta": meta, "machine": machine, "reps": args.reps,
+                                                        "rows": rows,
                                                         "modeled_h100": modeled}, indent=1))
-    lines = ["# fp32 against fp16 on onnxruntime's CPU kernels (measured)", "",
+    lines = ["# fp32 against fp16 on onnxruntime's CPU kernels (measured)", "", meta_line(meta), "",
              f"`python -m benchmarks.precision_bench`; {args.reps} interleaved rounds, 1 intra-op thread, "
              f"median (p10-p90) ms; machine: {machine} (shared). bf16: no onnxruntime CPU kernels, not timed.", "",
              "| model | fp32 ms | fp16 ms | fp32 / fp16 | fp16 error (max e) | bound |", "|---|---|---|---|---|---|"]

@@ -82,15 +82,29 @@ def predict_one(name: str, reps: int, budget: float | None, same_run: bool, kern
 
 
 def machine() -> dict:
-    import platform
+    """The run's commit, machine, versions and date (`benchmarks.meta.run_meta`; `when` is its date)."""
+    from benchmarks.meta import run_meta
 
-    import numpy as np
-    import onnxruntime as ort
+    meta = run_meta()
+    return {**meta, "when": meta["date"]}
 
-    from einsat.cost.profile_db import cpu_name
-    return {"machine": f"{cpu_name()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
-            "versions": {"python": platform.python_version(), "numpy": np.__version__, "onnxruntime": ort.__version__},
-            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+def sides_line(errors: list[float], what: str) -> str:
+    """How many of `errors` are outside WITHIN on each side: a prediction below the measured time
+    (the program ran slower than its units say) or above it."""
+    below = sum(e < -WITHIN for e in errors)
+    above = sum(e > WITHIN for e in errors)
+    return f"{what}: {below + above} outside {WITHIN:.0%}, {below} predicted below the measured time, {above} above."
+
+
+def same_run_line(ok: list[dict]) -> list[str]:
+    """The summary of the same-run errors (`--same-run`), a line and a blank one; none without them."""
+    same = [r["same_run"]["error"] for r in ok if isinstance(r.get("same_run", {}).get("error"), float)]
+    if not same:
+        return []
+    return [f"With the units timed in the same rounds as the program: {sum(abs(e) <= WITHIN for e in same)}/"
+            f"{len(same)} within {WITHIN:.0%} (median |error| {statistics.median(abs(e) for e in same):.0%}).", "",
+            sides_line(same, "Same-run"), ""]
 
 
 def markdown(results: list[dict], meta: dict) -> str:
@@ -98,6 +112,8 @@ def markdown(results: list[dict], meta: dict) -> str:
     within = sum(abs(r["error"]) <= WITHIN for r in ok)
     naive = sum(abs(r["naive_error"]) <= WITHIN for r in ok)
     lines = ["# Whole-program prediction of the measured CPU cost model (no optimization)", "",
+             f"- commit `{meta.get('commit', '?')}`{' (with uncommitted changes)' if meta.get('dirty') else ''}, "
+             f"`{meta.get('command', 'python -m benchmarks.predict_bench')}`",
              f"- {meta['machine']}; {meta['when']}; load average {meta['load_start']:.2f} at the start, "
              f"{meta['load_end']:.2f} at the end",
              f"- versions: {', '.join(f'{k} {v}' for k, v in meta['versions'].items())}",
@@ -106,6 +122,8 @@ def markdown(results: list[dict], meta: dict) -> str:
              f"**Within {WITHIN:.0%} of the measured time: {within}/{len(ok)} programs** "
              f"(median |error| {statistics.median(abs(r['error']) for r in ok):.0%}); "
              f"the naive sum of one-node times: {naive}/{len(ok)}." if ok else "no program measured", "",
+             *([sides_line([r["error"] for r in ok], "From the profile"), ""] if ok else []),
+             *same_run_line(ok),
              "| program | nodes | predicted ms | measured ms | error | naive sum error | same-run error |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
@@ -113,7 +131,7 @@ def markdown(results: list[dict], meta: dict) -> str:
             lines.append(f"| {r['name']} | – | – | – | {str(r.get('error'))[:80]} | – | – |")
             continue
         same = r.get("same_run", {}).get("error")
-        same = "" if same is None else f"{same:+.0%}"
+        same = ("—" if "same_run" in r else "") if same is None else f"{same:+.0%}"
         lines.append(f"| {r['name']} | {r['nodes']} | {r['predicted_ms']:.2f} | {r['measured_ms']:.2f} | "
                      f"{r['error']:+.0%} | {r['naive_error']:+.0%} | {same} |")
     return "\n".join(lines) + "\n"
@@ -134,7 +152,8 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in cases()]
     if unknown:
         p.error(f"unknown programs {unknown}; choose from {', '.join(cases())}")
-    meta = {**machine(), "reps": args.reps, "load_start": os.getloadavg()[0]}
+    meta = {**machine(), "reps": args.reps, "load_start": os.getloadavg()[0],
+            "command": " ".join(["python -m benchmarks.predict_bench", *(argv if argv is not None else sys.argv[1:])])}
     results = []
     for name in names:
         try:
@@ -145,7 +164,8 @@ def main(argv=None) -> int:
         if isinstance(rec.get("error"), float):
             print(f"{name:24s} predicted {rec['predicted_ms']:9.2f} ms  measured {rec['measured_ms']:9.2f} ms  "
                   f"error {rec['error']:+6.0%}  naive {rec['naive_error']:+6.0%}"
-                  + (f"  same-run {rec['same_run']['error']:+6.0%}" if "same_run" in rec else ""), flush=True)
+                  + (f"  same-run {rec['same_run']['error']:+6.0%}"
+                     if rec.get("same_run", {}).get("error") is not None else ""), flush=True)
             if args.kernels:
                 print("    model by unit op (ms):", ", ".join(f"{k} {v / 1e3:.2f}" for k, v in
                                                           list(rec["predicted_by_unit_op_us"].items())[:8]))

@@ -76,7 +76,7 @@ def summary(results: dict) -> dict:
         within = [p for p in preds if abs(p["input"]["error"]) <= 0.15]
         out["predicted_within_15pct"] = f"{len(within)}/{len(preds)}"
         out["predicted_within_15pct_fraction"] = len(within) / len(preds)
-        same = [p["same_run"] for p in preds if "same_run" in p]
+        same = [p["same_run"] for p in preds if p.get("same_run", {}).get("error") is not None]
         if same:
             out["same_run_within_15pct"] = f"{sum(abs(p['error']) <= 0.15 for p in same)}/{len(same)}"
             out["same_run_within_15pct_fraction"] = sum(abs(p["error"]) <= 0.15 for p in same) / len(same)
@@ -168,7 +168,7 @@ def cpu_markdown(results: dict) -> str:
                _modeled(opt),
                f"{pred['input']['predicted_ms']:.2f} ({_pct(pred['input']['error'])})" if pred else "–",
                _pct(pred["input"].get("naive_error")) if pred else "–",
-               _pct(pred["same_run"]["error"]) if "same_run" in pred else "–",
+               _pct(pred["same_run"]["error"]) if pred.get("same_run", {}).get("error") is not None else "–",
                f"{pred['optimized']['predicted_ms']:.2f} ({_pct(pred['optimized']['error'])})" if pred else "–",
                (f"{c['weights_mb']['input']:.1f} → {c['weights_mb']['optimized']:.1f}" if "weights_mb" in c else "–"),
                ms(torch.get("eager")) if "eager" in torch else "–", note]

@@ -20,6 +20,8 @@ import time
 
 import numpy as np
 
+from benchmarks.meta import meta_line, run_meta
+
 N, C, H, W, F = 16, 256, 56, 56, 256
 
 
@@ -102,7 +104,7 @@ def run(reps: int = 3) -> dict:
                      "boxes": sum(diffs.boxes.values()), "positions": diffs.positions,
                      "regions": len(diffs.regions[out]), "correct": bool(np.array_equal(diffs.mask(out), expected)),
                      "error_bound": diffs.error_bound})
-    return {"shape": [N, C, H, W], "weight": [F, C, 3, 3], "tests": 2, "reps": reps, "rows": rows,
+    return {"meta": run_meta(), "shape": [N, C, H, W], "weight": [F, C, 3, 3], "tests": 2, "reps": reps, "rows": rows,
             "machine": {"cpus": os.cpu_count(), "load_avg": list(os.getloadavg()),
                         "processor": platform.processor() or platform.machine(),
                         "python": platform.python_version(), "numpy": np.__version__}}
@@ -112,7 +114,8 @@ def markdown(result: dict) -> str:
     m = result["machine"]
     setup = (f"{m['cpus']} CPUs, load average {m['load_avg'][0]:.1f}, numpy {m['numpy']}; "
              f"{result['tests']} random tests mod 2^31-1; median of {result['reps']} runs.")
-    lines = [f"# PET corrector on conv pairs at {result['shape']} (weight {result['weight']})", "", setup, "",
+    lines = [f"# PET corrector on conv pairs at {result['shape']} (weight {result['weight']})", "",
+             *([meta_line(result["meta"]), ""] if "meta" in result else []), setup, "",
              "| pair | median s | min s | boxes | positions | regions | regions correct | error bound |",
              "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:

@@ -154,11 +154,16 @@ def main(argv=None) -> int:
         rows[name] = row
     device = db.device
     os.makedirs(args.out, exist_ok=True)
+    from benchmarks.meta import run_meta
+
+    meta = run_meta()  # the checkout reporting the session: the tree the session ran was copied from it
     with open(os.path.join(args.out, "gpu_runtime.json"), "w") as f:
-        json.dump({"device": device, "session": session.get("started"), "workloads": rows,
+        json.dump({"meta": meta, "device": device, "session": session.get("started"), "workloads": rows,
                    "optimized": session["phases"].get("optimized") or {},
                    "check": session["phases"].get("check") or {}}, f, indent=1, default=str)
     lines = [f"# einsat's GPU runtime on {device.get('name')} ({session.get('started')})", "",
+             f"- commit `{meta['commit']}`{' (with uncommitted changes)' if meta['dirty'] else ''}: the checkout "
+             f"that reported the session (`scripts/gpu_report.py`, {meta['date']}), whose tree the session ran", "",
              "Unoptimized programs, fp32 (TF32 off), einsat's CUDA-graph replay vs PyTorch eager (same weights "
              "and inputs); predictions by MeasuredCost (measured per-op warm times) and by the roofline "
              "calibrated on the same profile.", "",

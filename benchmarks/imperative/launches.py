@@ -92,11 +92,16 @@ def _check(name: str, what: str, got, expect) -> None:
 
 
 def main() -> None:
+    from benchmarks.meta import meta_line, run_meta
+
+    meta = run_meta()
     rows = {name: measure(name) for name in KERNELS}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "tensorssa_launches.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (RESULTS / "tensorssa_launches.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     lines = [
         "# Kernel launches of imperative kernels (TensorSSA Fig. 6 metric)",
+        "",
+        meta_line(meta),
         "",
         "One run on the seeded example inputs; every output equals the eager NumPy run exactly.",
         "Written by `python -m benchmarks.imperative.launches`; models in `einsat/frontend/launches.py`.",

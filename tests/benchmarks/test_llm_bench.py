@@ -18,6 +18,9 @@ def test_llm_bench_writes_its_tables(tmp_path):
     assert set(rows) == {"mirage_lora", "llama_decode"}
     for w in rows.values():
         assert w["h100"]["verification_status"] == "proved"
+        # the searches end by work, whatever the load: the programs and modeled figures are the commit's
+        assert "time" not in (w["h100"].get("stop_reason") or "")
+        assert "time limit" not in (w["h100"]["extraction"].get("status") or "")
         assert w["h100"]["memory"]["added_bytes"] < w["h100"]["memory"]["limit_bytes"]
         assert w["onnx"]["onnxruntime_runs"] and w["onnx"]["max_relative_error"] < 1e-4
         ort = w["cpu"]["ort"]
@@ -25,4 +28,5 @@ def test_llm_bench_writes_its_tables(tmp_path):
     assert rows["llama_decode"]["kwargs"]["hidden"] == 64
     md = (tmp_path / "llm.md").read_text()
     assert "small dimensions" in md and "not measured this session (no GPU lent)" in md
+    assert "Every search ends by work" in md
     assert "| mirage_lora |" in md and "| llama_decode |" in md

@@ -22,7 +22,14 @@ def test_it_profiles_predicts_and_writes_the_results(tmp_path, monkeypatch, caps
     assert rec["predicted_ms"] > 0 and rec["measured_ms"] > 0 and "load_start" in data
     text = (tmp_path / "predict.md").read_text()
     assert "| pet_conv | 1 |" in text and "programs**" in text
+    assert len(data["commit"]) == 40 and isinstance(data["dirty"], bool) and data["versions"]["onnxruntime"]
+    assert f"commit `{data['commit']}`" in text and "python -m benchmarks.predict_bench pet_conv" in text
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_the_summary_counts_the_misses_on_each_side():
+    line = predict_bench.sides_line([-0.3, -0.2, 0.1, 0.16, -0.15], "From the profile")
+    assert line == "From the profile: 3 outside 15%, 2 predicted below the measured time, 1 above."
 
 
 def test_an_unknown_program_is_a_clear_error(capsys):

@@ -46,6 +46,28 @@ def test_the_key_changes_with_the_machine_and_the_versions():
     assert machine_key(m) != machine_key({**m, "export": EXPORT_REVISION - 1})
 
 
+def test_the_key_is_the_running_libraries_even_when_their_metadata_cannot_be_read(monkeypatch):
+    # a package manager rewriting the environment's dist-info made metadata.version fail now and
+    # then: the versions read "absent", the key changed in mid-run, and a second model in the same
+    # process found none of the entries the first had just measured (predict_bench at e6e6741)
+    from importlib import metadata
+
+    import numpy as np
+    import onnx
+    import onnxruntime
+
+    before = cpu_machine()
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    during = cpu_machine()
+    assert machine_key(during) == machine_key(before)
+    assert (during["onnxruntime"], during["onnx"], during["numpy"]) == (
+        onnxruntime.__version__, onnx.__version__, np.__version__)
+
+
 def test_entries_are_saved_reused_and_refit_the_fallback(tmp_path):
     path = tmp_path / "p.json"
     model = TargetCost("onnxruntime", MACHINE, path)

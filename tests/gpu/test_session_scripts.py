@@ -66,6 +66,7 @@ def test_gpu_report_merges_the_profile_and_predicts(tmp_path, monkeypatch):
     assert abs(row["profiled_ratio"] - 25 / 30) < 1e-9
     md = (tmp_path / "results" / "gpu_runtime.md").read_text()
     assert "pet_conv" in md
+    assert len(out["meta"]["commit"]) == 40 and f"commit `{out['meta']['commit']}`" in md  # the figures' code
     assert "| pet_conv | 1 → 4 | 0.030 | 0.015 | 2.00× [1.50, 2.50] | 15/15 | 2.04× (modeled) | 0.040 / 0.016 |" in md
     assert "within 25% of the measured time: 1 of 2 programs" in md  # 0.040 is 33% over, 0.016 7% over
     assert "| csrnet | ValueError: input weight 'w' differs |" in md

@@ -9,8 +9,9 @@ alignments). Its algorithm is chosen the way cuDNN convolutions choose theirs
 program will run it (the device's `time_ms`: captured in a CUDA graph on a compiled program's
 stream), after a cheap screen; the fastest is kept per problem (`GemmChooser`), recorded with
 every candidate's time (`GemmChooser.records`: the profiler writes them into the profile entry,
-`"gemm"`), and a profile's recorded choices can seed a chooser (`GemmChooser.seed`) so that a
-program runs the profiled algorithm without timing again.
+`"gemm"`, a record of what was measured). A program times its own choices when it first runs a
+problem: a profile's recorded choices are not reused (they were taken on another run's clocks,
+and nothing here could check one without a device).
 
 Epilogues (`CUBLASLT_EPILOGUE_*`): D = act(alpha·op(A)·op(B) + beta·C + bias), the bias a
 packed vector over D's rows, broadcast over its columns and batches. `fused_matmul`'s bias,
@@ -216,7 +217,6 @@ SIGNATURES = {
     "cublasLtMatmulPreferenceCreate": ([_pvp], _ci), "cublasLtMatmulPreferenceDestroy": ([_vp], _ci),
     "cublasLtMatmulPreferenceSetAttribute": ([_vp, _ci, _vp, _sz], _ci),
     "cublasLtMatmulAlgoGetHeuristic": ([_vp, _vp, _vp, _vp, _vp, _vp, _vp, _ci, _pres, ctypes.POINTER(_ci)], _ci),
-    "cublasLtMatmulAlgoCheck": ([_vp, _vp, _vp, _vp, _vp, _vp, _palgo, _pres], _ci),
     "cublasLtMatmul": ([_vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _palgo, _vp, _sz, _vp], _ci),
 }
 
@@ -313,14 +313,6 @@ class CublasLt:
             return []
         return [results[i] for i in range(n.value) if results[i].state == STATUS_SUCCESS]
 
-    def check(self, p: LtProblem, algo: Algo) -> HeuristicResult | None:
-        """`cublasLtMatmulAlgoCheck`: the algorithm's workspace and waves if it runs `p`, else None."""
-        d = self.descriptors(p)
-        res = HeuristicResult()
-        st = self.lib.cublasLtMatmulAlgoCheck(self.handle, d.matmul, d.a, d.b, d.c, d.c, ctypes.byref(algo),
-                                              ctypes.byref(res))
-        return res if st == STATUS_SUCCESS else None
-
     def matmul(self, p: LtProblem, algo: Algo, a_ptr: int, b_ptr: int, c_ptr: int, d_ptr: int, alpha: float,
                beta: float, ws_ptr: int, ws_bytes: int, stream_ptr: int, bias_ptr: int = 0) -> int:
         """Enqueue one cublasLtMatmul (C and D of one layout, C = D in place or not); returns
@@ -354,32 +346,14 @@ class GemmChoice:
 
 @dataclass
 class GemmChooser:
-    """Per-problem algorithm choices: timed once (`choose`) or taken from a profile (`seed`).
+    """Per-problem algorithm choices, each timed once (`choose`).
 
     `records` lists each choice made here, with every candidate's time (ms) or why it was left
     out: what the profiler writes into a profile entry under "gemm"."""
 
     choices: dict[str, GemmChoice] = field(default_factory=dict)
     records: list[dict] = field(default_factory=list)
-    seeded: set[str] = field(default_factory=set)
     unsupported: dict[str, str] = field(default_factory=dict)  # epilogue problems no algorithm runs, and why
-
-    def seed(self, records) -> int:
-        """Take the choices of profile records (`records`' format); returns how many were new."""
-        n = 0
-        for r in records:
-            key = r.get("key")
-            if not key or key in self.choices or "algo" not in r:
-                continue
-            self.choices[key] = GemmChoice(r["algo"], r.get("config", ""), int(r.get("workspace_bytes", 0)))
-            self.seeded.add(key)
-            n += 1
-        return n
-
-    def forget(self, key: str) -> None:
-        """Drop a choice (a seeded algorithm the library no longer accepts)."""
-        self.choices.pop(key, None)
-        self.seeded.discard(key)
 
     def choose(self, key: str, candidates: dict[str, tuple[GemmChoice, Callable[[], None]]],
                time_ms: Callable[[Callable[[], None]], float],
@@ -426,12 +400,6 @@ class GemmChooser:
         return choice
 
 
-def seed_from_profile(chooser: GemmChooser, db) -> int:
-    """Seed `chooser` with every GEMM choice a profile (`cost.profile_db.ProfileDB`) records, so a
-    program runs the profiled algorithms without timing them again; returns how many were taken."""
-    return chooser.seed(r for e in db.entries.values() for r in e.get("gemm", ()))
-
-
 def candidate_name(index: int) -> str:
     """The name of cuBLASLt's `index`-th heuristic candidate in choice records."""
     return f"lt{index}"
@@ -471,10 +439,9 @@ def run_gemm(dev, call: GemmCall, a, b, c, alpha: float = 1.0, beta: float = 0.0
     `dev` provides `cublaslt` (a `CublasLt`), `cublaslt_workspace` (a device pointer of
     `cublaslt.workspace_bytes`), `cublas` (`cublas.Cublas`), `stream_ptr`, `tf32`,
     `gemm_chooser` (a `GemmChooser`), `time_ms` and `screen_ms`. While candidates are timed
-    they write D; with beta != 0 and D read as C, D is saved first and restored after. A profile's
-    seeded choice is checked once with cublasLtMatmulAlgoCheck; one the library refuses is
-    chosen again. A problem with an epilogue (or a separate C) that no cuBLASLt algorithm runs
-    raises `EpilogueUnsupported` before enqueuing anything, every time it is met."""
+    they write D; with beta != 0 and D read as C, D is saved first and restored after. A problem
+    with an epilogue (or a separate C) that no cuBLASLt algorithm runs raises
+    `EpilogueUnsupported` before enqueuing anything, every time it is met."""
     pointer = _address
     item = np.dtype(c.dtype).itemsize
     base = {"a": pointer(a), "b": pointer(b)}
@@ -517,15 +484,6 @@ def run_gemm(dev, call: GemmCall, a, b, c, alpha: float = 1.0, beta: float = 0.0
     key = p.key
     if kind & EPILOGUE_BIAS:  # the heuristic and the check read the bias pointer's alignment
         lt.set_bias(p, bias_ptr)
-    if key in chooser.seeded:
-        chosen = chooser.choices[key]
-        checked = chosen.name == DEFAULT and plain
-        if chosen.algo is not None:
-            res = lt.check(p, chosen.algo)
-            checked = res is not None and res.workspaceSize <= lt.workspace_bytes
-        chooser.seeded.discard(key)
-        if not checked:
-            chooser.forget(key)
     if key in chooser.unsupported:
         raise EpilogueUnsupported(chooser.unsupported[key])
     choice = chooser.choices.get(key)

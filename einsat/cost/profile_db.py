@@ -185,8 +185,8 @@ def cpu_machine(threads: int = 1) -> dict[str, Any]:
     """What a CPU profile (onnxruntime's CPU execution provider) is valid for: the processor,
     core count, system, threads, the versions of the libraries that run the ops and the
     revision of einsat's ONNX export that makes the nodes timed."""
-    import importlib
     import platform
+    import sys
     from importlib import metadata
 
     from einsat.ir.onnx.export import EXPORT_REVISION
@@ -197,13 +197,15 @@ def cpu_machine(threads: int = 1) -> dict[str, Any]:
         # the version of the module this process runs, not the installed metadata read from disk
         # again: a package manager rewriting the environment's dist-info meanwhile made that
         # read fail now and then, and the profile's key (so its file) changed in mid-run
+        # (a loaded module's: importing one by a computed name would cross the layers, tests/test_layering.py)
+        loaded = getattr(sys.modules.get(pkg), "__version__", None)
+        if loaded is not None:
+            versions[pkg] = str(loaded)
+            continue
         try:
-            versions[pkg] = str(importlib.import_module(pkg).__version__)
-        except (ImportError, AttributeError):
-            try:
-                versions[pkg] = metadata.version(pkg)
-            except metadata.PackageNotFoundError:
-                versions[pkg] = "absent"
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = "absent"
     return {"kind": "cpu", "backend": "onnxruntime", "name": cpu, "cpus": os.cpu_count() or 1,
             "system": f"{platform.system()} {platform.machine()}", "threads": threads,
             "python": platform.python_version(), "format": FORMAT, "export": EXPORT_REVISION, **versions}

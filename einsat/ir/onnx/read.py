@@ -194,8 +194,10 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
 
 
 def _check_pinned_shape(label: str, name: str, declared: list | None, shape: list[int]) -> None:
-    """`input_shapes` pins symbolic dims; it never changes a dim the model fixes (the graph's own
-    Reshape targets and weights were written for that size), nor the rank."""
+    """`input_shapes` pins an input's symbolic dims, never its rank, and never the shape of an input
+    the model declares wholly static (its Reshape targets and weights were written for that size).
+    An input with a symbolic dim may be given other fixed dims too: a convolutional export declares
+    ['batch', 3, 224, 224] and runs at any image size."""
     if any(d < 0 for d in shape):
         raise OnnxError(f"{label}: input_shapes gives input {name!r} the shape {shape}; dims must be >= 0")
     if declared is None:
@@ -204,12 +206,10 @@ def _check_pinned_shape(label: str, name: str, declared: list | None, shape: lis
         raise OnnxError(f"{label}: input {name!r} has shape {declared} (rank {len(declared)}); input_shapes "
                         f"gives it {shape} (rank {len(shape)})")
     fixed = [k for k, (d, s) in enumerate(zip(declared, shape)) if isinstance(d, int) and d != s]
-    if fixed:
-        what = ("already has the static shape" if all(isinstance(d, int) for d in declared)
-                else "has the shape")
-        raise OnnxError(f"{label}: input {name!r} {what} {declared}; input_shapes gives it {shape}, which "
-                        f"changes the fixed dim{'s' if len(fixed) > 1 else ''} {fixed}: only symbolic dims "
-                        f"can be pinned (leave a static input out of input_shapes / --input-shape)")
+    if fixed and all(isinstance(d, int) for d in declared):
+        raise OnnxError(f"{label}: input {name!r} already has the static shape {declared}; input_shapes gives "
+                        f"it {shape}, which changes the fixed dim{'s' if len(fixed) > 1 else ''} {fixed}: only "
+                        f"symbolic dims can be pinned (leave a static input out of input_shapes / --input-shape)")
 
 
 def sort_nodes(graph: onnx.GraphProto, label: str) -> None:

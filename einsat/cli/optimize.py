@@ -163,7 +163,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     planner.hold("write", read)  # writing the result takes about what reading took
     if not args.quiet:
         from einsat.cli.target import target_line
-        print(target_line(args.cost, args.threads), file=sys.stderr, flush=True)  # beside the progress
+        print(target_line(options.target_cost(), args.threads), file=sys.stderr, flush=True)  # beside the progress
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     stop = _Stop(args, budget, display)
     budget.on_interrupt = _acknowledge(args, display, stop)

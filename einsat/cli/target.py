@@ -4,11 +4,9 @@ GPU this machine does not have, that the written file is meant for that GPU and 
 
 from __future__ import annotations
 
-GPU_COST_PREFIXES = ("h100", "h200")
-
 
 def target_line(cost: str, threads: int | None = None) -> str:
-    from einsat.cost.models import cost_model
+    from einsat.cost.models import cost_model, gpu_kind
     from einsat.gpu.device import cuda_driver_present
 
     if cost == "cpu":
@@ -16,7 +14,7 @@ def target_line(cost: str, threads: int | None = None) -> str:
         return (f"target: this machine's CPU, onnxruntime at {count} intra-op thread{'s' if count > 1 else ''} "
                 f"(measured here)")
     line = f"target: {cost_model(cost).label} (speed-ups modeled)"
-    if cost.startswith(GPU_COST_PREFIXES) and not cuda_driver_present():
+    if gpu_kind(cost) is not None and not cuda_driver_present():
         line += ("; this machine has no NVIDIA GPU: the program is chosen for that GPU, not for this CPU "
                  "(on onnxruntime here it may run slower; --cost cpu optimizes for this machine)")
     return line

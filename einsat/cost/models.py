@@ -26,6 +26,7 @@ from einsat.cost.target import cpu_model
 from einsat.errors import EinsatError
 
 DEFAULT_COST = "h100"
+GPU_KINDS = ("h100", "h200")  # the GPUs the names below stand for: "<kind>", "<kind>-roofline", "<kind>-tf32"
 
 
 def gpu_model(kind: str) -> CostModel:
@@ -47,6 +48,12 @@ COST_MODELS: dict[str, Callable[[], CostModel]] = {
     "h200-tf32": partial(RooflineCost, "h200", tf32=True),
     "cpu": cpu_model,
 }
+
+
+def gpu_kind(name: str) -> str | None:
+    """The GPU a cost model's name stands for ("h100-tf32" -> "h100"), None for another target."""
+    kind = name.removesuffix("-roofline").removesuffix("-tf32")
+    return kind if kind in GPU_KINDS else None
 
 
 def register_cost_model(name: str, factory: Callable[[], CostModel]) -> None:

@@ -157,8 +157,12 @@ class Options:
         """The cost model: `cost` by name or as given, at `threads` (see `with_threads`); with
         precision "tf32", the GPU's TF32 model (`tf32_cost`)."""
         from einsat.cost.models import cost_model
-        cost = tf32_cost(self.cost) if self.precision == "tf32" else self.cost
+        cost = self.target_cost()
         return with_threads(cost_model(cost), self.threads, cost)
+
+    def target_cost(self):
+        """`cost`, or with precision "tf32" the GPU's TF32 model it stands for (`tf32_cost`)."""
+        return tf32_cost(self.cost) if self.precision == "tf32" else self.cost
 
     def saturation_limits(self):
         """`limits`, or the defaults (`einsat.egraph.session.Limits`)."""
@@ -176,8 +180,9 @@ def tf32_cost(cost):
             return cost
         raise EinsatError(f"precision 'tf32' needs a GPU cost model with TF32 matrix products (tf32=True), "
                           f"not {getattr(cost, 'name', cost)!r}")
-    gpu = cost.removesuffix("-roofline").removesuffix("-tf32")
-    if gpu in ("h100", "h200"):
+    from einsat.cost.models import gpu_kind
+    gpu = gpu_kind(cost)
+    if gpu is not None:
         return f"{gpu}-tf32"
     raise EinsatError(f"precision 'tf32' (--precision tf32) is a GPU's way of running fp32 matrix products; "
                       f"cost {cost!r} has no TF32: use cost 'h100' or 'h200' (their TF32 models), or precision "

@@ -143,7 +143,9 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     source = phases.load_program(program, example_inputs, dict(input_shapes=options.input_shapes,
                                                                fill_weights=options.fill_weights, seed=options.seed))
     half = convert(source, options.precision, options.half_io)
-    _runs_where_it_is_measured(options, half)  # before the search: a target that cannot run it is refused
+    model = options.model()  # the run's cost model, for the two questions below
+    if measure.measured(model):  # before the search: a target that cannot run the half program is refused
+        _runs_on_onnxruntime(options.precision, half)
     plain = options.replace(precision="fp32", half_io=False, input_shapes=None, fill_weights=None)
     if half is source:  # already in half: optimized as it is
         return run(source, example_inputs, plain, split)
@@ -154,7 +156,8 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     result = run(half, checks.retyped(half, examples),
                  plain.replace(verify=bool(options.verify), budget=options.run_budget()), split)
     result.report.precision = conversion
-    result.report.cost_fp32 = _fp32_cost(options.cost, source)
+    # the user's fp32 program beside the converted one (a model that measures profiled the half ops only)
+    result.report.cost_fp32 = None if measure.measured(model) else model.graph_cost(source)
     if options.verify:  # the proof: the result against the fp32 input, within the precision's bound
         result.report.precision = verify_conversion(source, result.graph, options.precision, inputs=examples,
                                                     seed=options.seed)
@@ -162,35 +165,22 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     return result
 
 
-def _runs_where_it_is_measured(options: Options, half: Graph) -> None:
+def _runs_on_onnxruntime(precision: str, half: Graph) -> None:
     """A half program for a target einsat measures (cost="cpu": onnxruntime here) must run there: a
     provider without kernels for its types (onnxruntime's CPU has no bfloat16 Conv) is refused now,
     not after the search, naming the first op it lacks."""
-    from einsat.cost.models import cost_model
     from einsat.errors import EinsatError
     from einsat.runtime import random_inputs
     from einsat.runtime import run as run_graph
 
-    if not measure.measured(cost_model(options.cost)):
-        return
     try:
         run_graph(half, random_inputs(half), backend="onnxruntime")
     except Exception as e:  # onnxruntime's NOT_IMPLEMENTED, through einsat's ExecutionError
         reason = str(e).strip().splitlines()[0]
         reason = reason.split("NOT_IMPLEMENTED : ")[-1] if "NOT_IMPLEMENTED" in reason else reason
-        raise EinsatError(f"precision {options.precision!r} with cost 'cpu': onnxruntime on this machine cannot "
-                          f"run the {options.precision} program ({reason}). Choose a precision it runs (fp16 where "
+        raise EinsatError(f"precision {precision!r} with cost 'cpu': onnxruntime on this machine cannot "
+                          f"run the {precision} program ({reason}). Choose a precision it runs (fp16 where "
                           f"it has fp16 kernels, or fp32), or a GPU cost model for a GPU target") from None
-
-
-def _fp32_cost(cost, source) -> float | None:
-    """The modeled cost of the fp32 program a half run started from, under the run's cost model
-    (None for a model that measures its target: it profiled the half program's ops only)."""
-    from einsat.cost.models import cost_model
-    model = cost_model(cost)
-    if measure.measured(model):
-        return None
-    return model.graph_cost(source)
 
 
 def _memory_bytes(options: Options) -> int | None:

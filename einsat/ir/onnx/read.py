@@ -205,7 +205,7 @@ def _check_pinned_shape(label: str, name: str, declared: list | None, shape: lis
     if len(declared) != len(shape):
         raise OnnxError(f"{label}: input {name!r} has shape {declared} (rank {len(declared)}); input_shapes "
                         f"gives it {shape} (rank {len(shape)})")
-    fixed = [k for k, (d, s) in enumerate(zip(declared, shape)) if isinstance(d, int) and d != s]
+    fixed = [k for k, (d, s) in enumerate(zip(declared, shape)) if d != s]
     if fixed and all(isinstance(d, int) for d in declared):
         raise OnnxError(f"{label}: input {name!r} already has the static shape {declared}; input_shapes gives "
                         f"it {shape}, which changes the fixed dim{'s' if len(fixed) > 1 else ''} {fixed}: only "

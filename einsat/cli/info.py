@@ -28,6 +28,9 @@ def add_model_options(p) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                    help="fix an input's symbolic dims, e.g. input=1,3,224,224 (repeatable; default: the "
                         "shapes the model declares)")
+    p.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N",
+                   help="give a symbolic dim a size in every input that uses it, e.g. batch=1 (repeatable; "
+                        "`einsat info` lists the symbols)")
     p.add_argument("--fill-weights", choices=("random",), default=None,
                    help="give placeholder or stripped weights seeded random values (default: the file's weights)")
 
@@ -37,8 +40,36 @@ def load_model(args):
     import einsat
     if not args.model.exists():
         raise EinsatError(f"{args.model}: no such file")
-    return einsat.load_onnx(args.model, fill_weights=args.fill_weights,
-                            input_shapes=parse_input_shapes(args.input_shape) or None)
+    return einsat.load_onnx(args.model, fill_weights=args.fill_weights, input_shapes=input_shapes_of(args) or None)
+
+
+def input_shapes_of(args) -> dict[str, tuple[int, ...]]:
+    """`--input-shape` and `--dim` as `input_shapes`: each `--dim` pins its symbol in every input
+    that uses it; an input given by `--input-shape` takes that shape."""
+    shapes = parse_input_shapes(args.input_shape)
+    dims = parse_dims(getattr(args, "dim", []))
+    if not dims:
+        return shapes
+    from einsat.ir.onnx.read import read_model, shapes_for_dims
+    model, label = read_model(args.model)
+    try:
+        from_dims = shapes_for_dims(model, dims)
+    except EinsatError as e:
+        raise EinsatError(f"{label}: {str(e).partition(': ')[2]}") from None
+    return {**from_dims, **shapes}
+
+
+def parse_dims(items: list[str]) -> dict[str, int]:
+    dims = {}
+    for item in items:
+        name, _, value = item.rpartition("=")
+        try:
+            dims[name] = int(value)
+        except ValueError:
+            raise EinsatError(f"--dim {item!r}: expected SYMBOL=N with an integer N >= 1") from None
+        if not name or dims[name] < 1:
+            raise EinsatError(f"--dim {item!r}: expected SYMBOL=N with an integer N >= 1")
+    return dims
 
 
 def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
@@ -55,9 +86,26 @@ def parse_input_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    from einsat.ir.onnx.read import SymbolicShapesError
     from einsat.ir.summary import summarize
     from einsat.runtime.onnx_nodes import unrunnable
-
-    g = load_model(args)
+    try:
+        g = load_model(args)
+    except SymbolicShapesError as e:
+        print(symbolic_summary(args.model, e))
+        return 0
     print(summarize(g, title=f"{args.model} (graph {g.name!r})", cannot_run=unrunnable(g)))
     return 0
+
+
+def symbolic_summary(model: Path, e) -> str:
+    """What `einsat info` prints of a model whose inputs have symbolic dims nothing pinned: every
+    such input with its dims, the symbols, and the command that pins them."""
+    width = max(len(n) for n in e.inputs)
+    lines = [f"{model}: inputs with symbolic dims (einsat optimizes static shapes: give each symbol a size "
+             f"with --dim, or an input its shape with --input-shape):"]
+    lines += [f"  {n:<{width}}  [{', '.join(map(str, d))}]" for n, d in e.inputs.items()]
+    lines.append(f"symbols: {', '.join(e.symbols)}")
+    example = " ".join(f"--dim {s}={1 if s == 'batch' else 16}" for s in e.symbols)
+    lines.append(f"for example: einsat info {model} {example}")
+    return "\n".join(lines)

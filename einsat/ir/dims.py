@@ -144,7 +144,7 @@ class SymDim:
 
     def __str__(self):
         parts = []
-        for m, c in self.terms.items():
+        for m, c in sorted(self.terms.items(), key=lambda mc: not mc[0]):  # the constant last
             factors = [_atom_text(a) + (f"^{p}" if p > 1 else "") for a, p in m]
             if not factors:
                 parts.append(str(c))

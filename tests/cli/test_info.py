@@ -53,13 +53,35 @@ def test_info_fixes_symbolic_dims_with_input_shape(tmp_path, capsys):
         opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     path = tmp_path / "sym.onnx"
     onnx.save(m, path)
-    assert main(["info", str(path)]) == 2
-    assert "input_shapes" in capsys.readouterr().err
+    assert main(["info", str(path)]) == 0  # it lists the symbolic dims and says how to pin them
+    out = capsys.readouterr().out
+    assert re.search(r"x\s+\[batch, 4\]", out) and "symbols: batch" in out and "--dim batch=" in out
     assert main(["info", str(path), "--input-shape", "x=8,4"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"y\s+\[8, 3\] f32", out) and re.search(r"matmul\s+1\s+192\s", out)
     assert main(["info", str(path), "--input-shape", "x=eight"]) == 2
     assert "integer dims" in capsys.readouterr().err
+
+
+def test_info_lists_every_symbolic_dim_of_a_decode_export_in_one_run(capsys):
+    """A Llama decode export has six inputs over two symbols (one of them as `past_sequence + 1`):
+    one `einsat info` lists them all, and one `--dim` per symbol pins every input (#40 item 5)."""
+    path = str(Path(__file__).resolve().parents[1] / "data" / "models" / "hf_llama_decode_dynamo.onnx")
+    assert main(["info", path]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"attention_mask\s+\[batch, past_sequence \+ 1\]", out)
+    for k in (0, 1):
+        for kv in ("key", "value"):
+            assert re.search(rf"past_key_values\.{k}\.{kv}\s+\[batch, 2, past_sequence, 16\]", out)
+    assert "symbols: batch, past_sequence" in out
+    assert main(["info", path, "--dim", "batch=2", "--dim", "past_sequence=7", "--fill-weights", "random"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"attention_mask\s+\[2, 8\] i64", out) and re.search(r"present\.1\.value\s+\[2, 2, 8, 16\]", out)
+    assert main(["info", path, "--dim", "seq=7"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "['seq']" in err and "['batch', 'past_sequence']" in err
+    assert main(["info", path, "--dim", "batch=0"]) == 2
+    assert "N >= 1" in capsys.readouterr().err
 
 
 def test_info_on_a_bad_file_is_a_one_line_error(tmp_path, capsys):

@@ -238,6 +238,28 @@ def test_symbolic_dims_need_input_shapes():
         einsat.load_onnx(m, input_shapes={"nope": (1,)})
 
 
+def test_one_error_lists_every_symbolic_input_and_one_size_per_symbol_pins_them():
+    from einsat.ir.dims import sym
+    from einsat.ir.onnx.read import SymbolicShapesError, parse_dim, shapes_for_dims
+    m = make([helper.make_node("Concat", ["a", "b"], ["y"], axis=1)],
+             [("a", ["batch", "past"]), ("b", ["batch", 1])], [("y", ["batch", "past + 1"])])
+    with pytest.raises(SymbolicShapesError) as info:
+        einsat.load_onnx(m)
+    assert info.value.inputs == {"a": [sym("batch"), sym("past")], "b": [sym("batch"), 1]}
+    assert info.value.symbols == ["batch", "past"]
+    assert "--dim batch=N --dim past=N" in str(info.value) and "'a'" in str(info.value) and "'b'" in str(info.value)
+    shapes = shapes_for_dims(m, {"batch": 3, "past": 5})
+    assert shapes == {"a": (3, 5), "b": (3, 1)}
+    g = einsat.load_onnx(m, input_shapes=shapes)
+    assert g.types["y"] == einsat.TensorType((3, 6))
+    assert shapes_for_dims(m, {"batch": 3}) == {"b": (3, 1)}  # 'a' still needs 'past'
+    with pytest.raises(OnnxError, match=r"\['seq'\].*\['batch', 'past'\]"):
+        shapes_for_dims(m, {"seq": 4})
+    assert parse_dim("past_sequence + 1") == sym("past_sequence") + 1
+    assert parse_dim("(s + 1) // 2") != sym("s") and parse_dim("2*b*s") == 2 * sym("b") * sym("s")
+    assert parse_dim("seq-len?") == sym("seq-len?")  # not an expression: one symbol of that name
+
+
 def test_input_shapes_pin_symbolic_dims_only():
     """A static input keeps its shape: pinning it to another is refused, naming the input and its shape
     (the graph's Reshape targets and weights were written for the declared size)."""

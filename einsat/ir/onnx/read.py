@@ -5,7 +5,8 @@ messages; every failure (missing file, truncated or corrupt protobuf) is an `Onn
 the file. `prepare` then makes the model importable: nodes in topological order (a cycle is a
 `GraphError` naming its nodes), the ONNX checker, local functions inlined, the default opset
 brought into 13-25 with `onnx.version_converter` (refused when that changes the model's inputs
-or outputs), static input shapes (symbolic dims must be fixed with `input_shapes=`), ONNX shape
+or outputs), static input shapes (symbolic dims must be fixed with `input_shapes=`: one error lists them all,
+`shapes_for_dims` makes `input_shapes` from one size per symbol), ONNX shape
 inference, and element types einsat computes with (`DTYPES`). Inputs and outputs must be tensors;
 each refusal is an `OnnxError` naming the value and its ONNX type (`type_text`). Below: reading
 ONNX values (attributes as Python values, static tensor types), one node's types inferred alone,
@@ -167,13 +168,95 @@ def _dims(vi: onnx.ValueInfoProto) -> list:
     return [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in tt.shape.dim]
 
 
+class SymbolicShapesError(OnnxError):
+    """Inputs with symbolic dims that nothing pinned: `inputs` maps each to its dims (ints and
+    `SymDim`s, every one listed at once), `symbols` is every symbol they use."""
+
+    def __init__(self, message: str, inputs: dict[str, list], symbols: list[str]):
+        super().__init__(message)
+        self.inputs, self.symbols = inputs, symbols
+
+
+def parse_dim(text: str):
+    """An ONNX `dim_param` as a dimension: 'batch' -> sym('batch'), 'past_sequence + 1' ->
+    sym('past_sequence') + 1 (names, integers, +, -, *, // and parentheses); any other text is
+    one symbol of that name."""
+    import ast
+
+    from einsat.ir.dims import floordiv, sym
+
+    def value(n):
+        if isinstance(n, ast.Name):
+            return sym(n.id)
+        if isinstance(n, ast.Constant) and type(n.value) is int:
+            return n.value
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)):
+            a, b = value(n.left), value(n.right)
+            if isinstance(n.op, ast.Add):
+                return a + b
+            if isinstance(n.op, ast.Sub):
+                return a - b
+            if isinstance(n.op, ast.Mult):
+                return a * b
+            if isinstance(b, int) and b >= 1:
+                return floordiv(a, b)
+        raise ValueError(text)
+
+    try:
+        return value(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        return sym(text)
+
+
+def input_dims(graph: onnx.GraphProto, weights: set[str] = frozenset()) -> dict[str, list | None]:
+    """Each real input's dims as einsat reads them: ints, `SymDim`s for `dim_param`s (and for
+    unnamed unknown dims, a symbol '<input>.<axis>'), or None for an input with no shape."""
+    weights = set(weights) | {i.name for i in graph.initializer}
+    out: dict[str, list | None] = {}
+    for vi in graph.input:
+        if vi.name in weights or not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        if not tt.HasField("shape"):
+            out[vi.name] = None
+            continue
+        from einsat.ir.dims import sym
+        out[vi.name] = [d.dim_value if d.HasField("dim_value") else
+                        parse_dim(d.dim_param) if d.dim_param else sym(f"{vi.name}.{k}")
+                        for k, d in enumerate(tt.shape.dim)]
+    return out
+
+
+def shapes_for_dims(model, dims: dict[str, int], weights: set[str] = frozenset()) -> dict[str, tuple[int, ...]]:
+    """`input_shapes` for a model (a ModelProto or GraphProto) from one size per symbol: every
+    input whose dims use only the symbols named in `dims` gets its static shape (`--dim batch=1`
+    pins `batch` in every input at once). A name that is no symbol of the model is an OnnxError
+    listing the model's symbols."""
+    from einsat.ir.dims import evaluate, symbols_of
+    graph = model.graph if isinstance(model, onnx.ModelProto) else model
+    found = {n: d for n, d in input_dims(graph, weights).items() if d is not None}
+    symbols = sorted(set().union(*(symbols_of(x) for d in found.values() for x in d)))
+    unknown = sorted(set(dims) - set(symbols))
+    if unknown:
+        raise OnnxError(f"{graph.name or 'the model'}: {unknown} named by --dim / dims is no symbolic dim of the "
+                        f"model's inputs; its symbols are {symbols or 'none (every input is static)'}")
+    shapes = {}
+    for name, d in found.items():
+        used = set().union(*(symbols_of(x) for x in d))
+        if used and used <= set(dims):
+            shapes[name] = tuple(evaluate(x, dims) for x in d)
+    return shapes
+
+
 def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: set[str]) -> None:
-    """Give every real input a static shape: from `input_shapes` or the model; else an error."""
+    """Give every real input a static shape: from `input_shapes` or the model; else one
+    `SymbolicShapesError` listing every input with symbolic dims and every symbol."""
     weights = weights | {i.name for i in graph.initializer}
     real = {i.name: i for i in graph.input if i.name not in weights}
     unknown = set(input_shapes) - set(real)
     if unknown:
         raise OnnxError(f"{label}: input_shapes names {sorted(unknown)}, but the model's inputs are {sorted(real)}")
+    symbolic: dict[str, list] = {}
     for name, vi in real.items():
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
@@ -185,12 +268,29 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
             for d in shape:
                 tt.shape.dim.add().dim_value = d
             continue
-        dims = _dims(vi)
-        if not tt.HasField("shape") or any(not isinstance(d, int) for d in dims):
-            shown = "no shape" if not tt.HasField("shape") else f"shape {dims}"
-            raise OnnxError(f"{label}: input {name!r} has {shown}; einsat needs static shapes: fix every "
-                            f"dim with --input-shape {name}=D1,D2,... on the command line, or "
-                            f"input_shapes={{{name!r}: (...)}} in Python")
+        if not tt.HasField("shape"):
+            raise OnnxError(f"{label}: input {name!r} has no shape; einsat needs static shapes: give it one with "
+                            f"--input-shape {name}=D1,D2,... on the command line, or input_shapes={{{name!r}: (...)}} "
+                            f"in Python")
+        if any(not isinstance(d, int) for d in _dims(vi)):
+            symbolic[name] = input_dims(graph, weights)[name]
+    if symbolic:
+        raise _symbolic_error(label, symbolic)
+
+
+def _symbolic_error(label: str, symbolic: dict[str, list]) -> SymbolicShapesError:
+    from einsat.ir.dims import symbols_of
+    symbols = sorted(set().union(*(symbols_of(x) for d in symbolic.values() for x in d)))
+    listed = "; ".join(f"{n!r} [{', '.join(repr(str(x)) if not isinstance(x, int) else str(x) for x in d)}]"
+                       for n, d in symbolic.items())
+    pins = ", ".join(f"{n!r}: (...)" for n in symbolic)
+    many = len(symbolic) > 1
+    return SymbolicShapesError(
+        f"{label}: einsat needs static shapes, and {len(symbolic)} input{'s have' if many else ' has'} symbolic "
+        f"dims: {listed}. Give each symbol a size once for every input with "
+        f"{' '.join(f'--dim {s}=N' for s in symbols)} on the command line, or fix the inputs' dims with "
+        f"--input-shape NAME=D1,D2,..., input_shapes={{{pins}}} in Python "
+        f"(einsat.ir.onnx.read.shapes_for_dims makes them from one size per symbol)", symbolic, symbols)
 
 
 def _check_pinned_shape(label: str, name: str, declared: list | None, shape: list[int]) -> None:

@@ -29,8 +29,8 @@ def add_model_options(p) -> None:
                    help="fix an input's symbolic dims, e.g. input=1,3,224,224 (repeatable; default: the "
                         "shapes the model declares)")
     p.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N",
-                   help="give a symbolic dim a size in every input that uses it, e.g. batch=1 (repeatable; "
-                        "`einsat info` lists the symbols)")
+                   help="give a symbolic dim a size in every input that uses it, e.g. batch=1 (repeatable; default: "
+                        "none, and `einsat info` lists the symbols to give)")
     p.add_argument("--fill-weights", choices=("random",), default=None,
                    help="give placeholder or stripped weights seeded random values (default: the file's weights)")
 

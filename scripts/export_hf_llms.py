@@ -23,7 +23,9 @@ torch exists here only for Python 3.11: run this in `.export-venv` (tests/data/m
 
     .export-venv/bin/python scripts/export_hf_llms.py            # writes tests/data/models/
 
-`--only llama --phases decode --exporters dynamo` exports some of them.
+`--only llama --phases decode --exporters dynamo` exports some of them; `--layers 4` builds 4 layers
+instead of 2 and names the files `hf_<model>4_<phase>_<exporter>.onnx` (the partition's layer reuse
+needs more than two copies of a layer: the last differs, it feeds the final norm).
 """
 
 from __future__ import annotations
@@ -136,7 +138,7 @@ def legacy_axes(phase: str) -> dict:
     return axes
 
 
-def export(model, phase: str, exporter: str) -> onnx.ModelProto:
+def export(model, phase: str, exporter: str, static: bool = False) -> onnx.ModelProto:
     inputs, outputs = names(phase)
     args = example(phase)
     buf = io.BytesIO()
@@ -145,10 +147,10 @@ def export(model, phase: str, exporter: str) -> onnx.ModelProto:
         if exporter == "dynamo":
             torch.onnx.export(Step(model), args, buf, input_names=inputs, output_names=outputs,
                               opset_version=OPSET, dynamo=True, external_data=False, optimize=False,
-                              dynamic_shapes=dynamo_shapes(phase))
+                              dynamic_shapes=None if static else dynamo_shapes(phase))
         else:
             torch.onnx.export(Step(model), args, buf, input_names=inputs, output_names=outputs,
-                              opset_version=OPSET, dynamo=False, dynamic_axes=legacy_axes(phase))
+                              opset_version=OPSET, dynamo=False, dynamic_axes=None if static else legacy_axes(phase))
     return onnx.load_from_string(buf.getvalue())
 
 
@@ -166,16 +168,17 @@ def example_at(phase: str, length: int, pad: int) -> tuple:
     return ids, mask, *past
 
 
-def check(exported: onnx.ModelProto, model, phase: str) -> float:
+def check(exported: onnx.ModelProto, model, phase: str, static: bool = False) -> float:
     """The largest |ONNX - PyTorch| (onnx.reference's evaluation of the export, before stripping)
-    over the outputs' real (unpadded) positions, at a length other than the example's and with
+    over the outputs' real (unpadded) positions, at a length other than the example's (a static export: at
+    its own length) and with
     left padding: a length the exporter fixed, or a mask it traced as a constant, shows here.
     A padded position attends to nothing: its values are unspecified (PyTorch's fused attention
     and the exporters' decomposition of it differ there), and no real position reads them."""
     from onnx.reference import ReferenceEvaluator
 
     pad = 3
-    args = example_at(phase, 11, pad)
+    args = example_at(phase, SEQ if static and phase == "prefill" else PAST if static else 11, pad)
     with torch.no_grad():
         want = [t.numpy() for t in Step(model)(*args)]
     inputs, outputs = names(phase)
@@ -188,12 +191,18 @@ def check(exported: onnx.ModelProto, model, phase: str) -> float:
 
 
 def main() -> None:
+    global LAYERS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=ROOT / "tests" / "data" / "models", type=Path)
     parser.add_argument("--only", nargs="*", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--phases", nargs="*", choices=PHASES, default=list(PHASES))
     parser.add_argument("--exporters", nargs="*", choices=EXPORTERS, default=list(EXPORTERS))
+    parser.add_argument("--layers", type=int, default=LAYERS)
+    parser.add_argument("--static", action="store_true",
+                        help="no dynamic dims (files named ..._static.onnx): batch 1, the example lengths")
     args = parser.parse_args()
+    suffix = "" if args.layers == LAYERS else str(args.layers)
+    LAYERS = SMALL["num_hidden_layers"] = args.layers
     args.out.mkdir(parents=True, exist_ok=True)
     failed = []
     for name in args.only:
@@ -202,12 +211,12 @@ def main() -> None:
             for phase in args.phases:
                 torch.manual_seed(0)
                 model = randomize(build()).eval()
-                path = args.out / f"hf_{name}_{phase}_{exporter}.onnx"
+                path = args.out / f"hf_{name}{suffix}_{phase}_{exporter}{'_static' if args.static else ''}.onnx"
                 try:
-                    exported = export(model, phase, exporter)
-                    err = check(exported, model, phase)
+                    exported = export(model, phase, exporter, static=args.static)
+                    err = check(exported, model, phase, static=args.static)
                     if err > 1e-4:
-                        raise ValueError(f"the export differs from PyTorch by {err:.3g} at length 11")
+                        raise ValueError(f"the export differs from PyTorch by {err:.3g} (left-padded)")
                     exported = strip_weights(exported)
                 except Exception as e:  # noqa: BLE001 - reported, and the others go on
                     traceback.print_exc()

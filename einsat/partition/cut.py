@@ -56,15 +56,16 @@ class Piece:
 
 
 def crossings(graph: Graph) -> list[tuple[str, ...]]:
-    """For each boundary k (after node k, for k < len(nodes) - 1), the values crossing it."""
+    """For each boundary k (after node k, for k < len(nodes) - 1), the values crossing it: made
+    before it and read after it. A graph output no later node reads crosses nothing: the piece
+    that makes it writes it out as the program would (a decoder's KV cache, `present.<layer>.key`,
+    made in every layer, crossed every later boundary and left no cut candidate inside a layer)."""
     nodes = graph.nodes
     last: dict[str, int] = {}
     for k, node in enumerate(nodes):
         for i in node.inputs:
             if i:
                 last[i] = k
-    for o in graph.outputs:
-        last[o] = len(nodes)
     live: dict[str, None] = {}
     out = []
     for k, node in enumerate(nodes[:-1]):
@@ -114,11 +115,17 @@ def atoms(graph: Graph, ok: list[bool], crossing: list[tuple[str, ...]],
     return out, forced
 
 
+MAX_UNIT_PIECES = 4  # a repeated unit may span this many pieces' worth of nodes (each copy then cut alike)
+
+
 def group(spans: list[tuple[int, int]], keys: list[str], piece_nodes: int, min_unit: int) -> list[tuple[int, int]]:
     """Atoms (spans with their fingerprints `keys`) joined into pieces, as node ranges: the
-    longest run of repeating atoms starting at each position (its unit of at most `piece_nodes`
-    and at least `min_unit` nodes, the shortest unit when several cover as much) becomes one
-    piece per repetition; the atoms in between are joined up to `piece_nodes` nodes."""
+    longest run of repeating atoms starting at each position (its unit of at least `min_unit`
+    and at most `MAX_UNIT_PIECES * piece_nodes` nodes, the shortest unit when several cover as
+    much) becomes one piece per repetition, or, for a unit of more than `piece_nodes` nodes (a
+    Llama layer of 69 nodes at the default 64), the same few pieces per repetition, cut at the
+    same atoms of each copy, so that every copy's pieces match the first copy's and are reused;
+    the atoms in between are joined up to `piece_nodes` nodes."""
     size = [b - a for a, b in spans]
     n = len(spans)
     pieces: list[tuple[int, int]] = []
@@ -138,11 +145,11 @@ def group(spans: list[tuple[int, int]], keys: list[str], piece_nodes: int, min_u
 
     i = 0
     while i < n:
-        best = None  # (covered atoms, -unit length)
+        best = None  # (covered atoms, unit length in atoms)
         nodes = 0
         for k in range(1, (n - i) // 2 + 1):
             nodes += size[i + k - 1]
-            if nodes > piece_nodes:
+            if nodes > MAX_UNIT_PIECES * piece_nodes:
                 break
             if nodes < min_unit:
                 continue
@@ -158,11 +165,39 @@ def group(spans: list[tuple[int, int]], keys: list[str], piece_nodes: int, min_u
             continue
         flush()
         covered, k = best
+        chunks = _chunks(size[i:i + k], piece_nodes)  # the unit's atoms cut alike in every copy
         for j in range(i, i + covered, k):
-            pieces.append((spans[j][0], spans[j + k - 1][1]))
+            for a, b in chunks:
+                pieces.append((spans[j + a][0], spans[j + b - 1][1]))
         i += covered
     flush()
     return pieces
+
+
+def _chunks(sizes: list[int], piece_nodes: int) -> list[tuple[int, int]]:
+    """A unit's atoms (their node counts) joined in order into runs of at most `piece_nodes`
+    nodes (an atom larger than that alone), as (first atom, stop) within the unit: the fewest
+    runs, and of those the ones whose largest run is smallest (a 69-node layer whose attention
+    atom has 42 nodes is cut 11 + 58, not 11 + 42 + 16)."""
+    def runs(cap: int) -> list[tuple[int, int]]:
+        out, start, nodes = [], 0, 0
+        for k, s in enumerate(sizes):
+            if nodes and nodes + s > cap:
+                out.append((start, k))
+                start, nodes = k, 0
+            nodes += s
+        out.append((start, len(sizes)))
+        return out
+
+    lo, hi = max(sizes), max(max(sizes), piece_nodes)
+    fewest = len(runs(hi))
+    while lo < hi:  # the smallest cap that still needs no more runs
+        mid = (lo + hi) // 2
+        if len(runs(mid)) <= fewest:
+            hi = mid
+        else:
+            lo = mid + 1
+    return runs(lo)
 
 
 def align(graph: Graph, ranges: list[tuple[int, int]]) -> tuple[list[tuple[int, int]], set[int]]:

@@ -129,3 +129,26 @@ def _summary(cuts):
     from einsat.partition.report import CutSummary, PartitionSummary
     return PartitionSummary([], [CutSummary(c.after, c.node, list(c.values), list(c.producers), c.bytes, None,
                                             c.forced, c.repeat) for c in cuts], "serial", 1, True)
+
+
+def test_a_layer_larger_than_a_piece_is_cut_alike_in_every_copy():
+    """A repeated layer of more nodes than `piece_nodes` (a legacy Llama export's 69-node layer at
+    the default 64) is cut into the same pieces in every copy, so each is optimized once and
+    reused (#39): before, the copies were grouped into 64-node pieces that never repeated."""
+    graph = prenorm(layers=5)  # 30-node layers of atoms 1, 22, 1, 3, 3
+    pieces, cuts = partition(graph, Partitioning(piece_nodes=20, min_unit=4))
+    check_cover(graph, pieces)
+    keys = [canonical(p.graph).key for p in pieces]
+    assert all(len(p.graph.nodes) <= 20 for p in pieces if len(p.graph.nodes) > 1)
+    per_layer = [keys[k:k + 2] for k in range(0, 8, 2)]  # the first four layers, two pieces each
+    assert all(pair == per_layer[0] for pair in per_layer) and per_layer[0][0] != per_layer[0][1]
+    assert [len(p.graph.nodes) for p in pieces[:8]] == [20, 10] * 4
+    assert_same_function(graph, stitch(graph, pieces, [p.graph for p in pieces]))
+
+
+def test_a_repeated_unit_is_cut_into_the_fewest_and_most_even_runs():
+    from einsat.partition.cut import _chunks
+    assert _chunks([1, 3, 1, 2, 1, 3, 42, 1, 3, 1, 2, 1, 1, 7], 64) == [(0, 7), (7, 14)]  # 53 + 16 nodes
+    assert _chunks([10, 10, 10, 10], 64) == [(0, 4)]
+    assert _chunks([30, 30, 30], 64) == [(0, 2), (2, 3)]
+    assert _chunks([70, 5], 64) == [(0, 1), (1, 2)]  # an atom larger than a piece stays alone

@@ -29,3 +29,23 @@ def test_every_layer_is_a_piece_and_the_repeated_ones_share_a_fingerprint(name):
     layer = pieces[keys.index(most)].graph
     assert len(layer.inputs) <= 2 and len(layer.outputs) == 1  # the hidden state (and the mask) in, one out
     assert {"matmul", "softmax"} <= set(layer.op_counts())
+
+
+def test_a_legacy_llama_export_reuses_its_repeated_layer():
+    """A 4-layer Llama from the TorchScript exporter (#39): its layers write the KV cache
+    (`present.<layer>.key/value`, graph outputs no later node reads), which used to count as
+    crossing every later boundary, so no boundary inside a layer was a candidate and the forced
+    64-node cuts fell at a different place in every layer: six pieces, none reused. Now the
+    cache crosses nothing, the three inner copies of the layer are cut alike and share their
+    fingerprints."""
+    graph = einsat.load_onnx(MODELS / "hf_llama4_prefill_legacy_static.onnx", fill_weights="random")
+    assert len(graph.nodes) > Partitioning().above
+    pieces, cuts = partition(graph)
+    keys = [canonical(p.graph).key for p in pieces]
+    repeated = [k for k in set(keys) if keys.count(k) >= 3]
+    assert len(repeated) >= 1 and sum(keys.count(k) for k in repeated) >= 6
+    assert len(set(keys)) <= len(pieces) - 4
+    assert not any(c.forced for c in cuts)
+    assert all(len(p.graph.nodes) <= Partitioning().piece_nodes for p in pieces)
+    cache = {o for o in graph.outputs if o.startswith("present.")}
+    assert len(cache) == 8 and not any(cache & set(c.values) for c in cuts)

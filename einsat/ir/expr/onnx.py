@@ -227,9 +227,8 @@ class _Exporter:
         full = self.const(list(e.shape) + [it.size for it in e.sums], I64, "grid")
         value = self.node("Expand", [value, full], "grid_value")
         if e.sums:
-            axes = self.const(list(range(len(e.loops), rank)), I64, "axes")
             kind = "ReduceSum" if e.reduce == "sum" else "ReduceMax"
-            self.ctx.node(kind, [value, axes], [output], keepdims=0)
+            self.ctx.reduce(kind, value, range(len(e.loops), rank), output, keepdims=0)
         else:
             self.ctx.node("Identity", [value], [output])
 

@@ -93,8 +93,7 @@ MEANING_CHANGES = {
     ("Resize", 18), ("Resize", 19),  # antialias/axes policies; 'half_pixel_symmetric'
     ("ScatterElements", 18), ("ScatterND", 18),  # reduction 'max'/'min'
     ("GroupNormalization", 21),  # scale and bias per channel, not per group
-    ("Attention", 24), ("Attention", 25),  # KV-cache and windowed semantics
-}
+}  # (Attention 24 and 25 add inputs and attributes for caches and windows: a node without them means 23's)
 FLOOR_OPSET = 13  # einsat reads opsets 13 and newer (`read.MIN_OPSET`): it never declares fewer
 
 

@@ -16,8 +16,17 @@ fp32, which cuDNN's engines do not take, the bytes count the scores of the unfus
 an imported model, and the extraction chooses it where the cost model says it pays. The NumPy
 reference computes the chain in the order ONNX export writes it (MatMul, Mul, Add, Softmax,
 MatMul), with a softmax that subtracts the row max; a row whose every score is -inf (fully
-masked) is NaN, as the chain's Softmax makes it. ONNX has an Attention op only from opset 23,
-so export writes the chain (opset 18): einsat imports no ONNX op as attention.
+masked) is NaN, as the chain's Softmax makes it.
+
+Export writes ONNX `Attention` (opset 23) where the opset cap allows and the layout is one ONNX
+takes: q, k, v of rank 4 [B, H, S, D] with K/V heads H or 1 (ONNX's grouped K/V heads,
+`kv_num_heads` read from the shapes), or of rank 5 [B, A, G, S, D] with K/V [B, A, 1, S, D] (grouped
+query attention as einsat broadcasts it: reshaped to heads A·G over A K/V heads, and back), the
+batch dims not broadcast, and an additive mask whose last two dims are [Sq, Sk] (onnxruntime
+broadcasts only its leading ones). `causal` is `is_causal`, the scale `scale`. Elsewhere, and
+below opset 23, the chain. A fully masked row is the one place they differ: ONNX Attention (its
+spec's errata, and onnxruntime 1.31) makes it 0 where the chain makes it NaN. einsat imports no
+ONNX op as attention.
 """
 
 from __future__ import annotations
@@ -121,28 +130,82 @@ class Attention(OpDef):
         return moved + (4 + 2 * (mask is not None)) * int(np.prod(scores)) * q.dtype.itemsize
 
     def to_onnx(self, ctx, node):
-        """MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax, MatMul."""
-        q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
-        mask = node.inputs[3] if len(node.inputs) > 3 else ""
-        tq, tk = ctx.type(q), ctx.type(k)
-        dt = tq.dtype
-        perm = list(range(tk.rank - 2)) + [tk.rank - 1, tk.rank - 2]
-        kt = ctx.fresh("attention_kt")
-        ctx.node("Transpose", [k], [kt], perm=perm)
-        s = ctx.fresh("attention_scores")
-        ctx.node("MatMul", [q, kt], [s])
-        scaled = ctx.fresh("attention_scaled")
-        ctx.node("Mul", [s, ctx.constant(np.asarray(node.attrs["scale"], dt), "attention_scale")], [scaled])
-        cur = scaled
-        if mask:
-            masked = ctx.fresh("attention_masked")
-            ctx.node("Add", [cur, mask], [masked])
-            cur = masked
-        if node.attrs["causal"]:
-            tri = ctx.constant(causal_mask(tq.shape[-2], tk.shape[-2], dt), "attention_causal")
-            masked = ctx.fresh("attention_causal_masked")
-            ctx.node("Add", [cur, tri], [masked])
-            cur = masked
-        p = ctx.fresh("attention_probs")
-        ctx.node("Softmax", [cur], [p], axis=-1)
-        ctx.node("MatMul", [p, v], node.outputs)
+        """ONNX Attention where the cap (23) and the layout allow (`onnx_attention_layout`), else
+        the chain: MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax,
+        MatMul."""
+        shapes = [ctx.type(i).shape if i else None for i in node.inputs]
+        if ctx.opset >= 23 and onnx_attention_layout(*shapes) is not None:
+            write_onnx_attention(ctx, node)
+        else:
+            write_chain(ctx, node)
+
+
+def _ints(*dims) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in dims)
+
+
+def onnx_attention_layout(q, k, v, mask=None) -> str | None:
+    """'4d' or '5d' where ONNX Attention (as onnxruntime runs it) computes einsat's attention on
+    these shapes (see the module docstring), else None (the chain is written)."""
+    if not _ints(*q, *k, *v, *(mask or ())):
+        return None
+    if mask is not None and (len(mask) < 2 or tuple(mask[-2:]) != (q[-2], k[-2])):
+        return None
+    if len(q) == len(k) == len(v) == 4:
+        if not k[0] == v[0] == q[0] or k[1] != v[1] or k[1] not in (q[1], 1):
+            return None
+        return "4d" if mask is None or len(mask) <= 4 else None
+    if len(q) == len(k) == len(v) == 5:
+        if not k[0] == v[0] == q[0] or k[1:3] != v[1:3] or tuple(k[1:3]) not in ((q[1], q[2]), (q[1], 1), (1, 1)):
+            return None
+        return "5d" if mask is None or len(mask) <= 2 else None
+    return None
+
+
+def write_onnx_attention(ctx, node) -> None:
+    """One ONNX Attention node (rank 5: its heads reshaped to rank 4 around it)."""
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    mask = node.inputs[3] if len(node.inputs) > 3 else ""
+    tq = ctx.type(q)
+    attrs = {"scale": float(node.attrs["scale"]), "is_causal": int(node.attrs["causal"]) or None}
+    if tq.rank == 4:
+        ctx.node("Attention", [q, k, v, mask], node.outputs, **attrs)
+        return
+
+    def heads(name, hint):  # [B, A, G, S, D] -> [B, A·G, S, D]
+        b, a, g, s, d = ctx.type(name).shape
+        return ctx.node("Reshape", [name, ctx.constant(np.asarray([b, a * g, s, d], np.int64), f"{hint}_shape")],
+                        [ctx.fresh(f"attention_{hint}_heads")])[0]
+
+    out = ctx.fresh("attention_heads_out")
+    ctx.node("Attention", [heads(q, "q"), heads(k, "k"), heads(v, "v"), mask], [out], **attrs)
+    shape = ctx.constant(np.asarray(ctx.type(node.outputs[0]).shape, np.int64), "attention_out_shape")
+    ctx.node("Reshape", [out, shape], node.outputs)
+
+
+def write_chain(ctx, node) -> None:
+    """MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax, MatMul."""
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    mask = node.inputs[3] if len(node.inputs) > 3 else ""
+    tq, tk = ctx.type(q), ctx.type(k)
+    dt = tq.dtype
+    perm = list(range(tk.rank - 2)) + [tk.rank - 1, tk.rank - 2]
+    kt = ctx.fresh("attention_kt")
+    ctx.node("Transpose", [k], [kt], perm=perm)
+    s = ctx.fresh("attention_scores")
+    ctx.node("MatMul", [q, kt], [s])
+    scaled = ctx.fresh("attention_scaled")
+    ctx.node("Mul", [s, ctx.constant(np.asarray(node.attrs["scale"], dt), "attention_scale")], [scaled])
+    cur = scaled
+    if mask:
+        masked = ctx.fresh("attention_masked")
+        ctx.node("Add", [cur, mask], [masked])
+        cur = masked
+    if node.attrs["causal"]:
+        tri = ctx.constant(causal_mask(tq.shape[-2], tk.shape[-2], dt), "attention_causal")
+        masked = ctx.fresh("attention_causal_masked")
+        ctx.node("Add", [cur, tri], [masked])
+        cur = masked
+    p = ctx.fresh("attention_probs")
+    ctx.node("Softmax", [cur], [p], axis=-1)
+    ctx.node("MatMul", [p, v], node.outputs)

@@ -268,8 +268,8 @@ class _Exporter:
                                        self.node("Less", [i, self.const(b.hi, I64, "hi")], "lt")], "inside")
             return self.node("Where", [inside, self.body(b.value), self.const(0, self.dtype, "zero")], "guarded")
         if isinstance(b, Call):
-            onnx_type = opdef(Op(b.fn)).onnx_type
-            return self.node(onnx_type, [self.body(a) for a in b.args], b.fn)
+            args = [self.body(a) for a in b.args]
+            return opdef(Op(b.fn)).onnx_call(self.ctx, args, self.ctx.fresh(b.fn), self.dtype)
         return self.read(b)
 
     def read(self, r: Read) -> str:

@@ -196,28 +196,32 @@ class Gelu(_Unary):
         return [(0.5 * x * (1 + erf(x / np.sqrt(2).astype(x.dtype)))).astype(x.dtype)]
 
     def to_onnx(self, ctx, node):
-        """ONNX Gelu from opset 20; below, its function body: 0.5·x·(1 + erf(x/√2)), or with
-        approximate='tanh' 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
-        if ctx.opset >= 20:
-            ctx.node("Gelu", node.inputs, node.outputs, approximate=node.attrs["approximate"])
-            return
-        x = node.inputs[0]
-        dt = ctx.type(x).dtype
+        write_gelu(ctx, node.inputs[0], node.outputs[0], ctx.type(node.inputs[0]).dtype, node.attrs["approximate"])
 
-        def c(v, hint):
-            return ctx.constant(np.asarray(v, dt), hint)
+    def onnx_call(self, ctx, inputs, output, dtype):
+        return write_gelu(ctx, inputs[0], output, dtype, self.attrs["approximate"].default)
 
-        def op(kind, ins, hint):
-            return ctx.node(kind, ins, [ctx.fresh(hint)])[0]
 
-        if node.attrs["approximate"] == "tanh":
-            cube = op("Mul", [op("Mul", [x, x], "gelu_sq"), x], "gelu_cube")
-            inner = op("Add", [x, op("Mul", [cube, c(0.044715, "gelu_k")], "gelu_kx3")], "gelu_inner")
-            s = op("Tanh", [op("Mul", [inner, c(np.sqrt(2 / np.pi), "gelu_s")], "gelu_scaled")], "gelu_tanh")
-        else:
-            s = op("Erf", [op("Div", [x, c(np.sqrt(2), "gelu_sqrt2")], "gelu_scaled")], "gelu_erf")
-        half_x = op("Mul", [x, c(0.5, "gelu_half")], "gelu_half_x")
-        ctx.node("Mul", [half_x, op("Add", [s, c(1.0, "gelu_one")], "gelu_sum")], node.outputs)
+def write_gelu(ctx, x: str, output: str, dtype, approximate: str) -> str:
+    """ONNX Gelu from opset 20; below, its function body: 0.5·x·(1 + erf(x/√2)), or with
+    approximate='tanh' 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    if ctx.opset >= 20:
+        return ctx.node("Gelu", [x], [output], approximate=approximate)[0]
+
+    def c(v, hint):
+        return ctx.constant(np.asarray(v, dtype), hint)
+
+    def op(kind, ins, hint):
+        return ctx.node(kind, ins, [ctx.fresh(hint)])[0]
+
+    if approximate == "tanh":
+        cube = op("Mul", [op("Mul", [x, x], "gelu_sq"), x], "gelu_cube")
+        inner = op("Add", [x, op("Mul", [cube, c(0.044715, "gelu_k")], "gelu_kx3")], "gelu_inner")
+        s = op("Tanh", [op("Mul", [inner, c(np.sqrt(2 / np.pi), "gelu_s")], "gelu_scaled")], "gelu_tanh")
+    else:
+        s = op("Erf", [op("Div", [x, c(np.sqrt(2), "gelu_sqrt2")], "gelu_scaled")], "gelu_erf")
+    half_x = op("Mul", [x, c(0.5, "gelu_half")], "gelu_half_x")
+    return ctx.node("Mul", [half_x, op("Add", [s, c(1.0, "gelu_one")], "gelu_sum")], [output])[0]
 
 
 @register

@@ -85,24 +85,25 @@ def test_fused_op_exports_as_the_onnx_operator_and_runs(op):
         assert fused not in types and set(types) <= chain, types
 
 
-def _attention(q, k, v, mask=None, **attrs):
+def _attention(q, k, v, mask=None, mask_input=False, **attrs):
+    """attention(q, k, v, mask) with q, k, v graph inputs and the mask a weight (a constant) or,
+    with `mask_input`, a graph input too."""
     b = GraphBuilder("att")
     ins = [b.input(n, a.shape) for n, a in (("q", q), ("k", k), ("v", v))]
-    m = b.input("mask", mask.shape) if mask is not None else None
+    m = None if mask is None else b.input("mask", mask.shape) if mask_input else b.weight("mask", mask)
     g = b.build(b.attention(*ins, m, **attrs))
-    feeds = {"q": q, "k": k, "v": v, **({"mask": mask} if mask is not None else {})}
+    feeds = {"q": q, "k": k, "v": v, **({"mask": mask} if mask_input else {})}
     return g, feeds
 
 
-def _mask(rng, *shape):
-    """An additive mask of 0 and -inf whose every row keeps key 0 (a fully masked row is NaN in
-    einsat and the ONNX reference, 0 on onnxruntime)."""
-    m = np.where(rng.random(shape) < 0.3, -np.inf, 0.0).astype(np.float32)
+def _mask(rng, *shape, fill=-np.inf):
+    """An additive mask of 0 and `fill` whose every row keeps key 0."""
+    m = np.where(rng.random(shape) < 0.3, fill, 0.0).astype(np.float32)
     m[..., 0] = 0.0
     return m
 
 
-VARIANTS = {  # name: (q, k, v shapes, mask shape, attrs, what the default cap writes)
+VARIANTS = {  # name: (q, k, v shapes, constant mask's shape, attrs, what the default cap writes)
     "mha": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 6), None, {}, ["Attention"]),
     "causal": ((2, 4, 6, 8), (2, 4, 6, 8), (2, 4, 6, 8), None, {"causal": 1}, ["Attention"]),
     "causal_rect": ((1, 2, 5, 8), (1, 2, 7, 8), (1, 2, 7, 8), None, {"causal": 1}, ["Attention"]),
@@ -116,6 +117,7 @@ VARIANTS = {  # name: (q, k, v shapes, mask shape, attrs, what the default cap w
     "mask_over_keys_only": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 8), (2, 1, 1, 7), {}, None),
     "batch_broadcast": ((2, 4, 5, 8), (1, 4, 7, 8), (1, 4, 7, 8), None, {}, None),
     "rank3": ((4, 5, 8), (4, 7, 8), (4, 7, 8), None, {"causal": 1}, None),
+    "mask_at_run_time": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 8), (5, 7), {"mask_input": True}, None),
 }
 
 
@@ -123,8 +125,11 @@ VARIANTS = {  # name: (q, k, v shapes, mask shape, attrs, what the default cap w
 def test_attention_variants_export_run_and_match(name):
     qs, ks, vs, ms, attrs, fused = VARIANTS[name]
     rng = _rng()
-    g, feeds = _attention(_f32(rng, *qs), _f32(rng, *ks), _f32(rng, *vs),
-                          _mask(rng, *ms) if ms else None, **attrs)
+    # a run-time mask may mask a row fully: the chain (float-min biases on every key give the mean of v)
+    mask = _mask(rng, *ms, fill=np.finfo(np.float32).min if attrs.get("mask_input") else -np.inf) if ms else None
+    if attrs.get("mask_input"):
+        mask[..., 1, :] = np.finfo(np.float32).min  # a left-padded prompt's row
+    g, feeds = _attention(_f32(rng, *qs), _f32(rng, *ks), _f32(rng, *vs), mask, **attrs)
     types, declared = _written(g, feeds, None)
     if fused is None:
         assert "Attention" not in types and "Softmax" in types and declared < 23
@@ -133,6 +138,20 @@ def test_attention_variants_export_run_and_match(name):
     for cap in (17, 22):
         types, declared = _written(g, feeds, cap)
         assert "Attention" not in types and declared <= cap
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_a_constant_mask_with_a_fully_masked_row_writes_the_chain(causal):
+    """Row 2 attends only key 3: masked fully under the causal triangle (j <= 2), not without it."""
+    rng = _rng()
+    mask = np.zeros((5, 7), np.float32)
+    mask[2, :] = -np.inf
+    mask[2, 3] = 0.0
+    g, feeds = _attention(_f32(rng, 2, 4, 5, 8), _f32(rng, 2, 4, 7, 8), _f32(rng, 2, 4, 7, 8), mask, causal=causal)
+    model = to_onnx(g)
+    assert ("Attention" in [n.op_type for n in model.graph.node]) == (not causal)
+    if not causal:  # with the triangle the row is NaN in the chain; without, both compute it
+        _written(g, feeds, None)
 
 
 def test_attention_in_half_precision_runs_as_onnx_attention():

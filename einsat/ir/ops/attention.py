@@ -22,11 +22,14 @@ Export writes ONNX `Attention` (opset 23) where the opset cap allows and the lay
 takes: q, k, v of rank 4 [B, H, S, D] with K/V heads H or 1 (ONNX's grouped K/V heads,
 `kv_num_heads` read from the shapes), or of rank 5 [B, A, G, S, D] with K/V [B, A, 1, S, D] (grouped
 query attention as einsat broadcasts it: reshaped to heads A·G over A K/V heads, and back), the
-batch dims not broadcast, and an additive mask whose last two dims are [Sq, Sk] (onnxruntime
-broadcasts only its leading ones). `causal` is `is_causal`, the scale `scale`. Elsewhere, and
-below opset 23, the chain. A fully masked row is the one place they differ: ONNX Attention (its
-spec's errata, and onnxruntime 1.31) makes it 0 where the chain makes it NaN. einsat imports no
-ONNX op as attention.
+batch dims not broadcast, and no mask or a constant additive one whose last two dims are [Sq, Sk]
+(onnxruntime broadcasts only its leading ones) and whose every row leaves a key unbiased (a 0)
+that the causal triangle, if any, keeps. `causal` is `is_causal`, the scale `scale`. Elsewhere,
+and below opset 23, the chain. The mask's condition is exactness: ONNX Attention (its spec's
+errata, and onnxruntime 1.31) makes a fully masked row 0, where the chain makes a row of -inf NaN
+and a row of float-min biases (Hugging Face's padding mask) the mean of v; a mask computed at run
+time may mask a row fully (a left-padded prompt's first rows). einsat imports no ONNX op as
+attention.
 """
 
 from __future__ import annotations
@@ -134,7 +137,9 @@ class Attention(OpDef):
         the chain: MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax,
         MatMul."""
         shapes = [ctx.type(i).shape if i else None for i in node.inputs]
-        if ctx.opset >= 23 and onnx_attention_layout(*shapes) is not None:
+        mask = node.inputs[3] if len(node.inputs) > 3 and node.inputs[3] else None
+        if ctx.opset >= 23 and onnx_attention_layout(*shapes) is not None and (
+                mask is None or every_row_attends(ctx.graph.weights.get(mask), bool(node.attrs["causal"]))):
             write_onnx_attention(ctx, node)
         else:
             write_chain(ctx, node)
@@ -160,6 +165,18 @@ def onnx_attention_layout(q, k, v, mask=None) -> str | None:
             return None
         return "5d" if mask is None or len(mask) <= 2 else None
     return None
+
+
+def every_row_attends(mask, causal: bool) -> bool:
+    """Whether a constant additive mask [..., Sq, Sk] (None: not a constant) leaves every query row
+    a key of bias 0, among keys j <= i when `causal`: no row is fully masked, where ONNX Attention
+    and the chain differ."""
+    if mask is None:
+        return False
+    zero = np.asarray(mask) == 0
+    if causal:
+        zero = zero & (np.arange(zero.shape[-1])[None, :] <= np.arange(zero.shape[-2])[:, None])
+    return bool(zero.any(axis=-1).all())
 
 
 def write_onnx_attention(ctx, node) -> None:

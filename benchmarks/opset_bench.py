@@ -122,13 +122,15 @@ def main(argv=None) -> dict:
 
 def report(r: dict, low: int, high: int) -> str:
     m = r["machine"]
-    fused_low, fused_high = r["onnxruntime_nodes_after_fusion"][str(low)], r["onnxruntime_nodes_after_fusion"][str(high)]
+    fused = r["onnxruntime_nodes_after_fusion"]
+    fused_low, fused_high = fused[str(low)], fused[str(high)]
     ops = sorted(set(fused_low) | set(fused_high))
     lines = ["# The declared opset and onnxruntime's speed (measured, `python -m benchmarks.opset_bench`)", "",
              f"{r['model']}: einsat writes {r['nodes_written']} nodes and declares opset {r['einsat_declares']}; "
              f"the same nodes declared at {low} and at {high}, on onnxruntime {m['versions']['onnxruntime']} CPU, "
              f"ORT_ENABLE_ALL, 1 intra-op thread, {r['rounds']} interleaved rounds of {r['runs']} runs.", "",
-             f"Machine: {m['machine']}, load average {m['load_average']} (shared), commit {m['commit'][:10]}, {m['when']}.",
+             f"Machine: {m['machine']}, load average {m['load_average']} (shared), commit {m['commit'][:10]}, "
+             f"{m['when']}.",
              "",
              f"- median time: opset {low} {r['median_ms'][str(low)]:.2f} ms, opset {high} "
              f"{r['median_ms'][str(high)]:.2f} ms; median of the per-round ratios ({high}/{low}): "

@@ -207,3 +207,36 @@ def test_the_default_cap_is_the_newest_opset_onnxruntime_opens():
         return True
 
     assert opens(EXPORT_OPSET) and not opens(EXPORT_OPSET + 1)
+
+
+def _bert_layer():
+    from benchmarks.workloads.transformer import bert
+
+    return bert(batch=1, seq=8, hidden=16, heads=2, layers=1, ffn=32)
+
+
+@pytest.mark.parametrize("cap", [17, 19, EXPORT_OPSET])
+def test_the_written_nodes_mean_the_same_at_every_opset_from_the_declared_to_the_cap(cap):
+    """The declared opset is the least at which the nodes (written for the cap) are valid: the same
+    file declared at any opset up to the cap passes the checker and computes the same outputs."""
+    from onnx import helper
+
+    g = _bert_layer()
+    x = {"x": _f32(_rng(), 1, 8, 16)}
+    model = to_onnx(g, opset=cap)
+    declared = next(o.version for o in model.opset_import if o.domain == "")
+    assert 13 <= declared <= cap
+    want = ort_run(model, x)[0]
+    for v in range(declared, cap + 1):
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        m.opset_import[0].version = v
+        m.ir_version = max(m.ir_version, helper.find_min_ir_version_for(list(m.opset_import)))
+        onnx.checker.check_model(m, full_check=True)
+        np.testing.assert_array_equal(ort_run(m, x)[0], want, err_msg=f"declared {v}")
+    if declared > 13:  # and one below is not valid: some node needs the declared opset
+        m = onnx.ModelProto()
+        m.CopyFrom(model)
+        m.opset_import[0].version = declared - 1
+        with pytest.raises(onnx.checker.ValidationError):
+            onnx.checker.check_model(m, full_check=True)

@@ -51,7 +51,7 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
              profile_budget: float | None = None, check_reps: int | None = None, recheck: bool = False,
              recipe: bool = False, partition=None, input_shapes=None, fill_weights: str | None = None,
              seed: int = 0, threads: int | None = None, precision: str = "fp32", half_io: bool = False,
-             extract_seconds: float | None = None) -> Result:
+             extract_seconds: float | None = None, opset: int | None = None) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
 
@@ -123,12 +123,15 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
         the same bound. The error distribution is in `report.precision`. A program already in
         half is optimized as it is.
     half_io: with a half precision, the program's inputs and outputs are half too.
+    opset: the ONNX opset cap of the file `Result.save` writes (13 to 26; None: 26, the newest the
+        pinned onnxruntime opens): ops are written in the forms that opset has (ONNX Attention
+        from 23, Gelu from 20, a chain below), and the file declares the least opset they need.
     """
     options = Options.of(cost=cost, rules=rules, limits=limits, extractor=extractor, time_limit=time_limit,
                          extract_seconds=extract_seconds, budget=budget, verify=verify, progress=progress,
                          profile_budget=profile_budget, check_reps=check_reps, recheck=recheck, recipe=recipe,
                          partition=partition, input_shapes=input_shapes, fill_weights=fill_weights, seed=seed,
-                         threads=threads, precision=precision, half_io=half_io)
+                         threads=threads, precision=precision, half_io=half_io, opset=opset)
     return run(program, example_inputs, options)
 
 

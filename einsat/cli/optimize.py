@@ -79,6 +79,10 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="with --cost cpu: the intra-op threads onnxruntime profiles and measures at, the count "
                         "you will deploy with (default 1; the profile is kept per count)")
+    p.add_argument("--opset", type=int, default=None, metavar="N",
+                   help="the ONNX opset cap of the written file, 13 to 26 (default 26, the newest onnxruntime "
+                        "opens): ops are written in that opset's forms (Attention from 23, Gelu from 20, a chain "
+                        "below) and the file declares the least opset they need")
     p.add_argument("--budget", type=float, default=None, metavar="S",
                    help="seconds for the whole run (reading, search, extraction, verification and writing "
                         "share it; default: no limit)")
@@ -182,7 +186,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         planner.release("write")
         if display is not None:
             display.close()
-    wrote = write(result.graph, args.output, planner, einsat.save_onnx)  # (read at call time)
+    wrote = write(result.graph, args.output, planner,  # einsat.save_onnx read at call time
+                  lambda graph, path: einsat.save_onnx(graph, path, opset=args.opset))
     wall_times(result.report, getattr(args, "startup", None), read, wrote, started)
     print(result.report)
     print(f"wrote {args.output}")
@@ -221,7 +226,7 @@ def options_of(args: argparse.Namespace, budget=None):
                    budget=args.budget if budget is None else budget,
                    verify=True if args.allow_inconclusive else "prove", profile_budget=args.profile_budget,
                    recheck=args.recheck, partition=partition, threads=args.threads, precision=args.precision,
-                   half_io=args.half_io)
+                   half_io=args.half_io, opset=args.opset)
 
 
 def wall_times(report, startup: float | None, read: float, write: float, started: float) -> None:
@@ -298,7 +303,7 @@ def _interrupted_twice(args: argparse.Namespace, budget, display) -> int:
     """After a second Ctrl-C: the best verified program written if the run has one, else why not."""
     import einsat
     if budget.verified is not None:
-        einsat.save_onnx(budget.verified, args.output)
+        einsat.save_onnx(budget.verified, args.output, opset=args.opset)
         print(f"einsat: interrupted twice: wrote the best program verified so far to {args.output} (the run did "
               "not finish: no summary" + (f", no report {args.report}" if args.report else "") + ")",
               file=sys.stderr)

@@ -362,6 +362,13 @@ class OpDef:
         `ctx.constant(array)`). Default: one `onnx_type` node with the same attributes."""
         ctx.node(self.onnx_type, node.inputs, node.outputs, **dict(node.attrs))
 
+    def onnx_call(self, ctx, inputs: list[str], output: str, dtype) -> str:
+        """Write this op, with its default attributes, applied to `inputs` (of element type `dtype`)
+        as `output`, where an eOperator's expression calls it (`expr.onnx`); returns `output`.
+        Default: one `onnx_type` node. An op whose ONNX operator is newer than some opset cap
+        writes its older form here too (Gelu)."""
+        return ctx.node(self.onnx_type, inputs, [output])[0]
+
 
 REGISTRY: dict[Op, OpDef] = {}
 

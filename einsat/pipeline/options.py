@@ -87,6 +87,7 @@ class Options:
     seed: int = 0
     precision: str = "fp32"
     half_io: bool = False
+    opset: int | None = None               # the ONNX opset cap of the written file (None: the newest onnxruntime opens)
     progress: Any = field(default=None, compare=False)  # a callable taking `ProgressEvent`s
     budget_s: float | None = field(default=None, init=False)  # `budget`'s seconds (None: no deadline)
 
@@ -133,6 +134,9 @@ class Options:
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
                                          or self.threads < 1):
             raise EinsatError(f"threads= takes a positive number of intra-op threads, not {self.threads!r}")
+        if self.opset is not None:
+            from einsat.ir.onnx.export import check_opset  # here: `import einsat` does not load onnx
+            check_opset(self.opset)
         if not (self.partition is None or self.partition is False or isinstance(self.partition, Partitioning)):
             raise EinsatError(f"partition= takes a Partitioning, None or False, not {type(self.partition).__name__}")
         if self.precision not in PRECISIONS:

@@ -309,9 +309,9 @@ def test_the_budget_holds_back_the_writing_of_the_result(tmp_path, monkeypatch):
         seen["budget"], seen["held while optimizing"] = kw["budget"], kw["budget"].reserved
         return real_optimize(graph, **kw)
 
-    def save(graph, path):
+    def save(graph, path, **kw):
         seen["held while writing"] = seen["budget"].reserved
-        return real_save(graph, path)
+        return real_save(graph, path, **kw)
 
     monkeypatch.setattr(einsat, "optimize", optimize)  # the command reads both at call time
     monkeypatch.setattr(einsat, "save_onnx", save)

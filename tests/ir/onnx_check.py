@@ -6,6 +6,8 @@
 - the inferred output types equal the shapes and dtypes NumPy produced,
 - the exported model passes `onnx.checker.check_model(full_check=True)`,
 - onnxruntime (CPU) computes the same outputs (fp32 tolerance),
+- the same holds for the model written under opset cap 17 (`to_onnx(g, opset=17)`): it declares
+  opset 17 or less, so every op has an opset-17 form (a chain where the op is newer),
 - when the op exports as one node of its `onnx_type`, `from_onnx` reads it back to the same
   normalized attributes (through `FakeImport`, a minimal import context).
 """
@@ -121,7 +123,23 @@ def check_op(op: Op, inputs, attrs=None, rtol=RTOL, atol=ATOL, outputs: int | No
         np.testing.assert_allclose(ours[name], want, rtol=rtol, atol=atol,
                                    err_msg=f"{op.value} vs onnxruntime")
     check_roundtrip(g, model)
+    check_cap(g, feeds, ours, CAP, rtol, atol)
     return g
+
+
+CAP = 17  # the oldest opset every einsat op writes (LayerNormalization is 17's)
+
+
+def check_cap(g, feeds, ours, cap, rtol=RTOL, atol=ATOL) -> onnx.ModelProto:
+    """`g` written under opset cap `cap` declares at most `cap`, is valid ONNX and computes `ours`."""
+    model = to_onnx(g, opset=cap)
+    declared = next(o.version for o in model.opset_import if o.domain == "")
+    assert declared <= cap, f"written under cap {cap}, declares {declared}"
+    onnx.checker.check_model(model, full_check=True)
+    for name, want in zip(g.outputs, ort_run(model, feeds)):
+        np.testing.assert_allclose(ours[name], want, rtol=rtol, atol=atol,
+                                   err_msg=f"{g.nodes[0].op.value} vs onnxruntime under cap {cap}")
+    return model
 
 
 def check_roundtrip(g, model) -> None:

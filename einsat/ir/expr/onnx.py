@@ -227,9 +227,8 @@ class _Exporter:
         full = self.const(list(e.shape) + [it.size for it in e.sums], I64, "grid")
         value = self.node("Expand", [value, full], "grid_value")
         if e.sums:
-            axes = self.const(list(range(len(e.loops), rank)), I64, "axes")
             kind = "ReduceSum" if e.reduce == "sum" else "ReduceMax"
-            self.ctx.node(kind, [value, axes], [output], keepdims=0)
+            self.ctx.reduce(kind, value, range(len(e.loops), rank), output, keepdims=0)
         else:
             self.ctx.node("Identity", [value], [output])
 
@@ -269,8 +268,8 @@ class _Exporter:
                                        self.node("Less", [i, self.const(b.hi, I64, "hi")], "lt")], "inside")
             return self.node("Where", [inside, self.body(b.value), self.const(0, self.dtype, "zero")], "guarded")
         if isinstance(b, Call):
-            onnx_type = opdef(Op(b.fn)).onnx_type
-            return self.node(onnx_type, [self.body(a) for a in b.args], b.fn)
+            args = [self.body(a) for a in b.args]
+            return opdef(Op(b.fn)).onnx_call(self.ctx, args, self.ctx.fresh(b.fn), self.dtype)
         return self.read(b)
 
     def read(self, r: Read) -> str:

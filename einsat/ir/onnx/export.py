@@ -17,22 +17,26 @@ from collections.abc import Sequence
 
 import numpy as np
 import onnx
-from onnx import AttributeProto, TensorProto, helper, numpy_helper
+from onnx import AttributeProto, TensorProto, defs, helper, numpy_helper
 
 from einsat.errors import EinsatError, OnnxError, describe_node
 from einsat.ir.graph import Graph, fresh_name
-from einsat.ir.onnx.opset import types_opset
-from einsat.ir.ops.opaque import opset_needed
+from einsat.ir.onnx.opset import written_opset
 from einsat.ir.types import TensorType
 
-EXPORT_OPSET = 21   # Gelu needs 20, LayerNormalization 17
-MIN_OPSET = 18      # the axes of ReduceMean and Pad are inputs from 18 on
+# The opset cap: ops write the newest form this opset allows (`ctx.opset`), and the model declares
+# the least opset those nodes need (`opset.written_opset`). The default is the newest opset the
+# pinned onnxruntime opens (1.31 opens 26 and refuses 27; `tests/ir/test_onnx_opset_cap.py`).
+EXPORT_OPSET = 26
+MIN_OPSET = 13      # einsat reads opsets 13 and newer; an op that needs more than the cap is refused
 IR_VERSION = 10     # the least IR version einsat writes (onnxruntime >= 1.18 reads it; 1.31 reads <= 13)
 # The revision of how einsat's ops become ONNX nodes: raise it when an op exports differently, so
 # CPU profiles measured on the old nodes (their machine key holds it) are not reused.
 # 2: eOperators that are offset sums export as Pad, Slice and Add instead of Gathers.
 # 3: offset sums whose cut axes are innermost move them outermost (and the sum back).
-EXPORT_REVISION = 3
+# 4: the model declares the least opset its nodes need (not 21), under a cap of 26 (#37); attention
+#    writes ONNX Attention (23) where the cap allows.
+EXPORT_REVISION = 4
 
 
 def onnx_dtype(dtype) -> int:
@@ -73,7 +77,11 @@ class ExportContext:
     - `type(name) -> TensorType`: the einsat type of a graph value.
     - `raw_node(proto, domain="", opset=None)`: a ready NodeProto (opaque nodes), declaring its
       domain's opset.
-    - `opset`: the default-domain opset being written.
+    - `opset`: the default-domain opset cap: an op writes the newest form it allows (a form of an
+      older opset where a newer one is not allowed); the model declares the least opset its nodes
+      need. A default-domain op the cap does not have is refused, naming the opset it needs.
+    - `reduce(op_type, x, axes, output, keepdims)`: a Reduce* node, with its axes as an input or
+      an attribute as the opset has them.
     """
 
     def __init__(self, graph: Graph, opset: int):
@@ -104,6 +112,8 @@ class ExportContext:
              **attrs) -> list[str]:
         if domain and domain not in self.domains:
             self.domains[domain] = 1
+        if not domain:
+            self.require(op_type)
         inputs = list(inputs)
         while inputs and not inputs[-1]:  # trailing absent optional inputs are simply left out
             inputs.pop()
@@ -112,24 +122,42 @@ class ExportContext:
         self.nodes.append(proto)
         return list(outputs)
 
+    def require(self, op_type: str) -> None:
+        """Raise OnnxError unless the cap's default domain has `op_type`."""
+        try:
+            defs.get_schema(op_type, self.opset, "")
+        except defs.SchemaError:
+            since = _since(op_type)
+            need = f"needs opset {since}" if since else "is not an ONNX op of this onnx"
+            raise OnnxError(f"ONNX {op_type} {need}, the opset cap is {self.opset}") from None
+
+    def reduce(self, op_type: str, x: str, axes: Sequence[int], output: str, keepdims: int) -> list[str]:
+        axes = [int(a) for a in axes]
+        if op_type == "ReduceSum" or self.opset >= 18:  # ReduceSum's axes are an input from 13, the rest's from 18
+            ins = [x, self.constant(np.asarray(axes, np.int64), "axes") if axes else ""]
+            return self.node(op_type, ins, [output], keepdims=keepdims)
+        return self.node(op_type, [x], [output], keepdims=keepdims, axes=tuple(axes) if axes else None)
+
     def raw_node(self, proto: onnx.NodeProto, domain: str = "", opset: int | None = None) -> None:
         if domain and (opset is not None or domain not in self.domains):
             self.domains[domain] = max(self.domains.get(domain, 1), opset or 1)
         elif not domain and opset is not None and opset > self.opset:
-            raise OnnxError(f"a node needs default-domain opset {opset}, the export writes {self.opset}")
+            raise OnnxError(f"a node needs default-domain opset {opset}, the opset cap is {self.opset}")
+        if not domain:
+            self.require(proto.op_type)
         if not proto.name:
             proto.name = self._node_name()
         self.nodes.append(proto)
 
 
-def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
-    """The ONNX model of `graph` (opset `opset` >= 18, or the newer one its types need:
-    `onnx.opset.types_opset`, bf16 Conv needs 22; IR version `ir_version`). Raises `OnnxError`
-    naming the node that cannot be exported."""
-    if opset < MIN_OPSET:
-        raise OnnxError(f"einsat exports ONNX opset {MIN_OPSET} or newer, not {opset}")
-    opset = opset_needed(graph.nodes, opset)  # an opaque op of a newer opset (Attention: 23) is written there
-    ctx = ExportContext(graph, opset)
+def to_onnx(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
+    """The ONNX model of `graph`, its ops written in the newest forms opset `opset` (the cap: from
+    MIN_OPSET to EXPORT_OPSET, None for EXPORT_OPSET) allows, declaring the least default-domain
+    opset those nodes need (`opset.written_opset`) and the IR version that opset needs. Raises
+    `OnnxError` naming the node that cannot be written under the cap (an op of a newer opset, a
+    type its op takes from a newer opset only)."""
+    cap = check_opset(opset)
+    ctx = ExportContext(graph, cap)
     for node in graph.nodes:
         ctx._current = node.name
         try:
@@ -151,10 +179,27 @@ def to_onnx(graph: Graph, opset: int = EXPORT_OPSET) -> onnx.ModelProto:
         initializer=weights + ctx.initializers,
         value_info=intermediates,
     )
+    ctx.domains[""] = written_opset(helper.make_model(g, opset_imports=[helper.make_opsetid("", cap)]), cap)
     opsets = [helper.make_opsetid(d, v) for d, v in sorted(ctx.domains.items())]
-    model = helper.make_model(g, opset_imports=opsets, ir_version=ir_version(opsets), producer_name="einsat")
-    needed = types_opset(model)  # a half program's types may need a newer opset (bf16 Conv: 22)
-    return to_onnx(graph, needed) if needed > opset else model
+    return helper.make_model(g, opset_imports=opsets, ir_version=ir_version(opsets), producer_name="einsat")
+
+
+def check_opset(opset) -> int:
+    """The cap `opset` names (None: EXPORT_OPSET), or OnnxError saying which caps einsat takes."""
+    if opset is None:
+        return EXPORT_OPSET
+    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)) \
+            or not MIN_OPSET <= opset <= EXPORT_OPSET:
+        raise OnnxError(f"einsat writes ONNX opsets {MIN_OPSET} to {EXPORT_OPSET} (the newest the pinned "
+                        f"onnxruntime opens), not opset={opset!r}")
+    return int(opset)
+
+
+def _since(op_type: str) -> int | None:
+    """The first default-domain opset that has `op_type` (None: onnx has no such op)."""
+    versions = [s.since_version for s in defs.get_all_schemas_with_history()
+                if s.name == op_type and s.domain in ("", "ai.onnx")]
+    return min(versions, default=None)
 
 
 def ir_version(opsets) -> int:
@@ -165,9 +210,10 @@ def ir_version(opsets) -> int:
     return max(IR_VERSION, needed)
 
 
-def save_onnx(graph: Graph, path: str | os.PathLike, opset: int = EXPORT_OPSET) -> None:
-    """Write `graph` to `path` as an ONNX model: checked first, then written to a temporary file
-    in the same directory and moved into place, so that a failure leaves nothing at `path`."""
+def save_onnx(graph: Graph, path: str | os.PathLike, opset: int | None = None) -> None:
+    """Write `graph` to `path` as an ONNX model (`opset`: the cap, see `to_onnx`): checked first,
+    then written to a temporary file in the same directory and moved into place, so that a failure
+    leaves nothing at `path`."""
     path = os.fspath(path)
     model = to_onnx(graph, opset=opset)
     try:

@@ -3,12 +3,17 @@ take the element types it is given (Conv takes bfloat16 from opset 22, as do Gem
 MaxPool's later versions), and the model is valid only at an opset whose schemas do.
 
     types_opset(model)   # the least opset >= the model's own at which every node takes its types
+
+and the opset a written model declares (`written_opset(model, cap)`): the least at which every node,
+written for the schemas of the cap, means the same.
 """
 
 from __future__ import annotations
 
 import onnx
 from onnx import defs, helper, shape_inference
+
+from einsat.errors import OnnxError
 
 
 def _value_types(model: onnx.ModelProto) -> dict[str, str]:
@@ -77,3 +82,82 @@ def _has_half(model: onnx.ModelProto) -> bool:
     g = model.graph
     return any(t.data_type in half for t in g.initializer) or any(
         vi.type.tensor_type.elem_type in half for vi in (*g.input, *g.output, *g.value_info))
+
+
+# Default-domain schema versions that kept an op's inputs, outputs and attributes but changed what a
+# node means (an attribute value added or redefined, an input's shape): a node written for the newer
+# schema is never declared below it. (Type-only versions, the most, are judged by the node's types.)
+MEANING_CHANGES = {
+    ("GridSample", 20),          # mode 'bilinear'/'bicubic' renamed 'linear'/'cubic', N-d
+    ("Pad", 19),                 # mode 'wrap'
+    ("Resize", 18), ("Resize", 19),  # antialias/axes policies; 'half_pixel_symmetric'
+    ("ScatterElements", 18), ("ScatterND", 18),  # reduction 'max'/'min'
+    ("GroupNormalization", 21),  # scale and bias per channel, not per group
+}  # (Attention 24 and 25 add inputs and attributes for caches and windows: a node without them means 23's)
+FLOOR_OPSET = 13  # einsat reads opsets 13 and newer (`read.MIN_OPSET`): it never declares fewer
+
+
+def written_opset(model: onnx.ModelProto, cap: int) -> int:
+    """The least default-domain opset at which every default-domain node of `model` (written for the
+    schemas of opset `cap`, subgraphs included) has a schema that takes it and means the same: for
+    each node, its schema at `cap` and every older schema down to the one declared take its inputs,
+    outputs and attributes, with the same defaults for the attributes it leaves out, take its input
+    types, and none of them changed its meaning (`MEANING_CHANGES`). At least `FLOOR_OPSET`."""
+    types = _value_types(model)
+    need = FLOOR_OPSET
+    for node in _all_nodes(model.graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        need = max(need, node_opset(node, cap, types))
+    return need
+
+
+def node_opset(node: onnx.NodeProto, cap: int, types: dict[str, str]) -> int:
+    """The least opset (>= FLOOR_OPSET) from which `node`, written for its schema at `cap`, means
+    the same up to `cap` (see `written_opset`)."""
+    schema = _schema(node.op_type, cap)
+    if schema is None:  # unknown to this onnx: the checker says; declare what it was written for
+        return cap
+    if not _takes(schema, node, types):
+        newer = next((v for v in range(cap + 1, defs.onnx_opset_version() + 1)
+                      if _takes(_schema(node.op_type, v), node, types)), None)
+        where = f"from opset {newer} on" if newer else "at no opset this onnx knows"
+        raise OnnxError(f"node {node.name!r} ({node.op_type}) takes its input types "
+                        f"({', '.join(types.get(i, '?') for i in node.input if i)}) {where}; "
+                        f"the opset cap is {cap}")
+    lowest = schema.since_version
+    while lowest > FLOOR_OPSET and (node.op_type, lowest) not in MEANING_CHANGES:
+        older = _schema(node.op_type, lowest - 1)
+        if older is None or not _same_meaning(node, schema, older) or not _takes(older, node, types):
+            break
+        lowest = older.since_version
+        schema = older
+    return max(lowest, FLOOR_OPSET)
+
+
+def _same_meaning(node: onnx.NodeProto, newer, older) -> bool:
+    """Whether `older` takes `node` as `newer` does: its attributes exist there, the ones it leaves
+    out default alike, and its input and output counts fit."""
+    set_ = {a.name for a in node.attribute}
+    if not set_ <= set(older.attributes):
+        return False
+    for name, attr in newer.attributes.items():
+        if name in set_ or name not in older.attributes:
+            continue
+        if attr.default_value != older.attributes[name].default_value:
+            return False
+    n_in = len(node.input)
+    n_out = len(node.output)
+    return older.min_input <= n_in <= older.max_input and older.min_output <= n_out <= older.max_output
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    """The graph's nodes and those of its subgraphs (If/Loop/Scan bodies), depth first."""
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from _all_nodes(g)

@@ -16,8 +16,20 @@ fp32, which cuDNN's engines do not take, the bytes count the scores of the unfus
 an imported model, and the extraction chooses it where the cost model says it pays. The NumPy
 reference computes the chain in the order ONNX export writes it (MatMul, Mul, Add, Softmax,
 MatMul), with a softmax that subtracts the row max; a row whose every score is -inf (fully
-masked) is NaN, as the chain's Softmax makes it. ONNX has an Attention op only from opset 23,
-so export writes the chain (opset 18): einsat imports no ONNX op as attention.
+masked) is NaN, as the chain's Softmax makes it.
+
+Export writes ONNX `Attention` (opset 23) where the opset cap allows and the layout is one ONNX
+takes: q, k, v of rank 4 [B, H, S, D] with K/V heads H or 1 (ONNX's grouped K/V heads,
+`kv_num_heads` read from the shapes), or of rank 5 [B, A, G, S, D] with K/V [B, A, 1, S, D] (grouped
+query attention as einsat broadcasts it: reshaped to heads A·G over A K/V heads, and back), the
+batch dims not broadcast, and no mask or a constant additive one whose last two dims are [Sq, Sk]
+(onnxruntime broadcasts only its leading ones) and whose every row leaves a key unbiased (a 0)
+that the causal triangle, if any, keeps. `causal` is `is_causal`, the scale `scale`. Elsewhere,
+and below opset 23, the chain. The mask's condition is exactness: ONNX Attention (its spec's
+errata, and onnxruntime 1.31) makes a fully masked row 0, where the chain makes a row of -inf NaN
+and a row of float-min biases (Hugging Face's padding mask) the mean of v; a mask computed at run
+time may mask a row fully (a left-padded prompt's first rows). einsat imports no ONNX op as
+attention.
 """
 
 from __future__ import annotations
@@ -121,28 +133,96 @@ class Attention(OpDef):
         return moved + (4 + 2 * (mask is not None)) * int(np.prod(scores)) * q.dtype.itemsize
 
     def to_onnx(self, ctx, node):
-        """MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax, MatMul."""
-        q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
-        mask = node.inputs[3] if len(node.inputs) > 3 else ""
-        tq, tk = ctx.type(q), ctx.type(k)
-        dt = tq.dtype
-        perm = list(range(tk.rank - 2)) + [tk.rank - 1, tk.rank - 2]
-        kt = ctx.fresh("attention_kt")
-        ctx.node("Transpose", [k], [kt], perm=perm)
-        s = ctx.fresh("attention_scores")
-        ctx.node("MatMul", [q, kt], [s])
-        scaled = ctx.fresh("attention_scaled")
-        ctx.node("Mul", [s, ctx.constant(np.asarray(node.attrs["scale"], dt), "attention_scale")], [scaled])
-        cur = scaled
-        if mask:
-            masked = ctx.fresh("attention_masked")
-            ctx.node("Add", [cur, mask], [masked])
-            cur = masked
-        if node.attrs["causal"]:
-            tri = ctx.constant(causal_mask(tq.shape[-2], tk.shape[-2], dt), "attention_causal")
-            masked = ctx.fresh("attention_causal_masked")
-            ctx.node("Add", [cur, tri], [masked])
-            cur = masked
-        p = ctx.fresh("attention_probs")
-        ctx.node("Softmax", [cur], [p], axis=-1)
-        ctx.node("MatMul", [p, v], node.outputs)
+        """ONNX Attention where the cap (23) and the layout allow (`onnx_attention_layout`), else
+        the chain: MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax,
+        MatMul."""
+        shapes = [ctx.type(i).shape if i else None for i in node.inputs]
+        mask = node.inputs[3] if len(node.inputs) > 3 and node.inputs[3] else None
+        if ctx.opset >= 23 and onnx_attention_layout(*shapes) is not None and (
+                mask is None or every_row_attends(ctx.graph.weights.get(mask), bool(node.attrs["causal"]))):
+            write_onnx_attention(ctx, node)
+        else:
+            write_chain(ctx, node)
+
+
+def _ints(*dims) -> bool:
+    return all(isinstance(d, (int, np.integer)) for d in dims)
+
+
+def onnx_attention_layout(q, k, v, mask=None) -> str | None:
+    """'4d' or '5d' where ONNX Attention (as onnxruntime runs it) computes einsat's attention on
+    these shapes (see the module docstring), else None (the chain is written)."""
+    if not _ints(*q, *k, *v, *(mask or ())):
+        return None
+    if mask is not None and (len(mask) < 2 or tuple(mask[-2:]) != (q[-2], k[-2])):
+        return None
+    if len(q) == len(k) == len(v) == 4:
+        if not k[0] == v[0] == q[0] or k[1] != v[1] or k[1] not in (q[1], 1):
+            return None
+        return "4d" if mask is None or len(mask) <= 4 else None
+    if len(q) == len(k) == len(v) == 5:
+        if not k[0] == v[0] == q[0] or k[1:3] != v[1:3] or tuple(k[1:3]) not in ((q[1], q[2]), (q[1], 1), (1, 1)):
+            return None
+        return "5d" if mask is None or len(mask) <= 2 else None
+    return None
+
+
+def every_row_attends(mask, causal: bool) -> bool:
+    """Whether a constant additive mask [..., Sq, Sk] (None: not a constant) leaves every query row
+    a key of bias 0, among keys j <= i when `causal`: no row is fully masked, where ONNX Attention
+    and the chain differ."""
+    if mask is None:
+        return False
+    zero = np.asarray(mask) == 0
+    if causal:
+        zero = zero & (np.arange(zero.shape[-1])[None, :] <= np.arange(zero.shape[-2])[:, None])
+    return bool(zero.any(axis=-1).all())
+
+
+def write_onnx_attention(ctx, node) -> None:
+    """One ONNX Attention node (rank 5: its heads reshaped to rank 4 around it)."""
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    mask = node.inputs[3] if len(node.inputs) > 3 else ""
+    tq = ctx.type(q)
+    attrs = {"scale": float(node.attrs["scale"]), "is_causal": int(node.attrs["causal"]) or None}
+    if tq.rank == 4:
+        ctx.node("Attention", [q, k, v, mask], node.outputs, **attrs)
+        return
+
+    def heads(name, hint):  # [B, A, G, S, D] -> [B, A·G, S, D]
+        b, a, g, s, d = ctx.type(name).shape
+        return ctx.node("Reshape", [name, ctx.constant(np.asarray([b, a * g, s, d], np.int64), f"{hint}_shape")],
+                        [ctx.fresh(f"attention_{hint}_heads")])[0]
+
+    out = ctx.fresh("attention_heads_out")
+    ctx.node("Attention", [heads(q, "q"), heads(k, "k"), heads(v, "v"), mask], [out], **attrs)
+    shape = ctx.constant(np.asarray(ctx.type(node.outputs[0]).shape, np.int64), "attention_out_shape")
+    ctx.node("Reshape", [out, shape], node.outputs)
+
+
+def write_chain(ctx, node) -> None:
+    """MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax, MatMul."""
+    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    mask = node.inputs[3] if len(node.inputs) > 3 else ""
+    tq, tk = ctx.type(q), ctx.type(k)
+    dt = tq.dtype
+    perm = list(range(tk.rank - 2)) + [tk.rank - 1, tk.rank - 2]
+    kt = ctx.fresh("attention_kt")
+    ctx.node("Transpose", [k], [kt], perm=perm)
+    s = ctx.fresh("attention_scores")
+    ctx.node("MatMul", [q, kt], [s])
+    scaled = ctx.fresh("attention_scaled")
+    ctx.node("Mul", [s, ctx.constant(np.asarray(node.attrs["scale"], dt), "attention_scale")], [scaled])
+    cur = scaled
+    if mask:
+        masked = ctx.fresh("attention_masked")
+        ctx.node("Add", [cur, mask], [masked])
+        cur = masked
+    if node.attrs["causal"]:
+        tri = ctx.constant(causal_mask(tq.shape[-2], tk.shape[-2], dt), "attention_causal")
+        masked = ctx.fresh("attention_causal_masked")
+        ctx.node("Add", [cur, tri], [masked])
+        cur = masked
+    p = ctx.fresh("attention_probs")
+    ctx.node("Softmax", [cur], [p], axis=-1)
+    ctx.node("MatMul", [p, v], node.outputs)

@@ -185,7 +185,7 @@ class Gelu(_Unary):
     layout_commutes = True
     chain_fusable = True
     attrs = {"approximate": Attr("str", "none", _gelu_approx)}
-    onnx_type = "Gelu"  # ONNX opset 20
+    onnx_type = "Gelu"  # ONNX opset 20; its function body below it
     flops_per_element = 10
 
     def numpy(self, args, attrs):
@@ -194,6 +194,34 @@ class Gelu(_Unary):
             inner = np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)
             return [(0.5 * x * (1 + np.tanh(inner))).astype(x.dtype)]
         return [(0.5 * x * (1 + erf(x / np.sqrt(2).astype(x.dtype)))).astype(x.dtype)]
+
+    def to_onnx(self, ctx, node):
+        write_gelu(ctx, node.inputs[0], node.outputs[0], ctx.type(node.inputs[0]).dtype, node.attrs["approximate"])
+
+    def onnx_call(self, ctx, inputs, output, dtype):
+        return write_gelu(ctx, inputs[0], output, dtype, self.attrs["approximate"].default)
+
+
+def write_gelu(ctx, x: str, output: str, dtype, approximate: str) -> str:
+    """ONNX Gelu from opset 20; below, its function body: 0.5·x·(1 + erf(x/√2)), or with
+    approximate='tanh' 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    if ctx.opset >= 20:
+        return ctx.node("Gelu", [x], [output], approximate=approximate)[0]
+
+    def c(v, hint):
+        return ctx.constant(np.asarray(v, dtype), hint)
+
+    def op(kind, ins, hint):
+        return ctx.node(kind, ins, [ctx.fresh(hint)])[0]
+
+    if approximate == "tanh":
+        cube = op("Mul", [op("Mul", [x, x], "gelu_sq"), x], "gelu_cube")
+        inner = op("Add", [x, op("Mul", [cube, c(0.044715, "gelu_k")], "gelu_kx3")], "gelu_inner")
+        s = op("Tanh", [op("Mul", [inner, c(np.sqrt(2 / np.pi), "gelu_s")], "gelu_scaled")], "gelu_tanh")
+    else:
+        s = op("Erf", [op("Div", [x, c(np.sqrt(2), "gelu_sqrt2")], "gelu_scaled")], "gelu_erf")
+    half_x = op("Mul", [x, c(0.5, "gelu_half")], "gelu_half_x")
+    return ctx.node("Mul", [half_x, op("Add", [s, c(1.0, "gelu_one")], "gelu_sum")], [output])[0]
 
 
 @register

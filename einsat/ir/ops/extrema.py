@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.ir.ops.onnx_args import const_ints, int64s
+from einsat.ir.ops.onnx_args import const_ints
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, normalize_axis, one_of, register
 from einsat.ir.types import TensorType
 
@@ -53,8 +53,7 @@ class _ReduceExtremum(OpDef):
         return [onode.input[0]], {"axes": tuple(axes or ()), "keepdims": a.get("keepdims", 1)}
 
     def to_onnx(self, ctx, node):
-        axes = int64s(ctx, node.attrs["axes"], "axes")
-        ctx.node(self.onnx_type, [node.inputs[0], axes], node.outputs, keepdims=node.attrs["keepdims"])
+        ctx.reduce(self.onnx_type, node.inputs[0], node.attrs["axes"], node.outputs[0], node.attrs["keepdims"])
 
 
 @register

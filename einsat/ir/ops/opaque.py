@@ -212,29 +212,13 @@ class Opaque(OpDef):
         change in between, else through `onnx.version_converter`."""
         a = node.attrs
         proto = renamed_node(a["node"], node.inputs, node.outputs)
+        if not a["domain"]:
+            ctx.require(a["op_type"])  # an op newer than the cap (Attention under 23) is refused by name
         if a["domain"] or a["opset"] == ctx.opset or _same_schema(a["op_type"], a["opset"], ctx.opset):
             ctx.raw_node(proto, domain=a["domain"], opset=None if not a["domain"] else a["opset"])
             return
         for converted in _converted(proto, a["opset"], ctx.opset, ctx):
             ctx.raw_node(converted)
-
-
-def opset_needed(nodes, opset: int) -> int:
-    """The default-domain opset at least `opset` at which every opaque ONNX node of `nodes` exists: an op
-    read from a newer model (Attention, RMSNormalization from 23) is written at its own opset, since no
-    older one has it."""
-    from onnx import defs
-
-    need = opset
-    for node in nodes:
-        a = node.attrs
-        if node.op is not Op.OPAQUE or a["domain"] or a["opset"] <= need:
-            continue
-        try:
-            defs.get_schema(a["op_type"], need, "")
-        except defs.SchemaError:  # not an op of that opset yet
-            need = a["opset"]
-    return need
 
 
 def _same_schema(op_type: str, old: int, new: int) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 from einsat.ir.expr import Call, Const, Expr, Read, var
 from einsat.ir.expr.build import iters, scope_read
 from einsat.ir.ops.layout import normalize_axes
-from einsat.ir.ops.onnx_args import const_ints, int64s
+from einsat.ir.ops.onnx_args import const_ints
 from einsat.ir.ops.slicing import _axis
 from einsat.ir.registry import Attr, Op, OpDef, one_of, register
 from einsat.ir.types import TensorType
@@ -75,9 +75,7 @@ class _Reduce(OpDef):
         return [onode.input[0]], {"axes": tuple(axes or ()), "keepdims": a.get("keepdims", 1)}
 
     def to_onnx(self, ctx, node):
-        axes = node.attrs["axes"]
-        ins = [node.inputs[0], int64s(ctx, axes, "axes") if axes else ""]
-        ctx.node(self.onnx_type, ins, node.outputs, keepdims=node.attrs["keepdims"])
+        ctx.reduce(self.onnx_type, node.inputs[0], node.attrs["axes"], node.outputs[0], node.attrs["keepdims"])
 
 
 @register

@@ -54,11 +54,17 @@ class OutputReport:
     got: float
     varying: float | None = None   # fraction of elements that moved between two input draws (None: one draw)
     feeding: list[OutputReport] = field(default_factory=list)  # the values feeding its last op, when compared
+    # both programs compute it from their weights alone (no input reaches it): its value is the same
+    # on every input, so one comparison is the whole proof (a partition's piece passing on a mask
+    # made from a weight); it never varies, and need not
+    of_weights: bool = False
 
     @property
     def informative(self) -> bool:
-        """Could this comparison have failed: the output varies, or the values feeding it do?"""
-        return informative(self.varying) or (bool(self.feeding) and all(f.ok and f.informative for f in self.feeding))
+        """Could this comparison have failed: the output varies, or the values feeding it do, or
+        it is a constant of both programs' weights (compared once, compared for every input)?"""
+        return self.of_weights or informative(self.varying) or \
+            (bool(self.feeding) and all(f.ok and f.informative for f in self.feeding))
 
     @property
     def feeding_differs(self) -> bool:
@@ -69,6 +75,7 @@ class OutputReport:
 
     def line(self) -> str:
         varies = "" if self.varying is None else f", varies in {self.varying:.0%} of elements"
+        varies += ", a constant of the weights" if self.of_weights else ""
         return (f"{self.name}: worst {list(self.index)} expected {self.expected:.6g} got {self.got:.6g} "
                 f"({self.error:.3g} x allowed{varies}){'' if self.ok else '  <-- differs'}")
 
@@ -332,11 +339,23 @@ def equivalent(g1: Graph, g2: Graph, inputs=None, *, trials: int = 2, seed: int 
         if not outputs_ok:
             break
     report = _report(pairs, feeds, worst, variation, t_used, used)
+    fixed1, fixed2 = of_weights(g1), of_weights(g2)
+    for (a, b), o in zip(pairs, report.outputs):
+        o.of_weights = a in fixed1 and b in fixed2
     if not report.equivalent:
         if reference is not None:  # kept runs hold what the comparison reads; the explanation reads more
             r1 = run(g1, last, keep=keep1)
         _explain(report, g1, g2, pairs, r1, r2, tol_of)
     return report
+
+
+def of_weights(graph: Graph) -> set[str]:
+    """The values of `graph` that no input reaches: computed from its weights alone (or weights)."""
+    reached = set(graph.inputs)
+    for node in graph.nodes:
+        if any(i in reached for i in node.inputs if i):
+            reached.update(node.outputs)
+    return set(graph.types) - reached
 
 
 def _report(pairs, feeds, worst, variation, t_used, used) -> NumericReport:

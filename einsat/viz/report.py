@@ -79,7 +79,7 @@ def report_html(report, before=None, after=None, standalone: bool = True) -> str
         parts.append(f"<p>measured speedup <b>{speedup:.3f}x</b>"
                      + (" (the input program was returned)" if r.kept_input else "") + "</p>")
     parts.append(_table(r.table()))
-    measured = [line.strip() for line in r.measured_lines()]
+    measured = [line.strip() for line in getattr(r, "fp32_lines", list)() + r.measured_lines()]
     if measured:
         parts.append("".join(f"<p>{escape(line)}</p>" for line in measured))
     programs = []

@@ -209,3 +209,29 @@ def test_the_fuzz_case_optimizes_under_the_measured_cost_model(tmp_path, monkeyp
     x = {"x0": np.arange(6, dtype=np.float32).reshape(2, 3)}
     from einsat.runtime import run
     assert np.array_equal(run(out.graph, x)["mul4"], np.zeros((2, 3), np.float32))
+
+
+def with_a_mask(fill: float = 0.0, through_input: bool = False):
+    """(x @ w, expand(c)): the second output a constant of the weights, as a partition's first piece
+    of HF's ViT passes its layers the attention biases expanded from a 0-valued scalar (#41)."""
+    b = GraphBuilder("masked")
+    x = b.input("x", (4, 16))
+    w = b.weight("w", np.random.default_rng(0).standard_normal((16, 8)).astype(np.float32))
+    c = b.weight("c", np.full((1, 1), fill, np.float32))
+    if through_input:  # x * 0 + c: the same values, reached by the input
+        c = b.add(b.mul(b.reshape(b.reduce_sum(x, axes=(0, 1), keepdims=1), shape=(1, 1)), b.const(np.float32(0.0))), c)
+    return b.build(b.matmul(x, w), b.expand(c, shape=(2, 12, 12)), names=["y", "bias"])
+
+
+def test_an_output_made_from_the_weights_alone_is_proved_by_one_comparison():
+    report = equivalent(with_a_mask(), with_a_mask())
+    assert report.status == "proved", str(report)
+    assert report.outputs[1].of_weights and report.outputs[1].varying == 0.0
+    assert "a constant of the weights" in str(report)
+    assert verify_equivalent(with_a_mask(), with_a_mask(), require_proof=True).proved
+    # a wrong constant is still seen: compared once is compared for every input
+    wrong = equivalent(with_a_mask(), with_a_mask(fill=1.0))
+    assert not wrong and wrong.status == "failed" and not wrong.outputs[1].ok
+    # a candidate that reaches the value through its input is not a constant of its weights: no proof
+    reached = equivalent(with_a_mask(), with_a_mask(through_input=True))
+    assert reached and reached.status == "inconclusive" and not reached.outputs[1].of_weights

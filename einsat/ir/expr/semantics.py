@@ -8,6 +8,12 @@ runs over elements; scopes are evaluated into arrays first (each once).
 
 Element-wise functions are the registry's own NumPy semantics (`Call("relu", ...)` runs
 `opdef(Op.RELU).numpy`), with their default attributes.
+
+In a half dtype (fp16, bf16) half is storage, not arithmetic: the inputs are widened to fp32
+(exactly), the whole expression (its element-wise steps, its sums, its scopes) is computed in
+fp32, and the result is rounded to the half once, as einsat's generated GPU kernels load half
+into float and round once when they store (docs/precision.md). A fused chain of half ops thus
+drops its inner roundings, and a norm's statistics never accumulate in half.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 from einsat.errors import ShapeError
 from einsat.ir.expr.nodes import Body, Const, Expr, Guard, Read, scopes
 from einsat.ir.registry import Op, opdef
+from einsat.ir.types import is_float
 
 BLOCK = 1 << 20
 
@@ -30,7 +37,11 @@ def evaluate(e: Expr, inputs: Sequence[np.ndarray], dtype=None) -> np.ndarray:
     arrays = [np.asarray(a) for a in inputs]
     if dtype is None:
         dtype = np.result_type(*arrays) if arrays else np.float32
-    return _Evaluator(arrays, np.dtype(dtype)).expr(e)
+    dtype = np.dtype(dtype)
+    if is_float(dtype) and dtype.itemsize == 2:  # half storage: computed in fp32, rounded once
+        wide = [a.astype(np.float32) if is_float(a.dtype) and a.dtype.itemsize == 2 else a for a in arrays]
+        return _Evaluator(wide, np.dtype(np.float32)).expr(e).astype(dtype)
+    return _Evaluator(arrays, dtype).expr(e)
 
 
 class _Evaluator:

@@ -10,6 +10,7 @@ not an attribute), written as a product (`scores * s`, `s * scores`), a quotient
 `(q · s1) @ (kᵀ · s2)`, s1 · s2 = 1/sqrt(d)). For each e-class holding `p @ v` with p a softmax
 over the last axis, it reads, in the e-graph:
 
+- the softmax (in half, the converted program's cast(softmax(cast(x, fp32)), half): `_softmaxes`);
 - the softmax's input: the scores, or `scores + mask` (either order) with a mask that
   broadcasts to the scores;
 - the scale: `scores = x · c`, `c · x` or `x / c` for a scalar weight c, or none (1);
@@ -140,6 +141,26 @@ def _broadcasts(mask_shape, scores_shape) -> bool:
         return False
 
 
+def _softmaxes(r: _Reader, pc: int, dt) -> list:
+    """(softmax e-node, the scores it reads, in `dt`) for each softmax the class `pc` computes:
+    softmax(x) itself, or in half (`dt` bf16 or fp16) the converted program's
+    cast(softmax(cast(x, fp32)), dt), the statistics in fp32 as the conversion keeps them.
+    Attention in half computes its scores and softmax in fp32 and writes the probabilities in
+    half (`einsat.ir.ops.attention`): the cast form's one difference is that it rounds the scores
+    to half first, a rounding of the kind a fused kernel drops (docs/precision.md)."""
+    out = [(sm, sm.children[0]) for sm in r.nodes(pc, Op.SOFTMAX)]
+    if not (is_float(dt) and np.dtype(dt).itemsize == 2):
+        return out
+    for narrow in r.nodes(pc, Op.CAST):
+        wide = narrow.children[0]
+        if r.type(wide) is None or r.type(wide).dtype != np.float32:
+            continue
+        for sm in r.nodes(wide, Op.SOFTMAX):
+            out.extend((sm, c.children[0]) for c in r.nodes(sm.children[0], Op.CAST)
+                       if r.type(c.children[0]) is not None and r.type(c.children[0]).dtype == dt)
+    return out
+
+
 def _forms(r: _Reader, cid: int):
     """(q, k or None (transpose kt), kt, v, mask, scale, zero) for each attention the class computes:
     zero None for `attention(..)` itself, else the class of the scalar 0 in PyTorch's guard over a
@@ -157,10 +178,9 @@ def _forms(r: _Reader, cid: int):
                                if n.children[2] in [c for m in r.nodes(n.children[0], Op.ISNAN) for c in m.children]
                                and r.zero(n.children[1])]
         for pc, guard in probs:
-            for sm in r.nodes(pc, Op.SOFTMAX):
+            for sm, x in _softmaxes(r, pc, tp.dtype):
                 if sm.attrs["axis"] != tp.rank - 1:
                     continue
-                x = sm.children[0]
                 masked = [(x, None)]
                 for add in r.nodes(x, Op.ADD):
                     for s, m in ((add.children[0], add.children[1]), (add.children[1], add.children[0])):

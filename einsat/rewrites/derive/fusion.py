@@ -31,6 +31,16 @@ Bounds: `MAX_OPS` ops per chain, `MAX_TERMS` terms per expression, `MAX_CHAINS` 
 round; chains in e-class order, each op the source's own: deterministic. A fused eop
 keeps its expression, so NumPy, verification and ONNX export work on it as on any eop.
 
+Half precision: a converted program computes its statistics in fp32 between casts
+(`cast(layernorm(cast(x, f32)), bf16)`, `einsat.ir.precision`). A float cast between a half and
+fp32 is the identity of a fused kernel, which loads half into float, computes in fp32 and rounds
+once when it stores (an eop in half: `einsat.ir.expr.semantics`), so in a chain whose output is
+half such a cast joins as the identity: the chain's eop reads and writes half and drops the
+chain's inner roundings (casts and half results alike; the verification against the fp32 input
+bounds them). An fp32 weight the chain reads (a layer norm's scale, kept fp32 by the conversion)
+enters the eop cast to the half (weight-only: folded). In an fp32 chain no cast joins: a narrowing
+cast there is a rounding the program asks for.
+
 Targets: the fused eOperator pays where einsat's generated kernels run it (the GPU models); on
 a target that runs the program through onnxruntime (whose cost model folds weights at load) an
 eop runs as its ONNX expansion, slower than onnxruntime's own fused kernels, so the generator
@@ -47,6 +57,7 @@ from einsat.egraph.data import ABSENT, EGraphData, ENode
 from einsat.egraph.rules import Generator
 from einsat.egraph.terms import Term
 from einsat.errors import EinsatError
+from einsat.ir.expr.build import broadcast_read, iters
 from einsat.ir.expr.compose import compose, constant_input, row_form, size
 from einsat.ir.expr.measure import is_memory_bound
 from einsat.ir.expr.nodes import Expr, inputs_used, relabel_inputs, scopes
@@ -54,7 +65,7 @@ from einsat.ir.expr.printer import fingerprint
 from einsat.ir.groups import CHAIN_FUSABLE
 from einsat.ir.ops.eop import join_expressions
 from einsat.ir.registry import Op, opdef
-from einsat.ir.types import TensorType
+from einsat.ir.types import TensorType, is_float
 from einsat.rewrites.post.fold import weight_only
 
 FUSABLE = CHAIN_FUSABLE  # the ops a chain may hold: the registry's chain_fusable fact
@@ -65,13 +76,27 @@ MAX_SHARED = 2  # further outputs of one fused chain (values also read outside i
 MAX_WALK = 20000  # source values `_feeds_back` visits before it gives up (and refuses)
 
 
-def _expression(node: ENode, data: EGraphData, out: TensorType | None) -> Expr | None:
+def _half(dtype) -> bool:
+    return is_float(dtype) and np.dtype(dtype).itemsize == 2
+
+
+def _expression(node: ENode, data: EGraphData, out: TensorType | None, half: bool = False) -> Expr | None:
     """The node's expression when it is fusable: a float op of a known expression, memory-bound,
-    whose result has its e-class's type `out` (an e-node that disagrees is left alone)."""
-    if node.op not in FUSABLE or ABSENT in node.children or out is None:
+    whose result has its e-class's type `out` (an e-node that disagrees is left alone); in a
+    chain whose output is `half`, also a cast between a half and fp32, as the identity."""
+    if ABSENT in node.children or out is None:
         return None
     types = [data.classes[c].type for c in node.children]
-    if any(t is None or t.dtype.kind != "f" for t in types):
+    if any(t is None or not is_float(t.dtype) for t in types):
+        return None
+    if node.op is Op.CAST:  # a fused half kernel computes in fp32: widening to it, or rounding back, is its identity
+        pair = {np.dtype(types[0].dtype), np.dtype(out.dtype)}
+        if not half or len(pair) != 2 or np.dtype(np.float32) not in pair or not any(_half(d) for d in pair) \
+                or types[0].shape != out.shape:
+            return None
+        loops = iters("o", out.shape)
+        return Expr(loops, (), broadcast_read(0, out.shape, loops))
+    if node.op not in FUSABLE:
         return None
     try:
         e = opdef(node.op).expression(types, node.attrs)
@@ -127,11 +152,14 @@ class Program:
                         if c != ABSENT:
                             self.readers[c].add(cid)
 
-    def fusable(self, cid: int) -> tuple[ENode, Expr] | None:
+    def fusable(self, cid: int, half: bool = False) -> tuple[ENode, Expr] | None:
         node = self.producer.get(cid)
         if node is None:
             return None
-        e = _expression(node, self.data, self.data.classes[cid].type)
+        e = _expression(node, self.data, self.data.classes[cid].type, half)
+        if e is not None and node.op is Op.CAST and not _half(self.data.classes[node.children[0]].type.dtype) \
+                and self.fusable(node.children[0], half) is None:
+            return None  # a rounding to half of an fp32 value the chain cannot compute: no eop reads fp32
         return None if e is None else (node, e)
 
 
@@ -147,7 +175,8 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roo
     among `roots` (a piece's residual sum that the next piece reads). A join after which an input
     of the chain descends from a further output is not made (a cycle, `_feeds_back`)."""
     data, consumers = program.data, program.readers
-    start = program.fusable(cid)
+    half = data.classes[cid].type is not None and _half(data.classes[cid].type.dtype)
+    start = program.fusable(cid, half)
     if start is None:
         return None
     node, e = start
@@ -170,7 +199,7 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roo
             outside = not consumers[c] <= members or c in roots
             if outside and (not shared or len(extra) >= MAX_SHARED):
                 continue
-            inner = program.fusable(c)
+            inner = program.fusable(c, half)
             if inner is None:
                 continue
             inner_node, inner_e = inner
@@ -254,7 +283,8 @@ def fuse_chains(session, data: EGraphData) -> int:
                 forms.append(wide)
         for e, children, _, extra in forms:
             out_t = cls.type
-            if not children or any(data.classes[c].type.dtype != out_t.dtype for c in children):
+            children = _in_dtype(children, out_t.dtype, data, const)
+            if not children:
                 continue
             if scopes(e) and row_form(e) is None:
                 continue  # reductions a row kernel cannot run (not over the trailing dims): no fused kernel pays
@@ -274,6 +304,22 @@ def fuse_chains(session, data: EGraphData) -> int:
                 session.union(target, Term(Op.EOP_MULTI, tuple(children), {"exprs": text}, output=k))
             unions += 1
     return unions
+
+
+def _in_dtype(children: list[int], dt, data: EGraphData, const: set[int]) -> list | None:
+    """The chain's inputs in its output's dtype `dt`: each as it is, or in a half chain an fp32
+    weight-only input cast to the half (a layer norm's scale; folded where weights are); None
+    when an input has another dtype."""
+    out: list = []
+    for c in children:
+        t = data.classes[c].type
+        if t.dtype == dt:
+            out.append(c)
+        elif _half(dt) and c in const and np.dtype(t.dtype) == np.float32:
+            out.append(Term(Op.CAST, (c,), {"dtype": np.dtype(dt).name}))
+        else:
+            return None
+    return out
 
 
 def fusion_generator(every: int = 1, first_steps: int | None = 1) -> Generator:

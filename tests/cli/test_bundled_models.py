@@ -26,8 +26,8 @@ TEXT = {"input_ids": (1, 32), "attention_mask": (1, 32)}
 PROMPT = {"input_ids": (1, 12), "attention_mask": (1, 12)}
 STEP = {"input_ids": (1, 1), "attention_mask": (1, 10),
         **{f"past_key_values.{i}.{t}": (1, 2, 9, 16) for i in (0, 1) for t in ("key", "value")}}
-SHAPES = {  # the symbolic dims of each file fixed (the static ones, resnet18 and bert_encoder, need none)
-    "resnet18": {}, "bert_encoder": {},
+SHAPES = {  # the symbolic dims of each file fixed (the static ones need none)
+    "resnet18": {}, "bert_encoder": {}, "hf_llama4_prefill_legacy_static": {},
     "hf_bert_base": {**TEXT, "token_type_ids": (1, 32)}, "hf_distilbert": TEXT, "hf_gpt2": TEXT,
     "hf_vit_b16": PIXELS, "hf_resnet50": PIXELS, "hf_mobilenet_v2": PIXELS,
     **{f"hf_{m}_{phase}_{x}": PROMPT if phase == "prefill" else STEP

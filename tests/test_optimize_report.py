@@ -20,7 +20,7 @@ def result():
     # the time limit is far past what this block needs (under 1 s): a loaded machine (make test
     # beside a benchmark) once passed 5 s, and the stop reason below was then the time limit
     return einsat.optimize(b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2)))),
-                           limits=Limits(nodes=2000, iterations=4, time_s=60), time_limit=2)
+                           limits=Limits(nodes=2000, iterations=4, time_s=60, extract_s=2))
 
 
 def test_asdict_to_dict_and_to_json_keep_everything(result):
@@ -80,3 +80,4 @@ def test_a_report_without_starts_does_not_end_in_an_empty_list(result):
     line = next(ln for ln in str(r).splitlines() if "extraction:" in ln)
     assert "starts" not in line and line.rstrip().endswith("e-classes")
     assert f"starts ({r.unit}): " in str(result.report)  # with starts: they are there, in the costs' unit
+

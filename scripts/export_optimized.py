@@ -4,11 +4,11 @@
 
 The GPU machine has no egglog, so the optimizing happens here. Each workload is optimized with
 `Options(recipe=True)` (`einsat.optimize.run`) and written as `<out>/<name>.pkl`: the optimized
-program without its weights, the names of the input weights it keeps, and the recipe that
-makes its new weights from the input's (`einsat.egraph.weights.weight_recipe`). The GPU machine builds the input program itself
-(`benchmarks.workloads.build`, seeded), checks its weights against the SHA-256 recorded here,
-runs the recipe and gets the optimized program's weights back, bit for bit: a file is a few
-kilobytes where the weights would be megabytes. Also recorded: the modeled costs before and
+program without its weights, the names of the input weights it keeps, and the recipe that makes its
+new weights from the input's (`einsat.egraph.weights.weight_recipe`). The GPU machine builds the
+input program itself (`benchmarks.workloads.build`, seeded), checks its weights against the SHA-256
+recorded here, runs the recipe and gets the optimized program's weights back, bit for bit: a file is
+a few kilobytes where the weights would be megabytes. Also recorded: the modeled costs before and
 after (the cost model named), so the GPU session can set measured beside modeled.
 """
 

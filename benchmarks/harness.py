@@ -90,16 +90,19 @@ def cases() -> dict:
     return {**WORKLOADS, **zoo()}
 
 
-def optimize(graph, cost: str, time_limit: float | None, **options) -> tuple[dict, object]:
-    """Optimize `graph` if `einsat.optimize` can run here (it needs egglog and HiGHS)."""
+def optimize(graph, cost: str, extract_s: float | None, **options) -> tuple[dict, object]:
+    """Optimize `graph` if `einsat.optimize` can run here (it needs egglog and HiGHS); `extract_s`:
+    one ILP solve's seconds (None: `Limits`' default)."""
     try:
         import egglog  # noqa: F401  (the GPU machine may lack it: then the optimizer is skipped)
 
         from einsat import optimize as einsat_optimize
+        from einsat.egraph import Limits
     except ImportError as e:
         return {"skipped": f"einsat.optimize is not available here ({e})"}, None
     try:
-        result = einsat_optimize(graph, cost=cost, time_limit=time_limit, **options)
+        limits = None if extract_s is None else Limits(extract_s=extract_s)
+        result = einsat_optimize(graph, cost=cost, limits=limits, **options)
     except Exception as e:  # recorded in the results: one workload's failure stops no other
         return {"error": f"{type(e).__name__}: {e}"}, None
     return optimize_summary(result), result
@@ -126,8 +129,9 @@ def bench_workload(name: str, args, log=print) -> dict:
     if args.no_optimize:
         rec["optimize"] = {"skipped": "--no-optimize"}
     else:
-        options = {} if args.gpu else {"profile_budget": args.profile_budget, "check_reps": args.reps_cpu}
-        rec["optimize"], result = optimize(graph, args.cost, args.time_limit, **options)
+        from einsat import Measure
+        options = {} if args.gpu else {"measure": Measure(profile_s=args.profile_budget, check_reps=args.reps_cpu)}
+        rec["optimize"], result = optimize(graph, args.cost, args.extract_s, **options)
         optimized = result.graph if result is not None else None
         o = rec["optimize"]
         log("    optimize: " + (f"modeled {o['speedup']:.2f}x, {o.get('enodes', 0):,} e-nodes, "
@@ -272,7 +276,7 @@ def parse_args(argv):
                    help="the Python of the side environment with torch (default .torch-venv)")
     p.add_argument("--resume", action="store_true",
                    help="keep the workloads of <out>/<kind>.json that finished without an error")
-    p.add_argument("--time-limit", type=float, help="ILP time limit per workload, seconds")
+    p.add_argument("--extract-s", type=float, help="one ILP solve's seconds per workload (einsat.Limits.extract_s)")
     p.add_argument("--no-optimize", action="store_true", help="skip einsat.optimize")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile on the GPU")
     p.add_argument("--reps", type=int, default=100, help="GPU repetitions (at least 100)")
@@ -288,7 +292,7 @@ def forwarded_options(args) -> list[str]:
     out = [flag for flag, on in (("--gpu", args.gpu), ("--paper-sizes", args.paper_sizes),
                                  ("--no-optimize", args.no_optimize), ("--no-compile", args.no_compile),
                                  ("--numpy", args.numpy)) if on]
-    for flag, value in (("--batch", args.batch), ("--time-limit", args.time_limit)):
+    for flag, value in (("--batch", args.batch), ("--extract-s", args.extract_s)):
         if value is not None:
             out += [flag, str(value)]
     return out + ["--cost", args.cost, "--reps", str(args.reps), "--profile-budget", str(args.profile_budget),

@@ -50,7 +50,7 @@ SEARCH_S, EXTRACT_S = 600.0, 300.0
 def by_work() -> dict:
     """`optimize`'s keyword arguments: the default work limits, saturation's and the ILP's clocks far off."""
     from einsat.egraph.session import Limits
-    return {"limits": Limits(time_s=SEARCH_S), "time_limit": EXTRACT_S}
+    return {"limits": Limits(time_s=SEARCH_S, extract_s=EXTRACT_S)}
 
 
 def inputs_for(name: str, graph) -> dict:
@@ -147,8 +147,9 @@ def bench(name: str, args, log=print) -> dict:
     if args.cpu:
         t0 = time.perf_counter()
         try:
-            cpu = einsat.optimize(graph, examples, cost="cpu", verify="prove", profile_budget=args.profile_budget,
-                                  check_reps=args.reps, **by_work())
+            cpu = einsat.optimize(graph, examples, cost="cpu", verify="prove",
+                                  measure=einsat.Measure(profile_s=args.profile_budget, check_reps=args.reps),
+                                  **by_work())
         except Exception as e:
             rec["cpu"] = {"error": f"{type(e).__name__}: {e}"}
             log(f"  cpu: {rec['cpu']['error']}")

@@ -76,7 +76,7 @@ def one(name: str, cost: str, generator: bool, time_s: float, ilp_s: float) -> d
     graph = build(name)
     t0 = time.perf_counter()
     result = einsat.optimize(graph, cost=cost, rules=None if generator else without_mutation(),
-                             limits=Limits(time_s=time_s), time_limit=ilp_s)
+                             limits=Limits(time_s=time_s, extract_s=ilp_s))
     seconds = time.perf_counter() - t0
     report = result.report
     rounds = [r for r in report.saturation.rounds if r["generator"] == "pet-mutate"] if report.saturation else []

@@ -45,11 +45,12 @@ WORKLOADS = {
 
 def bench(name: str, extractor: str, cost: str) -> dict:
     import einsat
+    from einsat.egraph import Limits
 
     description, builder = WORKLOADS[name]
     graph = builder()
     t0 = time.perf_counter()
-    result = einsat.optimize(graph, cost=cost, extractor=extractor)
+    result = einsat.optimize(graph, cost=cost, limits=Limits(extractor=extractor))
     wall = time.perf_counter() - t0
     r = result.report
     x, s, v = r.extraction, r.saturation, r.verification

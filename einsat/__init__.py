@@ -9,7 +9,7 @@
 from einsat import backends, display  # noqa: F401  (the cupy backend; einsat.viz's pictures)
 from einsat.errors import EinsatError
 from einsat.ir import Graph, GraphBuilder, Node, Op, TensorType
-from einsat.optimize import Result, optimize  # binds `einsat.optimize` to the function (not the module)
+from einsat.optimize import Load, Measure, Precision, Result, optimize  # binds `einsat.optimize` to the function
 from einsat.runtime import run
 
 __version__ = "0.1.0"
@@ -42,5 +42,14 @@ def save_onnx(graph: Graph, path, **kwargs) -> None:
     _save(graph, path, **kwargs)
 
 
-__all__ = ["EinsatError", "Graph", "GraphBuilder", "Node", "Op", "Result", "TensorType", "functionalize",
-           "load_onnx", "optimize", "register_onnx_op", "run", "save_onnx"]
+def __getattr__(name):
+    """`einsat.Limits` (`einsat.egraph.Limits`, `optimize(limits=...)`), imported when asked: the
+    e-graph's package loads egglog, which `import einsat` does not."""
+    if name == "Limits":
+        from einsat.egraph.session import Limits
+        return Limits
+    raise AttributeError(f"module 'einsat' has no attribute {name!r}")
+
+
+__all__ = ["EinsatError", "Graph", "GraphBuilder", "Limits", "Load", "Measure", "Node", "Op", "Precision", "Result",
+           "TensorType", "functionalize", "load_onnx", "optimize", "register_onnx_op", "run", "save_onnx"]

@@ -30,8 +30,8 @@ from __future__ import annotations
 from einsat.cost.models import DEFAULT_COST
 from einsat.pipeline import Options, Result
 from einsat.pipeline import run as pipeline_run
+from einsat.pipeline.options import Load, Measure, Precision, moved
 from einsat.pipeline.options import with_threads as _with_threads  # noqa: F401 (its older home)
-from einsat.pipeline.plan import EXTRACT_S as EXTRACTION_TIME_LIMIT
 from einsat.pipeline.plan import VERIFY_MARGIN
 from einsat.pipeline.verification import (
     identical_program,
@@ -42,18 +42,21 @@ from einsat.pipeline.verification import (
     weights_hint,
 )
 
-__all__ = ["EXTRACTION_TIME_LIMIT", "VERIFY_MARGIN", "Options", "Result", "identical_program", "optimize",
+__all__ = ["VERIFY_MARGIN", "Load", "Measure", "Options", "Precision", "Result", "identical_program", "optimize",
            "prepare_reference", "run", "same_program", "verification_plan", "verify_equivalent", "weights_hint"]
 
 
-def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, limits=None, extractor: str = "ilp",
-             time_limit: float | None = None, budget=None, verify: bool | str = True, progress=None,
-             profile_budget: float | None = None, check_reps: int | None = None, recheck: bool = False,
-             recipe: bool = False, partition=None, input_shapes=None, fill_weights: str | None = None,
-             seed: int = 0, threads: int | None = None, precision: str = "fp32", half_io: bool = False,
-             extract_seconds: float | None = None, opset: int | None = None) -> Result:
+def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, limits=None, rules=None,
+             verify: bool | str = True, precision="fp32", load=None, measure=None, partition=None, progress=None,
+             opset: int | None = None, **gone) -> Result:
     """Optimize `program`: an `ir.Graph`, an ONNX path/bytes/ModelProto, or an imperative
     NumPy-style function, functionalized first on `example_inputs` (see `einsat.functionalize`).
+
+    One keyword per meaning; what belongs together is one object (`Limits`, `Load`, `Measure`).
+    A keyword this function no longer takes (`time_limit`, `extract_seconds`, `extractor`,
+    `threads`, `profile_budget`, `check_reps`, `recheck`, `input_shapes`, `fill_weights`, `seed`,
+    `half_io`, `recipe`) is an `EinsatError` naming what to write instead
+    (`einsat.pipeline.options.MOVED`).
 
     example_inputs: for a function, its example arguments (a tuple, as for `functionalize`);
         for any program, inputs to verify on (a tuple in input order, or a dict by name) besides
@@ -63,75 +66,76 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, rules=None, lim
     cost: a cost model or its name (`einsat.cost.models`: "h100", "h200", "cpu", ...). A model
         that measures its target ("cpu": onnxruntime on this machine) is profiled: the input's
         signatures before saturation (the search's generators cost by them), the candidates'
-        after it (`einsat.pipeline.measure`: those the cached profile lacks, within `profile_budget`
-        seconds together, default 120), extracted again on what it chose and had not measured
-        (the measured choice), and the result is timed against the input on
-        the target (`check_reps` interleaved rounds, default 15): a result not faster beyond
-        noise is not returned, the input is, and the report says so (`report.kept_input`).
+        after it (`einsat.pipeline.measure`: those the cached profile lacks, within
+        `Measure.profile_s` seconds together, default 120), extracted again on what it chose and
+        had not measured (the measured choice), and the result is timed against the input on
+        the target (`Measure.check_reps` interleaved rounds, default 15): a result not faster
+        beyond noise is not returned, the input is, and the report says so (`report.kept_input`).
         The verdict is kept beside the profile: a later run that extracts the same result from
-        the same input reuses it (the report says when it was measured); `recheck=True` times
-        the two programs again.
-    rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
-    limits: saturation limits (`einsat.egraph.session.Limits`; default: its defaults), and the
-        run's memory: `memory_gb` (default 4) bounds the resident memory the run adds to the
-        process (`einsat.pipeline.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
-        a Ctrl-C stops it: the best program found so far is extracted, verified and returned,
-        `report.stop == "memory limit"`. The peak is in `report.memory` either way.
-    extractor: "ilp" (HiGHS, warm-started from greedy and from the input) or "greedy".
-    extract_seconds: the most seconds of one ILP solve (default 5).
-    time_limit: the older name of `extract_seconds`, kept as its alias: in `einsat.optimize`
-        it has always been the ILP's seconds, never the whole run's (that is `budget`; the
-        command line's `--time-limit` is its `--budget`).
+        the same input reuses it (the report says when it was measured); `Measure(recheck=True)`
+        times the two programs again.
     budget: seconds for the whole run (or a `Budget`, which the caller may also cancel), given
         to its phases by one planner (`einsat.pipeline.plan`, whose table lists every phase's
-        share). The input program runs on the verification's inputs first (their time is the
-        "reference" phase), and the candidate's runs are held back from the budget (as long as
-        the reference's, with a margin), as are a measured model's side-by-side check rounds;
-        profiling gets at most half of what is left when it starts (input and candidates
-        together), saturation half, the ILP what is left after keeping a fifth for the rebuild,
-        the measured choice half. The run may pass it by the e-graph's set-up and one
-        saturation phase (egglog cannot be interrupted), by one batch of op timings, and by a
-        candidate much slower on NumPy than the input.
+        share); the command line's `--budget`. The input program runs on the verification's
+        inputs first (their time is the "reference" phase), and the candidate's runs are held
+        back from the budget (as long as the reference's, with a margin), as are a measured
+        model's side-by-side check rounds; profiling gets at most half of what is left when it
+        starts (input and candidates together), saturation half, the ILP what is left after
+        keeping a fifth for the rebuild, the measured choice half. The run may pass it by the
+        e-graph's set-up and one saturation phase (egglog cannot be interrupted), by one batch of
+        op timings, and by a candidate much slower on NumPy than the input.
+    limits: the search's work (`einsat.egraph.Limits`; default: its defaults): e-nodes
+        (`nodes`), rewrite rounds (`iterations`), the saturation's own seconds (`time_s`), and
+        the extraction: `extractor` "ilp" (HiGHS, warm-started from greedy and from the input)
+        or "greedy", `extract_s` the most seconds of one ILP solve (default 5). A search ended by
+        its work gives the same program on any load; one ended by a clock says so in the report.
+        `memory_gb` (default 4) bounds the resident memory the run adds to the process
+        (`einsat.pipeline.memory.MemoryWatch`, sampled from a thread). Past it the run stops as
+        a Ctrl-C stops it: the best program found so far is extracted, verified and returned,
+        `report.stop == "memory limit"`. The peak is in `report.memory` either way.
+    rules: a rewrite schedule (default: `einsat.rewrites.schedule.default_schedule()`).
     verify: check the result numerically against the input on random inputs (default: yes;
         a mismatch raises `VerificationError`; the report says whether the check "proved" the
         result or was "inconclusive": outputs that do not vary could not have failed).
         "prove": an inconclusive check raises `VerificationError` too. Turning it off
         (False) is reported loudly.
-    progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
-    recipe: also return `Result.recipe`, the weights the optimizer made (folded weight-only
-        values) as a program over the input's weights (`einsat.egraph.weights.weight_recipe`):
-        running it on other weights of the same shapes gives the result's weights for those.
-        A partitioned program's recipe joins its pieces' (`partition.driver.joined_recipe`).
-    input_shapes, fill_weights, seed: for an ONNX model, how it is imported (`einsat.load_onnx`):
-        `input_shapes={name: shape}` fixes its symbolic dims, `fill_weights="random"` gives its
-        stripped or placeholder weights seeded (`seed`) random values.
+    precision: "fp32" (the default), "tf32" (the same fp32 program, costed with the GPU's TF32
+        matrix products: cost "h100" becomes "h100-tf32"; refused for cost "cpu"), "bf16" or
+        "fp16": an fp32 program is first converted (`einsat.ir.precision.convert`: weights cast
+        once, products in half with fp32 accumulation, statistics in fp32, outputs cast back) and
+        the conversion verified against it (`einsat.verify.precision`: a bound from the precision
+        and the program's depth; past it, `PrecisionError` names the worst output and the first
+        value where the error grows); the half program is then optimized, and the result checked
+        against the fp32 input with the same bound. The error distribution is in
+        `report.precision`. A program already in half is optimized as it is.
+        `Precision("bf16", half_io=True)`: the program's inputs and outputs are half too.
+    load: for an ONNX model, how it is read (`Load`, `einsat.load_onnx`): `input_shapes={name:
+        shape}` fixes its symbolic dims, `fill_weights="random"` gives its stripped or placeholder
+        weights random values drawn from `seed`.
+    measure: how a cost model that measures its target measures (`Measure`): `threads` (the
+        intra-op threads cost "cpu" profiles and measures at: the count the program will be
+        deployed with, default 1; a verdict taken at one thread says nothing of sixteen; the CPU
+        profile is kept per count, and the report says which was measured), `profile_s`,
+        `check_reps`, `recheck` (see `cost`).
     partition: how a large program is split into pieces optimized apart (`einsat.partition`):
         None (the default) partitions programs above `Partitioning().above` nodes, a
         `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
         The pieces' reports are in `report.partition`.
-    threads: the intra-op threads `cost="cpu"` profiles and measures at: the count the program
-        will be deployed with (default 1; a verdict taken at one thread says nothing of sixteen).
-        The CPU profile is kept per count, and the report says which was measured.
-    precision: "fp32" (the default), "tf32" (the same fp32 program, costed with the GPU's TF32
-        matrix products: cost "h100" becomes "h100-tf32"; refused for cost "cpu"), "bf16" or
-        "fp16": an fp32 program is first
-        converted (`einsat.ir.precision.convert`: weights cast once, products in half with fp32
-        accumulation, statistics in fp32, outputs cast back) and the conversion verified against
-        it (`einsat.verify.precision`: a bound from the precision and the program's depth; past
-        it, `PrecisionError` names the worst output and the first value where the error grows);
-        the half program is then optimized, and the result checked against the fp32 input with
-        the same bound. The error distribution is in `report.precision`. A program already in
-        half is optimized as it is.
-    half_io: with a half precision, the program's inputs and outputs are half too.
+    progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
+
+    The weights the optimizer made (folded weight-only values) as a program over the input's
+    weights (`Result.recipe`, `einsat.egraph.weights.weight_recipe`: running it on other weights
+    of the same shapes gives the result's weights for those) come from `run` with
+    `Options(recipe=True)`; a partitioned program's recipe joins its pieces'
+    (`partition.driver.joined_recipe`).
+    """
     opset: the ONNX opset cap of the file `Result.save` writes (13 to 26; None: 26, the newest the
         pinned onnxruntime opens): ops are written in the forms that opset has (ONNX Attention
         from 23, Gelu from 20, a chain below), and the file declares the least opset they need.
-    """
-    options = Options.of(cost=cost, rules=rules, limits=limits, extractor=extractor, time_limit=time_limit,
-                         extract_seconds=extract_seconds, budget=budget, verify=verify, progress=progress,
-                         profile_budget=profile_budget, check_reps=check_reps, recheck=recheck, recipe=recipe,
-                         partition=partition, input_shapes=input_shapes, fill_weights=fill_weights, seed=seed,
-                         threads=threads, precision=precision, half_io=half_io, opset=opset)
+
+    moved(gone)
+    options = Options.of(cost=cost, budget=budget, limits=limits, rules=rules, verify=verify, precision=precision,
+                         load=load, measure=measure, partition=partition, progress=progress, opset=opset)
     return run(program, example_inputs, options)
 
 

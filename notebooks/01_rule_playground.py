@@ -238,7 +238,7 @@ SVG(graph_svg(best.graph, changed=new, title="extracted"))
 
 # %%
 result = einsat.optimize(program, rules=default_schedule() + Schedule((playground,)),
-                         limits=Limits(nodes=3_000, iterations=4, time_s=5), time_limit=2)
+                         limits=Limits(nodes=3_000, iterations=4, time_s=5, extract_s=2))
 print(result.report)
 assert result.report.verified
 assert result.report.cost_after < result.report.cost_before

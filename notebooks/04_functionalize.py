@@ -81,7 +81,7 @@ np.testing.assert_array_equal(einsat.run(g, {"x": x_other})["out"], kernel(x_oth
 # weight, split back (`merge-matmul`).
 
 # %%
-result = einsat.optimize(g, limits=Limits(nodes=3_000, iterations=4, time_s=4), time_limit=1)
+result = einsat.optimize(g, limits=Limits(nodes=3_000, iterations=4, time_s=4, extract_s=1))
 print(result.report)
 print(result.graph)
 assert result.report.verified

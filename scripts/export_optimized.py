@@ -3,12 +3,12 @@
     .venv/bin/python scripts/export_optimized.py --out .gpuopt [--cost h100] [--budget 30] [names...]
 
 The GPU machine has no egglog, so the optimizing happens here. Each workload is optimized with
-`recipe=True` and written as `<out>/<name>.pkl`: the optimized program without its weights, the
-names of the input weights it keeps, and the recipe that makes its new weights from the input's
-(`einsat.egraph.weights.weight_recipe`). The GPU machine builds the input program itself
-(`benchmarks.workloads.build`, seeded), checks its weights against the SHA-256 recorded here,
-runs the recipe and gets the optimized program's weights back, bit for bit: a file is a few
-kilobytes where the weights would be megabytes. Also recorded: the modeled costs before and
+`Options(recipe=True)` (`einsat.optimize.run`) and written as `<out>/<name>.pkl`: the optimized
+program without its weights, the names of the input weights it keeps, and the recipe that makes its
+new weights from the input's (`einsat.egraph.weights.weight_recipe`). The GPU machine builds the
+input program itself (`benchmarks.workloads.build`, seeded), checks its weights against the SHA-256
+recorded here, runs the recipe and gets the optimized program's weights back, bit for bit: a file is
+a few kilobytes where the weights would be megabytes. Also recorded: the modeled costs before and
 after (the cost model named), so the GPU session can set measured beside modeled.
 """
 
@@ -54,14 +54,14 @@ def main(argv=None) -> int:
     p.add_argument("--cost", default="h100")
     p.add_argument("--budget", type=float, default=30.0, help="seconds per workload")
     args = p.parse_args(argv)
-    import einsat
+    from einsat.optimize import Options, run
 
     names = args.names or list(WORKLOADS)
     os.makedirs(args.out, exist_ok=True)
     for name in names:
         graph = build(name)
         t0 = time.perf_counter()
-        result = einsat.optimize(graph, cost=args.cost, budget=args.budget, recipe=True)
+        result = run(graph, None, Options(cost=args.cost, budget=args.budget, recipe=True))  # with its recipe
         record = pack(name, graph, result)
         again = unpack(record, build(name))  # what the GPU machine will do, checked here first
         assert [n.op for n in again.nodes] == [n.op for n in result.graph.nodes]

@@ -51,14 +51,22 @@ ILP_SECONDS = 60.0  # far off: the ILP stops on its branch-and-bound work, not o
 
 def _limits(**kw):
     from einsat.egraph import Limits
-    return Limits(**{"nodes": 30_000, "iterations": 10, "time_s": 120.0, **kw})
+    ilp = {"extract_s": ILP_SECONDS} if "extract_s" in Limits.__dataclass_fields__ else {}  # (--tree: older ones)
+    return Limits(**{"nodes": 30_000, "iterations": 10, "time_s": 120.0, **ilp, **kw})
+
+
+def _ilp_keyword() -> dict:
+    """The ILP's seconds as an older checkout's `optimize` took them (`--tree`): `time_limit=`,
+    before `Limits.extract_s` (which `_limits` sets)."""
+    from einsat.egraph import Limits
+    return {} if "extract_s" in Limits.__dataclass_fields__ else {"time_limit": ILP_SECONDS}
 
 
 def _optimize(program, example_inputs=None, **kw):
     import einsat
     kw.setdefault("limits", _limits())
     kw.setdefault("partition", False)
-    return einsat.optimize(program, example_inputs, time_limit=ILP_SECONDS, **kw)
+    return einsat.optimize(program, example_inputs, **_ilp_keyword(), **kw)
 
 
 # -- the workloads: name -> a function returning `einsat.optimize`'s result ------------------------
@@ -154,7 +162,7 @@ def cpu_scripted():
     SCRIPTED.update(profiled=0, checked=0)
     with scripted_timing(), tempfile.TemporaryDirectory() as tmp:
         model = _cpu_model(os.path.join(tmp, "profile.json"))
-        result = einsat.optimize(g, cost=model, limits=_limits(), time_limit=ILP_SECONDS, partition=False)
+        result = einsat.optimize(g, cost=model, limits=_limits(), partition=False, **_ilp_keyword())
     if not result.report.profile or not result.report.profile.get("measured"):
         raise RuntimeError(f"cpu_scripted: the scripted profile timed nothing ({result.report.profile})")
     if not (SCRIPTED["profiled"] and SCRIPTED["checked"]):  # else a clock timed what this run measured

@@ -142,7 +142,7 @@ def test_optimize_keeps_its_verified_program_on_the_budget():
 def best_program(g):
     """What optimize returns when work ends its search (the time limits far off): the default 8 s
     ended it before a step under a loaded make test, so this test's two runs disagreed (#27 item 5)."""
-    result = einsat.optimize(g, limits=Limits(time_s=300), time_limit=120)
+    result = einsat.optimize(g, limits=Limits(time_s=300, extract_s=120))
     assert "time" not in result.report.saturation.stop_reason
     return result.graph
 

@@ -23,7 +23,7 @@ from einsat.ir import GraphBuilder
 from einsat.partition import Partitioning, partition
 from tests.partition.common import prenorm, stacked
 
-LIMITS = Limits(nodes=6000, iterations=3, time_s=120)
+LIMITS = Limits(nodes=6000, iterations=3, time_s=120, extract_s=60)
 SPIN_S = 180  # a spinner ends by itself after this, if the fixture's teardown never came
 
 
@@ -83,9 +83,9 @@ def stopped_by_work(result) -> None:
 @pytest.mark.slow
 def test_three_workloads_give_the_same_program_on_a_busy_machine(busy):
     workloads = [attention_layer(), conv_layers(), mlp()]
-    quiet = [einsat.optimize(g, limits=LIMITS, time_limit=60, partition=False) for g in workloads]
+    quiet = [einsat.optimize(g, limits=LIMITS, partition=False) for g in workloads]
     busy()
-    loaded = [einsat.optimize(g, limits=LIMITS, time_limit=60, partition=False) for g in workloads]
+    loaded = [einsat.optimize(g, limits=LIMITS, partition=False) for g in workloads]
     for g, a, b in zip(workloads, quiet, loaded):
         stopped_by_work(a)
         stopped_by_work(b)
@@ -98,9 +98,9 @@ def test_three_workloads_give_the_same_program_on_a_busy_machine(busy):
 def test_a_partitioned_model_gives_the_same_program_on_a_busy_machine(busy):
     graph = stacked(layers=3, softmax=True)
     settings = Partitioning(above=0, piece_nodes=64, executor="serial")
-    quiet = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=settings)
+    quiet = einsat.optimize(graph, limits=LIMITS, partition=settings)
     busy()
-    loaded = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=settings)
+    loaded = einsat.optimize(graph, limits=LIMITS, partition=settings)
     assert quiet.report.partition is not None and len(quiet.report.partition.pieces) == 3
     for a, b in zip(quiet.report.partition.pieces, loaded.report.partition.pieces):
         assert a.stop_reason == b.stop_reason and "time" not in (a.stop_reason or "")  # None: a reused piece
@@ -125,14 +125,14 @@ def test_the_same_profile_gives_the_same_program_under_the_measured_model(tmp_pa
     g = mlp()
     warm = tmp_path / "warm.json"
     for _ in range(2):  # the second run times what the first one's result added (its fused groups)
-        einsat.optimize(g, cost=cpu_model(path=warm), limits=LIMITS, time_limit=60, partition=False)
+        einsat.optimize(g, cost=cpu_model(path=warm), limits=LIMITS, partition=False)
     runs = []
     for k in range(2):
         path = tmp_path / f"copy{k}.json"
         shutil.copy(warm, path)
         if k:
             busy()
-        runs.append(einsat.optimize(g, cost=cpu_model(path=path), limits=LIMITS, time_limit=60, partition=False))
+        runs.append(einsat.optimize(g, cost=cpu_model(path=path), limits=LIMITS, partition=False))
     for r in runs:
         assert r.report.profile["measured"] == 0 and r.report.profile["left"] == 0
         stopped_by_work(r)
@@ -185,9 +185,9 @@ def test_an_ilp_stopped_at_its_root_by_work_gives_the_same_program_twice(monkeyp
 
     monkeypatch.setattr(ilp_watch, "ROOT_STALL_CHECKS", 1)
     g = attention_layer()
-    quiet = einsat.optimize(g, limits=LIMITS, time_limit=60, partition=False, verify=False)
+    quiet = einsat.optimize(g, limits=LIMITS, partition=False, verify=False)
     busy()
-    loaded = einsat.optimize(g, limits=LIMITS, time_limit=60, partition=False, verify=False)
+    loaded = einsat.optimize(g, limits=LIMITS, partition=False, verify=False)
     for r in (quiet, loaded):
         assert r.report.extraction.status.startswith("stopped improving"), r.report.extraction.status
         stopped_by_work(r)

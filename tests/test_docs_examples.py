@@ -1,11 +1,16 @@
-"""Every Python example in README.md, docs/*.md and notebooks/README.md runs as written.
+"""Every Python and command-line example in README.md, docs/*.md and notebooks/README.md runs as
+written.
 
 The ```python blocks of one file run in order in one namespace, like a notebook's cells (a later
 block may use an earlier one's names), in a fresh working directory that holds `model.onnx`, the
 file a reader brings (here a small CNN, `small_model`), under an empty cache (`cost="cpu"`
 profiles). A block that cannot run here (a GPU, a cluster) is fenced ```python no-run and its first
 line is a comment saying why, "# not run by the tests: <reason>", so that the reader sees it.
-Shell blocks are not run.
+
+The `einsat ...` (or `.venv/bin/einsat ...`) lines of the other fenced blocks are the command
+line's examples: each runs in such a directory (`einsat.cli.main`, in this process) and must exit
+0 (marked slow: each is a whole run). A block of them that cannot run here is fenced
+``` no-run with the same first line. Other shell lines (make, scripts) are not run.
 """
 
 from __future__ import annotations
@@ -42,6 +47,25 @@ def python_blocks(path: Path) -> list[tuple[int, str, str]]:
     return [b for b in blocks(path) if b[1].split()[:1] in (["python"], ["py"], ["python3"])]
 
 
+COMMAND = re.compile(r"^(?:\.venv/bin/)?einsat\s+(\S.*)$")
+
+
+def command_blocks(path: Path) -> list[tuple[int, str, list[tuple[int, list[str]]]]]:
+    """(first line, info string, [(line, argv)]) of every non-Python block with `einsat` command
+    lines; argv without the program name, the line's trailing comment dropped."""
+    import shlex
+
+    found = []
+    for line, info, code in blocks(path):
+        if info.split()[:1] in (["python"], ["py"], ["python3"]):
+            continue
+        commands = [(line + k, shlex.split(m.group(1), comments=True))
+                    for k, text in enumerate(code.splitlines()) if (m := COMMAND.match(text.strip()))]
+        if commands:
+            found.append((line, info, commands))
+    return found
+
+
 def small_model(path: Path) -> None:
     """A small CNN as an ONNX file: two convolutions with ReLU and a residual add, pooled, then a
     linear layer (a reader's own model.onnx, small enough that every example runs in seconds)."""
@@ -66,13 +90,15 @@ def test_the_examples_are_found():
 
 
 def unexplained(path: Path) -> list[str]:
-    """The python blocks of `path` fenced no-run without a reason, or with one but fenced to run."""
+    """The python and command blocks of `path` fenced no-run without a reason, or with one but
+    fenced to run."""
     bad = []
-    for line, info, code in python_blocks(path):
+    commands = {line for line, _, _ in command_blocks(path)}
+    for line, info, code in [b for b in blocks(path) if b in python_blocks(path) or b[0] in commands]:
         says_why = REASON.match(code) is not None
         if (NO_RUN in info.split()) != says_why:
             bad.append(f"{path.name}:{line}: " + ("fenced to run, but says it is not run" if says_why else
-                                                  f"a `python {NO_RUN}` block must open with "
+                                                  f"a `{NO_RUN}` block must open with "
                                                   "'# not run by the tests: <reason>'"))
     return bad
 
@@ -100,3 +126,28 @@ def test_the_python_examples_run_as_written(path, tmp_path, monkeypatch):
             continue
         # the code at its own line numbers, so that a traceback points into the markdown file
         exec(compile("\n" * (line - 1) + code, str(path), "exec"), namespace)
+
+
+def test_the_command_line_examples_are_found():
+    counts = {p.relative_to(ROOT).as_posix(): sum(len(c) for _, _, c in command_blocks(p)) for p in FILES}
+    assert counts["README.md"] >= 1 and counts["docs/partition.md"] >= 3, counts
+    md = ROOT / "docs" / "partition.md"
+    assert ["optimize", "model.onnx", "-o", "out.onnx", "--parallel", "2"] in \
+        [argv for _, _, c in command_blocks(md) for _, argv in c]  # the comment after it dropped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in FILES if command_blocks(p)], ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_the_command_line_examples_run_as_written(path, tmp_path, monkeypatch, capsys):
+    from einsat.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    small_model(tmp_path / "model.onnx")
+    for _, info, commands in command_blocks(path):
+        if NO_RUN in info.split():
+            continue
+        for line, argv in commands:
+            status = main(argv)
+            assert status == 0, f"{path.name}:{line}: einsat {' '.join(argv)} exited {status}:\n" \
+                                f"{capsys.readouterr().err[-2000:]}"

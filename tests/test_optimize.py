@@ -1,5 +1,6 @@
 """`optimize`'s numeric check: it passes rounding differences and stops wrong programs."""
 
+import dataclasses
 import importlib
 
 import numpy as np
@@ -146,7 +147,7 @@ def test_optimize_keeps_outputs_of_programs_over_the_whole_registry(graph):
 def check_optimize(graph, depth: int) -> None:
     """Outputs equal within a depth-scaled tolerance (computed here, independently of the
     check inside optimize), and the modeled cost is never higher than the input's."""
-    result = einsat.optimize(graph, limits=SMALL, extractor="ilp", time_limit=2.0)
+    result = einsat.optimize(graph, limits=dataclasses.replace(SMALL, extractor="ilp", extract_s=2.0))
     rng = np.random.default_rng(1)
     feed = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in graph.input_types().items()}
     want, got = einsat.run(graph, feed), einsat.run(result.graph, feed)
@@ -164,8 +165,8 @@ def test_same_input_gives_the_same_program_twice():
     from benchmarks.workloads.transformer import bert_tensat
     from einsat.egraph import Limits
     graph = bert_tensat(seq=16, hidden=64, heads=4, layers=2)
-    one = einsat.optimize(graph, limits=Limits(time_s=300), time_limit=60)
-    two = einsat.optimize(graph, limits=Limits(time_s=300), time_limit=60)
+    one = einsat.optimize(graph, limits=Limits(time_s=300, extract_s=60))
+    two = einsat.optimize(graph, limits=Limits(time_s=300, extract_s=60))
     assert one.report.saturation.stop_reason == two.report.saturation.stop_reason != "time limit"
     one, two = one.graph, two.graph
     assert str(one) == str(two)
@@ -276,17 +277,18 @@ def test_an_onnx_path_takes_the_import_options_its_errors_name(tmp_path):
     with pytest.raises(OnnxError, match=r"input_shapes=\{'x': \(\.\.\.\)\} in Python"):
         einsat.optimize(str(tmp_path / "sym.onnx"))
     small = Limits(nodes=500)
-    result = einsat.optimize(str(tmp_path / "sym.onnx"), input_shapes={"x": (2, 8, 10, 10)}, limits=small)
+    result = einsat.optimize(str(tmp_path / "sym.onnx"), load=einsat.Load(input_shapes={"x": (2, 8, 10, 10)}),
+                             limits=small)
     assert result.input.types["x"].shape == result.graph.types["x"].shape == (2, 8, 10, 10)
     assert result.report.verification.proved
     stripped_model(tmp_path / "s.onnx")
-    result = einsat.optimize(tmp_path / "s.onnx", fill_weights="random", seed=3, limits=small)
+    result = einsat.optimize(tmp_path / "s.onnx", load=einsat.Load(fill_weights="random", seed=3), limits=small)
     expected = einsat.load_onnx(tmp_path / "s.onnx", fill_weights="random", seed=3)
     assert result.input.inputs == ("x",) and result.input.weights.keys() == expected.weights.keys()
     assert all(np.array_equal(result.input.weights[k], expected.weights[k]) for k in expected.weights)
     assert result.report.verification.proved
-    with pytest.raises(EinsatError, match="input_shapes= and fill_weights= apply to an ONNX model"):
-        einsat.optimize(expected, input_shapes={"x": (1, 8, 10, 10)})
+    with pytest.raises(EinsatError, match=r"Load\(input_shapes=, fill_weights=\) apply to an ONNX model"):
+        einsat.optimize(expected, load=einsat.Load(input_shapes={"x": (1, 8, 10, 10)}))
 
 
 def test_an_inconclusive_verification_says_the_weights_are_missing(tmp_path):
@@ -328,7 +330,7 @@ def test_optimize_prints_nothing_on_stdout():
     from pathlib import Path
     code = ("import einsat\n"
             "from tests.test_optimize import chain\n"
-            "r = einsat.optimize(chain('left'), extractor='ilp', cost='h100-roofline')\n"
+            "r = einsat.optimize(chain('left'), limits=einsat.Limits(extractor='ilp'), cost='h100-roofline')\n"
             "assert r.report.extraction.method == 'ilp', r.report.extraction\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parents[1])

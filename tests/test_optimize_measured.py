@@ -16,6 +16,8 @@ from tests.work_bounded import BY_WORK, ended_by_work
 
 pytest.importorskip("onnxruntime")
 
+FIVE = einsat.Measure(check_reps=5)  # five interleaved rounds of the measured check
+
 
 def double_transpose():
     """transpose(transpose(x)) @ w: the rewrites remove both transposes."""
@@ -51,14 +53,14 @@ def verdict(faster: bool):
 
 def test_profiles_then_reuses_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    first = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    first = einsat.optimize(double_transpose(), cost="cpu", measure=FIVE)
     p = first.report.profile
     assert p["path"].startswith(str(tmp_path)) and p["measured"] > 0 and p["cached"] == 0
     assert p["measured"] + p["failed"] + p["left"] == p["needed"]
     assert first.report.model == "measured-cpu" and first.report.measured_speedup is not None
     text = str(first.report)
     assert "profile:" in text and ("measured on onnxruntime" in text or "returned: the INPUT" in text)
-    second = einsat.optimize(double_transpose(), cost="cpu", check_reps=5)
+    second = einsat.optimize(double_transpose(), cost="cpu", measure=FIVE)
     p2 = second.report.profile
     assert p2["measured"] == 0 and p2["cached"] == p2["needed"] >= p["measured"]
     assert second.report.times["profile"] < first.report.times["profile"]
@@ -132,18 +134,18 @@ def test_a_second_run_times_nothing(tmp_path, monkeypatch):
     monkeypatch.setattr(measure, "check_measured", counting("check", lambda m, a, b, reps: verdict(faster=True)))
     monkeypatch.setattr(profiled.CalibratedRoofline, "fit",
                         staticmethod(counting("fit", profiled.CalibratedRoofline.fit)))
-    first = einsat.optimize(double_transpose(), cost="cpu", check_reps=5, **BY_WORK)
+    first = einsat.optimize(double_transpose(), cost="cpu", measure=FIVE, **BY_WORK)
     ended_by_work(first.report)
     assert calls["profile"] >= 1 and calls["check"] == 1 and calls["fit"] >= 1
     assert first.report.measured["measured_at"] is None
     calls.update(profile=0, check=0, fit=0)
-    second = einsat.optimize(double_transpose(), cost="cpu", check_reps=5, **BY_WORK)
+    second = einsat.optimize(double_transpose(), cost="cpu", measure=FIVE, **BY_WORK)
     ended_by_work(second.report)
     assert calls == {"profile": 0, "check": 0, "fit": 0}
     assert second.report.ops_after == first.report.ops_after and second.report.kept_input is None
     assert second.report.measured["speedup"] == pytest.approx(first.report.measured["speedup"])
     assert second.report.measured["measured_at"] and "verdict kept from" in str(second.report)
-    einsat.optimize(double_transpose(), cost="cpu", check_reps=5, recheck=True)
+    einsat.optimize(double_transpose(), cost="cpu", measure=einsat.Measure(check_reps=5, recheck=True))
     assert calls["check"] == 1
 
 

@@ -20,7 +20,7 @@ def result():
     # the time limit is far past what this block needs (under 1 s): a loaded machine (make test
     # beside a benchmark) once passed 5 s, and the stop reason below was then the time limit
     return einsat.optimize(b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2)))),
-                           limits=Limits(nodes=2000, iterations=4, time_s=60), time_limit=2)
+                           limits=Limits(nodes=2000, iterations=4, time_s=60, extract_s=2))
 
 
 def test_asdict_to_dict_and_to_json_keep_everything(result):
@@ -80,3 +80,32 @@ def test_a_report_without_starts_does_not_end_in_an_empty_list(result):
     line = next(ln for ln in str(r).splitlines() if "extraction:" in ln)
     assert "starts" not in line and line.rstrip().endswith("e-classes")
     assert f"starts ({r.unit}): " in str(result.report)  # with starts: they are there, in the costs' unit
+
+
+def test_the_live_line_shows_the_programs_cost_the_report_shows():
+    """#41: the live line's "better program found" is the cost the report gives the extracted
+    program (in µs), also under a model whose program costs more than its nodes' sum (a measured
+    CPU model's fusion groups; here a fixed 100 µs per program, which the ILP's objective lacks)."""
+    import copy
+
+    from einsat.cost.models import cost_model
+    from einsat.pipeline.events import ProgressEvent
+
+    base = cost_model("h100-roofline")
+
+    class PerProgram(type(base)):
+        def graph_cost(self, graph) -> float:
+            return super().graph_cost(graph) + 100.0
+
+    model = copy.copy(base)
+    model.__class__ = PerProgram
+    events: list[ProgressEvent] = []
+    b = GraphBuilder("blk")
+    x = b.input("x", (8, 16))
+    w1, w2 = b.weight("w1", (16, 16)), b.weight("w2", (16, 16))
+    result = einsat.optimize(b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2)))), cost=model,
+                             limits=Limits(nodes=2000, iterations=4, time_s=60, extract_s=60), progress=events.append)
+    found = [e.message for e in events if e.phase == "extract" and e.message.startswith("better program found")]
+    r = result.report
+    assert r.cost_after > 100.0 and found
+    assert found[-1] == f"better program found: {r.cost_after:,.2f} µs", (found, r.cost_after)

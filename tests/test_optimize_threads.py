@@ -1,4 +1,4 @@
-"""`optimize(cost="cpu", threads=N)` / `einsat optimize --threads N`: onnxruntime profiles and
+"""`optimize(cost="cpu", measure=Measure(threads=N))` / `einsat optimize --threads N`: onnxruntime profiles and
 measures at the intra-op thread count the program will be deployed with, the CPU profile is kept
 per count, and the report says which count was measured."""
 
@@ -59,7 +59,8 @@ def test_sessions_that_profile_and_measure_run_at_the_threads_asked(tmp_path, mo
             seen.append(session.get_session_options().intra_op_num_threads)
         return session
     monkeypatch.setattr(backend_onnxruntime, "new_session", recording)
-    result = einsat.optimize(double_transpose(), cost="cpu", threads=2, check_reps=3, profile_budget=30)
+    result = einsat.optimize(double_transpose(), cost="cpu",
+                             measure=einsat.Measure(threads=2, check_reps=3, profile_s=30))
     r = result.report
     assert len(seen) > 5 and set(seen) == {2}
     assert r.profile["threads"] == 2 and r.profile["path"] == cpu_model(threads=2).path != cpu_model().path
@@ -80,5 +81,5 @@ def test_the_command_line_passes_threads(tmp_path, monkeypatch):
     path = tmp_path / "m.onnx"
     einsat.save_onnx(double_transpose(), str(path))
     assert cli.main(["optimize", str(path), "-o", str(tmp_path / "o.onnx"), "--cost", "cpu", "--threads", "4"]) == 2
-    assert asked["threads"] == 4 and asked["cost"] == "cpu"
-    assert Options.of(**asked).threads == 4  # the keywords are the command's Options
+    assert asked["measure"] == einsat.Measure(threads=4) and asked["cost"] == "cpu"
+    assert Options.of(**asked).measuring.threads == 4  # the keywords are the command's Options

@@ -26,7 +26,7 @@ optimize_module = importlib.import_module("einsat.pipeline.verification")  # the
 # one rewrite step, time limits far off: the search stops by work, early, the checks are the point here
 # (a 20 s budget under a loaded make test left hf_resnet50 no better program, so nothing was verified
 # and no plant was tried: what the test checked depended on the load, #27 item 5)
-LIMITS = Limits(iterations=1, time_s=600)
+LIMITS = Limits(iterations=1, time_s=600, extract_s=300)
 FAMILIES = ["zoo_squeezenet", "hf_resnet50", "hf_distilbert", "hf_vit_b16"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
@@ -54,7 +54,7 @@ def test_optimize_proves_its_result_and_a_planted_wrong_rewrite_fails(name, tmp_
         return verify(reference, candidate, **kwargs)
 
     monkeypatch.setattr(optimize_module, "verify_equivalent", verify_with_a_plant)
-    result = einsat.optimize(graph, examples(feeds), limits=LIMITS, time_limit=300, partition=False)  # one e-graph
+    result = einsat.optimize(graph, examples(feeds), limits=LIMITS, partition=False)  # one e-graph
     report = result.report
     assert "time" not in report.saturation.stop_reason and "time limit" not in report.extraction.status
     assert len(planted) == 1 and "x allowed" in planted[0]

@@ -12,13 +12,14 @@ SEARCH_S, EXTRACT_S = 600.0, 300.0  # far off: only a hung search reaches them
 
 
 def work_limits(**limits) -> Limits:
-    """`Limits(**limits)` with saturation's clock far off (for a `Session`, or `optimize`'s `limits`)."""
-    return Limits(time_s=SEARCH_S, **limits)
+    """`Limits(**limits)` with saturation's and the ILP's clocks far off (for a `Session`, or
+    `optimize`'s `limits`), unless `limits` sets them."""
+    return Limits(**{"time_s": SEARCH_S, "extract_s": EXTRACT_S, **limits})
 
 
 def by_work(**limits) -> dict:
-    """`optimize`'s keyword arguments: `work_limits(**limits)` and the ILP's clock far off."""
-    return {"limits": work_limits(**limits), "time_limit": EXTRACT_S}
+    """`optimize`'s keyword arguments: `work_limits(**limits)`, the clocks far off."""
+    return {"limits": work_limits(**limits)}
 
 
 BY_WORK = by_work()

@@ -5,9 +5,12 @@
 plain lines otherwise; `-q` for none); the summary table goes to stdout. The output paths (`-o`,
 `--report`) are checked before any work. `--budget` is the seconds of the whole run (reading
 the model, the search, the verification and writing the result, not Python's start), given to
-its phases by the pipeline's planner (`einsat.pipeline.plan`); `--time-limit` is its older
-spelling (`einsat.optimize`'s `time_limit=` is another thing: the ILP's seconds, which the
-command line leaves at their default). The flags become the run's `einsat.pipeline.Options`
+its phases by the pipeline's planner (`einsat.pipeline.plan`), as `einsat.optimize(budget=)`;
+`--time-limit` is gone (an error naming `--budget`, once its older spelling). `--nodes`,
+`--iterations`, `--search-seconds`, `--memory-gb` and `--extractor` are the search's work
+(`einsat.egraph.Limits`); `--threads`, `--profile-budget` and `--recheck` how `--cost cpu`
+measures (`einsat.Measure`); `--input-shape` and `--fill-weights` how the model is read
+(the command reads it, as `einsat.Load` says). The flags become the run's `einsat.pipeline.Options`
 (`options_of`), the same record `einsat.optimize` makes of its keywords (the command calls it
 with them); the report's
 times are the command's (Python's start, reading, each phase, writing) and its total is the run's
@@ -42,6 +45,18 @@ from pathlib import Path
 from einsat.cli.info import add_model_options, load_model
 from einsat.cost.models import COST_MODELS, DEFAULT_COST
 from einsat.errors import EinsatError, VerificationError
+
+
+class _Gone(argparse.Action):
+    """An option that is gone: `options_of` refuses it, naming what to use instead (one
+    `einsat: error:` line, as every refused flag)."""
+
+    def __init__(self, option_strings, dest, new: str, **kwargs):
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.gone = f"{option_string} is gone; use {self.new}"
 
 
 class _Deprecated(argparse.Action):
@@ -86,7 +101,8 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=float, default=None, metavar="S",
                    help="seconds for the whole run (reading, search, extraction, verification and writing "
                         "share it; default: no limit)")
-    p.add_argument("--time-limit", dest="budget", type=float, metavar="S", action=_Deprecated, new="--budget")
+    p.add_argument("--time-limit", dest="gone", metavar="S", action=_Gone,
+                   new="--budget S (seconds for the whole run)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
                    help="the e-graph's node limit (default 30000)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
@@ -167,7 +183,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     planner.hold("write", read)  # writing the result takes about what reading took
     if not args.quiet:
         from einsat.cli.target import target_line
-        print(target_line(options.target_cost(), args.threads), file=sys.stderr, flush=True)  # beside the progress
+        line = target_line(options.target_cost(), options.measuring.threads)
+        print(line, file=sys.stderr, flush=True)  # beside the progress
     display = None if args.quiet else ProgressDisplay(sys.stderr)
     stop = _Stop(args, budget, display)
     budget.on_interrupt = _acknowledge(args, display, stop)
@@ -202,8 +219,10 @@ def options_of(args: argparse.Namespace, budget=None):
     default `--budget`'s seconds), each checked with a message naming its flag."""
     from einsat.pipeline import Options
 
+    if getattr(args, "gone", None):
+        raise EinsatError(args.gone)
     if args.budget is not None and args.budget <= 0:
-        raise EinsatError(f"--budget (--time-limit) must be positive, got {args.budget}")
+        raise EinsatError(f"--budget must be positive, got {args.budget}")
     if args.profile_budget is not None and args.profile_budget < 0:
         raise EinsatError(f"--profile-budget must not be negative, got {args.profile_budget}")
     if args.nodes is not None and args.nodes < 1:
@@ -221,12 +240,15 @@ def options_of(args: argparse.Namespace, budget=None):
         raise EinsatError("--allow-inconclusive and --require-proof contradict each other")
     if args.threads is not None and args.threads < 1:
         raise EinsatError(f"--threads must be positive, got {args.threads}")
-    return Options(cost=args.cost, extractor=args.extractor, limits=_limits(args.nodes, args.memory_gb, args.iterations,
-                                                                        args.search_seconds),
+    from einsat.pipeline.options import Measure
+    measuring = Measure(threads=args.threads, profile_s=args.profile_budget, recheck=args.recheck)
+    # (the command reads the model itself, --input-shape and --fill-weights applied: `load_model`)
+    return Options(cost=args.cost, limits=_limits(args.nodes, args.memory_gb, args.iterations, args.search_seconds,
+                                                  args.extractor),
                    budget=args.budget if budget is None else budget,
-                   verify=True if args.allow_inconclusive else "prove", profile_budget=args.profile_budget,
-                   recheck=args.recheck, partition=partition, threads=args.threads, precision=args.precision,
-                   half_io=args.half_io, opset=args.opset)
+                   verify=True if args.allow_inconclusive else "prove",
+                   measure=None if measuring == Measure() else measuring, partition=partition,
+                   precision=args.precision, half_io=args.half_io, opset=args.opset)
 
 
 def wall_times(report, startup: float | None, read: float, write: float, started: float) -> None:
@@ -348,8 +370,9 @@ def _partitioning(args: argparse.Namespace):
 
 
 def _limits(nodes: int | None, memory_gb: float | None = None, iterations: int | None = None,
-            seconds: float | None = None):
-    given = {"nodes": nodes, "memory_gb": memory_gb, "iterations": iterations, "time_s": seconds}
+            seconds: float | None = None, extractor: str | None = None):
+    given = {"nodes": nodes, "memory_gb": memory_gb, "iterations": iterations, "time_s": seconds,
+             "extractor": None if extractor == "ilp" else extractor}
     if all(v is None for v in given.values()):
         return None
     from einsat.egraph.session import Limits

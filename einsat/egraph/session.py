@@ -84,8 +84,9 @@ STOP_REASONS = {  # in words, with the limit: what `SaturationReport.stop_text` 
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on one `Session.run` (defaults sized so a Tensat/TASO workload optimizes in
-    well under 30 s on two cores), and whether the export filters cycles."""
+    """The search's work: bounds on one `Session.run` (defaults sized so a Tensat/TASO workload
+    optimizes in well under 30 s on two cores), whether the export filters cycles, and how the
+    e-graph is extracted (`einsat.optimize(limits=...)`: `extractor`, `extract_s`)."""
 
     nodes: int = 30_000
     iterations: int = 10
@@ -98,6 +99,8 @@ class Limits:
     derive_depth: int = 4  # EinNet's MaxDepth: explorative derivations per expression (rewrites.derive)
     derive_states: int = 600  # EinNet in the default schedule: no new search once a round derived this many states
     memory_gb: float | None = 4.0  # `einsat.optimize`: resident memory the run may add (None: unbounded)
+    extractor: str = "ilp"  # `einsat.optimize`'s extraction: "ilp" (HiGHS, warm-started) or "greedy"
+    extract_s: float = 5.0  # `einsat.optimize`: the most seconds of one ILP solve (a `budget` may give fewer)
 
 
 @dataclass

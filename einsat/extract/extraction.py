@@ -70,7 +70,8 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
             progress=None) -> Extraction:
     """Extract the cheapest program of `data` under `cost` (see the module docstring). The ILP
     also stops when the run's `budget` runs out or is cancelled; `progress(message, cost)` hears
-    of its better programs."""
+    of its better programs, each costed as the program it rebuilds to (the figure the report
+    gives, in the model's unit: not the ILP's objective)."""
     if method not in METHODS:
         raise ExtractionError(f"unknown extraction method {method!r}; choose one of {METHODS}")
     t0 = time.perf_counter()
@@ -93,7 +94,11 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
     selection, found = starts[best], costs[best]
     result = {"method": method, "status": "heuristic" if method != "ilp" else "", "gap": None, "bound": None}
     if method == "ilp":
-        ilp = solve_ilp(problem, selection, time_limit=time_limit, budget=budget, progress=progress)
+        def program_cost(chosen: Selection) -> float:
+            return problem.model.graph_cost(rebuild(problem, chosen, name=name))
+
+        ilp = solve_ilp(problem, selection, time_limit=time_limit, budget=budget, progress=progress,
+                        program_cost=program_cost if progress is not None else None)
         selection, found = ilp.selection, ilp.cost
         result.update(status=ilp.status, gap=ilp.gap, bound=ilp.bound, ilp_size=(ilp.columns, ilp.rows))
     origins: dict[str, int] = {}

@@ -134,11 +134,13 @@ def _components(problem: Problem, ids: dict[int, list[int]]) -> dict[int, int]:
 
 
 def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budget: Budget | None = None,
-              progress=None, stall_nodes: int | None = STALL_NODES, max_nodes: int = MAX_NODES) -> IlpResult:
+              progress=None, stall_nodes: int | None = STALL_NODES, max_nodes: int = MAX_NODES,
+              program_cost=None) -> IlpResult:
     """The cheapest acyclic selection, or the best found in `max_nodes` branch-and-bound nodes or
     when no better one came for `stall_nodes` nodes (or `ilp_watch.ROOT_STALL_CHECKS` checks at the
     root: `IlpWatch`; None: never), work bounds that make it deterministic; `time_limit` seconds
-    (and the run's `budget`) only stop it early."""
+    (and the run's `budget`) only stop it early. `program_cost(selection)`: what `progress` shows
+    of a better incumbent (its program's cost; default: the objective)."""
     import highspy  # here, not at import: cost models and greedy extraction run without HiGHS
     t0 = time.perf_counter()
     start_cost = problem.cost(start)
@@ -210,8 +212,14 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
         [highspy.HighsVarType.kContinuous] * len(tcol)
     h.passModel(lp)
     h.setSolution(_start_vector(problem, start, col, gcol, tcol, comp, ncol))
+    price = None
+    if program_cost is not None:
+        def price(values):
+            chosen = _selection(problem, ids, col, np.asarray(values))
+            return program_cost(chosen) if chosen is not None and problem.is_acyclic(chosen) else None
     watch = IlpWatch(budget, progress, math.inf if stall_nodes is None else stall_nodes,
-                     math.inf if stall_nodes is None else ilp_watch.ROOT_STALL_CHECKS)
+                     math.inf if stall_nodes is None else ilp_watch.ROOT_STALL_CHECKS, price=price,
+                     unit=getattr(problem.model, "unit", "") if program_cost is not None else "")
     watch.attach(h)
     h.run()
 

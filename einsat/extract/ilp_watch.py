@@ -23,7 +23,11 @@ and they stop a solve early: the status says so ("time limit"), and a run given 
 the same program every time. (`ilp.MAX_NODES` bounds the whole search the same way.)
 
 Progress goes to `progress(message, cost)` at most every `PROGRESS_S` seconds (and at every
-better incumbent); progress never decides anything.
+better incumbent); progress never decides anything. With `price` (the incumbent's column values
+-> its program's cost, as the report will give it: `extract` rebuilds the program and costs it
+whole), the figures shown are programs' costs in the model's `unit`, not the ILP's objective
+(which leaves out what a program costs beyond its e-nodes: a measured CPU model's fusion groups,
+the identity nodes naming outputs); the bound is shifted by the same difference, as the report's.
 """
 
 from __future__ import annotations
@@ -41,9 +45,13 @@ PROGRESS_S = 0.5
 
 class IlpWatch:
     def __init__(self, budget: Budget | None = None, progress: Callable[[str, float], None] | None = None,
-                 stall_nodes: float = STALL_NODES, root_stall_checks: float = ROOT_STALL_CHECKS):
+                 stall_nodes: float = STALL_NODES, root_stall_checks: float = ROOT_STALL_CHECKS,
+                 price: Callable[[object], float | None] | None = None, unit: str = ""):
         self.budget = budget
         self.progress = progress
+        self.price = price  # the incumbent's column values -> its program's cost (None: the objective shown)
+        self.unit = f" {unit}" if unit else ""
+        self.offset = 0.0  # the last priced incumbent's program cost minus its objective
         self.stall_nodes = stall_nodes
         self.root_stall_checks = root_stall_checks
         self.checks = 0       # interrupt checks so far
@@ -65,7 +73,18 @@ class IlpWatch:
         cost = float(event.data_out.objective_function_value)
         if cost < self.best:
             self.best, self.improved_at, self.improved_check = cost, self._nodes(event), self.checks
-            self._show(f"better program found: {cost:,.2f}", cost)
+            if self.progress is None:
+                return
+            shown = cost
+            if self.price is not None:
+                try:
+                    shown = self.price(event.data_out.mip_solution)
+                except Exception:  # progress never decides anything, nor fails the solve
+                    shown = None
+                if shown is None:  # no program of its own (a cycle): nothing the report would show
+                    return
+                self.offset = shown - cost
+            self._show(f"better program found: {shown:,.2f}{self.unit}", shown)
 
     def _on_interrupt(self, event) -> None:
         nodes = self._nodes(event)
@@ -82,7 +101,8 @@ class IlpWatch:
             event.interrupt()
         elif time.perf_counter() - self.shown >= PROGRESS_S:
             out = event.data_out
-            self._show(f"best {out.mip_primal_bound:,.2f}, bound {out.mip_dual_bound:,.2f}", out.mip_primal_bound)
+            best, bound = out.mip_primal_bound + self.offset, out.mip_dual_bound + self.offset
+            self._show(f"best {best:,.2f}{self.unit}, bound {bound:,.2f}{self.unit}", best)
 
     def _show(self, message: str, cost: float) -> None:
         self.shown = time.perf_counter()

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -79,7 +80,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     """The partitioned run of `graph` (loaded by the pipeline: `state`, whose planner gives the
     pieces their seconds), with `options` (`options.partition`: how it is cut; see the module
     docstring). Every piece is a run of the pipeline with the caller's options, a measured
-    model's included (`profile_budget`, `check_reps`, `recheck`). With `recipe`, the result's
+    model's included (its `Measure`). With `recipe`, the result's
     `recipe` makes every new weight of the stitched program from the input's weights: the
     pieces' recipes joined (`joined_recipe`)."""
 
@@ -99,8 +100,9 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     notify(ProgressEvent("partition", f"{len(pieces)} pieces, {len(own)} to optimize"))
 
     workers = settings.workers or _cpus()
-    piece_options = options.replace(cost=cost, threads=None, partition=False, recipe=True, progress=None, budget=None,
-                            input_shapes=None, fill_weights=None, precision="fp32", half_io=False)
+    measuring = dataclasses.replace(options.measuring, threads=None)  # `cost` is the model at its threads
+    piece_options = options.replace(cost=cost, measure=measuring, partition=False, recipe=True, progress=None,
+                                    budget=None, load=None, precision="fp32", half_io=False)
     executor = settings.executor
     if executor != "serial" and not (_picklable(options.rules) and _picklable(cost)):
         log.warning("the pieces run in this process: the rule schedule or the cost model cannot be pickled "

@@ -37,7 +37,7 @@ __all__ = ["EXECUTORS", "PieceResult", "optimize_piece", "run_jobs", "spawn_safe
 @dataclass
 class PieceResult:
     graph: Graph              # the optimized piece
-    recipe: Graph | None      # its new weights from the piece's weights (`optimize(recipe=True)`)
+    recipe: Graph | None      # its new weights from the piece's weights (`Options(recipe=True)`)
     report: Any               # the piece's `pipeline.report.Report`
     seconds: float            # wall time of the piece's optimization, in its worker
     pid: int = 0              # the process that optimized it

@@ -1,6 +1,6 @@
 """One piece's optimized program applied to another piece with the same fingerprint.
 
-The template piece was optimized with `optimize(recipe=True)`: its optimized program reads the
+The template piece was optimized with `Options(recipe=True)`: its optimized program reads the
 template's inputs and weights and may hold new weights the optimizer folded from them (merged
 Q/K/V matrices, a scale multiplied into a matrix, ...); the recipe recomputes those from the
 template's weights. For a copy, every interface name is replaced by the copy's (inputs, outputs,

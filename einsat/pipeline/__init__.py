@@ -15,8 +15,9 @@ gpu, verify, frontend) and below `einsat.partition`, the command line and `einsa
 which call it; it imports none of them.
 """
 
-from einsat.pipeline.options import ALIASES, EXECUTORS, Options, Partitioning
+from einsat.pipeline.options import EXECUTORS, KEYWORDS, MOVED, Load, Measure, Options, Partitioning, Precision
 from einsat.pipeline.plan import Planner
 from einsat.pipeline.runner import Result, run
 
-__all__ = ["ALIASES", "EXECUTORS", "Options", "Partitioning", "Planner", "Result", "run"]
+__all__ = ["EXECUTORS", "KEYWORDS", "MOVED", "Load", "Measure", "Options", "Partitioning", "Planner", "Precision",
+           "Result", "run"]

@@ -12,7 +12,7 @@ Two steps of the pipeline, for a cost model that measures its target (`TargetCos
    `checked` keeps each verdict beside the profile (`verdicts_path`), keyed by the two
    programs' contents and the rounds: a second run that extracts the same result from the
    same input on the same machine takes the verdict measured before (the report says when)
-   instead of timing both programs again; `optimize(recheck=True)` measures again.
+   instead of timing both programs again; `Measure(recheck=True)` measures again.
 
 Both steps run on the model's target through the one profiler (`runtime.profiler`):
 "onnxruntime" (`cost="cpu"`) times one-node sessions and whole-program sessions; "cupy"

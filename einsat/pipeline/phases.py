@@ -82,19 +82,19 @@ def load(state: State, program, example_inputs) -> None:
     o = state.options
     with state.planner.phase("load"):
         state.notify(ProgressEvent("load", "reading the program"))
-        state.graph = load_program(program, example_inputs, dict(input_shapes=o.input_shapes,
-                                                                 fill_weights=o.fill_weights, seed=o.seed))
+        state.graph = load_program(program, example_inputs, o.loading)
         state.examples = checks.examples_by_name(state.graph, example_inputs)
         if o.verify:
             checks.before_search(state.graph, program, o.verify, state.examples)
 
 
-def load_program(program, example_inputs, importing=None) -> Graph:
-    """The program as a Graph; `importing`: `load_onnx`'s options, for an ONNX model only."""
-    importing = importing or {}
+def load_program(program, example_inputs, load=None) -> Graph:
+    """The program as a Graph; `load`: how an ONNX model is read (`Options.load`, a `Load`)."""
+    importing = {} if load is None else dict(input_shapes=load.input_shapes, fill_weights=load.fill_weights,
+                                             seed=load.seed)
     onnx_model = isinstance(program, (str, os.PathLike, bytes)) or hasattr(program, "graph")
     if not onnx_model and (importing.get("input_shapes") is not None or importing.get("fill_weights") is not None):
-        raise EinsatError(f"input_shapes= and fill_weights= apply to an ONNX model, not to "
+        raise EinsatError(f"Load(input_shapes=, fill_weights=) apply to an ONNX model, not to "
                           f"{'an einsat Graph' if isinstance(program, Graph) else type(program).__name__}")
     if isinstance(program, Graph):
         return program
@@ -123,7 +123,8 @@ def reference(state: State) -> None:
             state.reference, candidate_s = checks.prepare_reference(state.graph, examples=state.examples)
             planner.hold("verify", VERIFY_MARGIN * candidate_s)
     if measure.measured(state.model):
-        planner.hold("check", check_estimate(state.model.graph_cost(state.graph), o.check_reps or measure.CHECK_REPS))
+        reps = o.measuring.check_reps or measure.CHECK_REPS
+        planner.hold("check", check_estimate(state.model.graph_cost(state.graph), reps))
 
 
 # -- profile, saturate --------------------------------------------------------------------------
@@ -187,7 +188,7 @@ def profile_candidates(state: State) -> None:
 def extract_phase(state: State) -> None:
     """The cheapest program of the e-graph (ILP or greedy, started from the input); with a
     measured model, the measured choice (`choose`) instead."""
-    data, method = state.data, state.options.extractor
+    data, method = state.data, state.options.saturation_limits().extractor
     state.notify(ProgressEvent("extract", f"{method} over {data.num_nodes():,} e-nodes", nodes=data.num_nodes(),
                                classes=len(data.classes)))
     if state.profiled is not None:
@@ -207,7 +208,8 @@ def choose(state: State) -> None:
     seconds = planner.seconds("choose")
 
     def extract_again():
-        return extract(state.data, state.model, state.options.extractor, planner.seconds("extract"), state.graph,
+        return extract(state.data, state.model, state.options.saturation_limits().extractor, planner.seconds("extract"),
+                       state.graph,
                        state.budget, state.notify)
 
     with planner.phase("extract"):
@@ -273,7 +275,8 @@ def check(state: State, candidate: Graph, what: str = "the result") -> None:
         units = measure.profile(model, model.unit_signatures(candidate), planner.seconds("check"))  # its fused groups
         state.checked_profile = units
         state.result, state.measured, state.kept_input = never_slower(
-            model, state.graph, candidate, state.options.check_reps or measure.CHECK_REPS, state.options.recheck)
+            model, state.graph, candidate, state.options.measuring.check_reps or measure.CHECK_REPS,
+            state.options.measuring.recheck)
 
 
 def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False):

@@ -6,13 +6,13 @@ is left then (`SHARES`), capped by the option that bounds the phase (`caps`) and
 phase must have a moment to return anything (`FLOORS`):
 
     phase      share of what is left   cap (the option; its default)          floor
-    profile    1/2                     profile_budget (120 s): input + candidates together
+    profile    1/2                     Measure.profile_s (120 s): input + candidates together
     saturate   1/2                     Limits.time_s (8 s)                    0.01 s
-    extract    4/5 (a fifth kept for   extract_seconds, alias time_limit (5 s) 0.05 s
+    extract    4/5 (a fifth kept for   Limits.extract_s (5 s)                 0.05 s
                the rebuild)
     choose     1/2                     60 s for each of its ways (`measure.choose`)
     check      all                     none: the result's fused units profiled, then both
-                                       programs timed side by side (`check_reps` rounds)
+                                       programs timed side by side (`Measure.check_reps`)
     pieces     4/5, over the rounds    -                                      0.5 s
                of pieces (partition)
 
@@ -39,8 +39,8 @@ from einsat.budget import Budget
 
 SHARES = {"profile": 0.5, "saturate": 0.5, "extract": 0.8, "choose": 0.5, "check": 1.0, "pieces": 0.8}
 FLOORS = {"saturate": 0.01, "extract": 0.05, "pieces": 0.5}
-EXTRACT_S = 5.0        # one ILP solve's seconds by default (`Options.extract_seconds`)
-PROFILE_S = 120.0      # op profiling of a measured model, by default (`Options.profile_budget`)
+EXTRACT_S = 5.0        # one ILP solve's seconds by default (`Limits.extract_s`)
+PROFILE_S = 120.0      # op profiling of a measured model, by default (`Measure.profile_s`)
 CHOICE_S = 60.0        # the measured choice's profiling, for each of its ways
 VERIFY_MARGIN = 1.5    # the candidate's verification runs held back: this times the reference's
 CHECK_SETUP_S = 0.05   # the measured check's session set-up, per program (held back with its rounds)
@@ -64,9 +64,9 @@ class Planner:
         """The planner of a run with `options` (`Options`), on `budget` (default: its own)."""
         limits = options.saturation_limits()
         return cls(options.run_budget() if budget is None else budget,
-                   {"profile": PROFILE_S if options.profile_budget is None else options.profile_budget,
+                   {"profile": PROFILE_S if options.measuring.profile_s is None else options.measuring.profile_s,
                     "saturate": limits.time_s,
-                    "extract": EXTRACT_S if options.extract_seconds is None else options.extract_seconds,
+                    "extract": limits.extract_s,
                     "choose": CHOICE_S, "check": None, "pieces": None})
 
     @property

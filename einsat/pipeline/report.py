@@ -288,7 +288,7 @@ class Report:
                          f"{m['speedup']:.3f}x measured (faster in {m['wins']}/{m['rounds']} interleaved rounds); "
                          f"modeled: input {p0:,.2f} -> extracted {p1:,.2f} {self.unit} "
                          f"({p0 / p1 if p1 else float('inf'):.3f}x)"
-                         + (f"; verdict kept from {m['measured_at']} (optimize(recheck=True) measures again)"
+                         + (f"; verdict kept from {m['measured_at']} (--recheck measures again)"
                             if m.get("measured_at") else ""))
         if self.kept_input:
             lines.append(f"  returned: the INPUT program ({self.kept_input})")
@@ -300,7 +300,7 @@ class Report:
 
 
 def threads_text(threads) -> str:
-    """" at N intra-op thread(s)" for a CPU measurement (`optimize(threads=)`), "" for none."""
+    """" at N intra-op thread(s)" for a CPU measurement (`Measure(threads=)`), "" for none."""
     return f" at {threads} intra-op thread{'' if threads == 1 else 's'}" if threads else ""
 
 

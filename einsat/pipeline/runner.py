@@ -41,7 +41,7 @@ class Result:
     graph: Graph
     report: Report
     input: Graph | None = None
-    recipe: Graph | None = None  # with optimize(recipe=True): the result's new weights from the input's
+    recipe: Graph | None = None  # with Options(recipe=True): the result's new weights from the input's
     opset: int | None = None     # optimize(opset=): the cap `save` writes under (None: the newest onnxruntime opens)
 
     def save(self, path) -> None:
@@ -146,19 +146,18 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     """A half precision: the fp32 program converted (and the conversion verified), the half
     program optimized, and the result checked against the fp32 input within the precision's bound."""
     options = options.replace(budget=options.run_budget())  # one budget: the conversion counts
-    source = phases.load_program(program, example_inputs, dict(input_shapes=options.input_shapes,
-                                                               fill_weights=options.fill_weights, seed=options.seed))
+    source = phases.load_program(program, example_inputs, options.loading)
     half = convert(source, options.precision, options.half_io)
     model = options.model()  # the run's cost model, for the two questions below
     if measure.measured(model):  # before the search: a target that cannot run the half program is refused
         _runs_on_onnxruntime(options.precision, half)
-    plain = options.replace(precision="fp32", half_io=False, input_shapes=None, fill_weights=None)
+    plain = options.replace(precision="fp32", half_io=False, load=None)
     if half is source:  # already in half: optimized as it is
         return run(source, example_inputs, plain, split)
     examples = checks.examples_by_name(source, example_inputs)
     from einsat.verify.precision import verify_conversion
 
-    conversion = verify_conversion(source, half, options.precision, inputs=examples, seed=options.seed)
+    conversion = verify_conversion(source, half, options.precision, inputs=examples, seed=options.loading.seed)
     result = run(half, checks.retyped(half, examples),
                  plain.replace(verify=bool(options.verify), budget=options.run_budget()), split)
     result.report.precision = conversion
@@ -166,7 +165,7 @@ def _in_half(program, example_inputs, options: Options, split: Split | None) -> 
     result.report.cost_fp32 = None if measure.measured(model) else model.graph_cost(source)
     if options.verify:  # the proof: the result against the fp32 input, within the precision's bound
         result.report.precision = verify_conversion(source, result.graph, options.precision, inputs=examples,
-                                                    seed=options.seed)
+                                                    seed=options.loading.seed)
         result.report.verification = checks.precision_verification(result.report.precision, options.verify)
     return result
 

@@ -175,15 +175,20 @@ def onnx_round_trip(graph: Graph) -> Graph:
     return load_onnx(to_onnx(graph))
 
 
+def _greedy():
+    from einsat.egraph.session import Limits
+    return Limits(extractor="greedy")
+
+
 def optimize_transform(optimize: Callable) -> Callable[[Graph], Graph]:
     """The transformation `einsat.optimize` (passed in) makes, unverified and greedy."""
-    return lambda graph: optimize(graph, verify=False, extractor="greedy").graph
+    return lambda graph: optimize(graph, verify=False, limits=_greedy()).graph
 
 
 def fusion_transform(optimize: Callable) -> Callable[[Graph], Graph]:
     """`einsat.optimize` under the H100 model (where chains fuse into eOperators), then the ONNX
     round trip of its result (a fused eop exports as its expression)."""
-    return lambda graph: onnx_round_trip(optimize(graph, verify=False, extractor="greedy", cost="h100").graph)
+    return lambda graph: onnx_round_trip(optimize(graph, verify=False, limits=_greedy(), cost="h100").graph)
 
 
 TARGETS: dict[str, Target] = {}

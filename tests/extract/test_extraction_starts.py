@@ -34,7 +34,7 @@ def block():
 def test_the_starts_are_their_programs_costs_under_a_non_additive_model():
     model = PerNodeOverhead()
     g = block()
-    r = einsat.optimize(g, cost=model, limits=Limits(nodes=2000, iterations=4, time_s=60), time_limit=2).report
+    r = einsat.optimize(g, cost=model, limits=Limits(nodes=2000, iterations=4, time_s=60, extract_s=2)).report
     assert r.cost_after < r.cost_before and sum(r.ops_after.values()) < len(g.nodes)
     assert r.extraction.starts["input"] == pytest.approx(model.graph_cost(g))  # 4 nodes: 400 of dispatch
     assert r.extraction.starts["input"] == pytest.approx(r.cost_before)

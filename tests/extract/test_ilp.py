@@ -89,3 +89,23 @@ def test_the_solver_prints_nothing_on_stdout(monkeypatch, capfd):
     print("after", flush=True)
     assert result.cost == 11
     assert capfd.readouterr().out == "before\nafter\n"
+
+
+def test_progress_shows_the_incumbents_program_cost_not_the_objective():
+    """#41: with cost="cpu" the live line said "better program found: 15.47" (the ILP's objective)
+    where the report said 25.34 µs. Given `program_cost`, what progress shows of each better
+    incumbent is that program's cost, in the model's unit; the bound moves by the same amount."""
+    data = make({0: [leaf("x")], 1: [node(3, 0)], 2: [node(3, 0, 0)], 3: [node(4, 0)],
+                 4: [node(1, 1), node(1, 3)], 5: [node(1, 2), node(1, 3, 3)]}, roots=[4, 5])
+    problem = Problem(data, AttrCost())
+    tree, _ = greedy_tree(problem)
+    seen = []
+    result = solve_ilp(problem, tree, progress=lambda message, cost: seen.append((message, cost)),
+                       program_cost=lambda selection: 100.0 + 2 * problem.cost(selection))
+    assert result.cost == 6  # the objective; the program it rebuilds to costs 112 here
+    better = [(m, c) for m, c in seen if m.startswith("better program found")]
+    assert better and better[-1] == ("better program found: 112.00 µs", 112.0)
+    assert all(c >= 112.0 for _, c in seen)  # never the objective's 6 or 8
+    unpriced = []
+    solve_ilp(problem, tree, progress=lambda message, cost: unpriced.append(message))
+    assert unpriced[-1] == "better program found: 6.00"  # no program_cost: the objective, no unit

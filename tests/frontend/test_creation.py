@@ -78,7 +78,7 @@ def test_the_issue_kernel_exports_small_and_runs_on_onnxruntime():
 
 def test_optimize_keeps_the_zero_buffer_a_broadcast_not_a_weight():
     x = np.random.default_rng(2).standard_normal((1024, 1024)).astype(np.float32)
-    result = einsat.optimize(zeros_buffer, (x,), time_limit=1)
+    result = einsat.optimize(zeros_buffer, (x,), limits=einsat.Limits(extract_s=1))
     assert sum(w.nbytes for w in result.graph.weights.values()) < 1024  # was 8.4 MB
     assert Op.EXPAND in {n.op for n in result.graph.nodes}
     assert model_bytes(result.graph) < 10_000

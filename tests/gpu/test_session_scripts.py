@@ -79,10 +79,10 @@ def test_an_optimized_program_travels_without_weights_and_runs_against_its_input
     weights; the GPU session rebuilds it bit for bit and times it against the input (here on the
     host device, with the CUDA-event timing replaced)."""
     pytest.importorskip("egglog", reason="the export optimizes: the CPU side of the session (no egglog on the GPU)")
-    import einsat
+    from einsat.optimize import Options, run
     export, session = load_script("export_optimized"), load_script("gpu_session")
     graph = build("pet_conv")
-    result = einsat.optimize(graph, cost="h100", budget=10, recipe=True)
+    result = run(graph, None, Options(cost="h100", budget=10, recipe=True))  # with its recipe
     (tmp_path / "opt").mkdir()
     (tmp_path / "opt" / "pet_conv.pkl").write_bytes(pickle.dumps(export.pack("pet_conv", graph, result)))
     (record,) = session.optimized_records(argparse.Namespace(optimized=str(tmp_path / "opt")))

@@ -79,7 +79,7 @@ def test_llm_matches_onnxruntime_optimizes_and_round_trips(name, tmp_path):
     # one round of rewriting, ended by work (the default 8 s clock ended it before the round under load,
     # and the input came back); the ILP keeps its short clock: it starts from the greedy program, which
     # is already cheaper, so the assertion below holds however soon the clock stops it
-    result = einsat.optimize(g, inputs, limits=work_limits(iterations=1), time_limit=2)
+    result = einsat.optimize(g, inputs, limits=work_limits(iterations=1, extract_s=2))
     report = result.report
     assert "time" not in report.saturation.stop_reason, report.saturation.stop_reason
     assert report.verification is not None and report.verification.status == "proved", \

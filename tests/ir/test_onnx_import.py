@@ -90,6 +90,40 @@ def test_constant_computations_fold_into_weights():
     np.testing.assert_array_equal(g.weights["scaled"], np.tile(np.arange(5, dtype=np.float32), (2, 1)))
 
 
+def t5_like_buckets() -> onnx.ModelProto:
+    """T5's relative-position buckets in small: the log of the distances (0 among them: -inf), cast
+    to integers (-inf has no integer), then a Where that keeps the exact small distances there."""
+    nodes = [
+        helper.make_node("Constant", [], ["pos"], value=helper.make_tensor("p", TensorProto.INT64, [4], [0, 1, 2, 3])),
+        helper.make_node("Cast", ["pos"], ["posf"], to=TensorProto.FLOAT),
+        helper.make_node("Log", ["posf"], ["logp"]),
+        helper.make_node("Cast", ["logp"], ["large"], to=TensorProto.INT64),
+        helper.make_node("Constant", [], ["two"], value=helper.make_tensor("t", TensorProto.INT64, [], [2])),
+        helper.make_node("Less", ["pos", "two"], ["small"]),
+        helper.make_node("Where", ["small", "pos", "large"], ["bucket"]),
+        helper.make_node("Cast", ["bucket"], ["bf"], to=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "bf"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "t5_buckets", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_constant_folding_warns_of_nothing_a_later_node_discards():
+    """#41: loading a T5 export printed NumPy RuntimeWarnings ("divide by zero encountered in
+    log", "invalid value encountered in cast") from onnx.reference folding its bucket arithmetic
+    at import; the values folded are ONNX's all the same, and the Where discards the -inf ones."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = einsat.load_onnx(t5_like_buckets())
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    assert [n.op for n in g.nodes] == [Op.ADD]  # the bucket chain folded into one weight
+    (bucket,) = g.weights.values()
+    np.testing.assert_array_equal(bucket, np.array([0, 1, np.log(2), np.log(3)], np.float32).astype(np.int64))
+
+
 def test_dropout_is_identity_and_sum_chains_adds():
     nodes = [helper.make_node("Dropout", ["a"], ["d", "mask"]),
              helper.make_node("Sum", ["d", "b", "c", "a"], ["s"]),

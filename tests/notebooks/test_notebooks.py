@@ -39,7 +39,7 @@ def test_the_notebooks_are_found():
     assert [p.stem[:2] for p in NOTEBOOKS][:4] == ["01", "02", "03", "04"]
 
 
-# 02 optimizes a model in its kernel (about 10 s idle): make test-slow
+# 02 optimizes a model in its kernel (17-26 s on the 2-core machine): make test-slow
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith("02") else p
                                   for p in NOTEBOOKS], ids=lambda p: p.stem)
 def test_notebook_runs_in_a_kernel_and_shows_pictures(path, tmp_path):

@@ -39,7 +39,7 @@ def run(tmp_path, monkeypatch, whole_faster: bool):
 
     monkeypatch.setattr(measure, "check_measured", scripted)
     result = einsat.optimize(graph, cost=cpu_model(path=tmp_path / "p.json"), limits=LIMITS, partition=SERIAL,
-                             profile_budget=20)
+                             measure=einsat.Measure(profile_s=20))
     return graph, result, compared
 
 

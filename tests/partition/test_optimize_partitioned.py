@@ -9,11 +9,12 @@ import pytest
 
 import einsat
 from einsat.egraph import Limits
+from einsat.optimize import Options, run
 from einsat.partition import Partitioning
 from tests.partition.common import assert_same_function, prenorm, same_program, stacked
 
 # limits that end saturation by its iteration limit, never its time limit: runs are deterministic
-LIMITS = Limits(nodes=6000, iterations=3, time_s=120)
+LIMITS = Limits(nodes=6000, iterations=3, time_s=120, extract_s=60)
 SERIAL = Partitioning(above=0, piece_nodes=64, executor="serial")
 
 
@@ -24,7 +25,7 @@ def graph():
 
 @pytest.fixture(scope="module")
 def serial(graph):
-    return einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=SERIAL)
+    return einsat.optimize(graph, limits=LIMITS, partition=SERIAL)
 
 
 def test_each_distinct_piece_is_optimized_once_and_every_copy_verified(graph, serial):
@@ -66,7 +67,7 @@ def test_the_report_says_where_it_cut_and_what_crossing_cost(serial):
 @pytest.fixture(scope="module")
 def alone(graph):
     """Every piece optimized on its own (four jobs: enough to keep two workers busy)."""
-    return einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=dataclasses.replace(SERIAL, reuse=False))
+    return einsat.optimize(graph, limits=LIMITS, partition=dataclasses.replace(SERIAL, reuse=False))
 
 
 def test_without_reuse_every_piece_is_optimized_and_the_program_is_the_same(graph, serial, alone):
@@ -77,7 +78,7 @@ def test_without_reuse_every_piece_is_optimized_and_the_program_is_the_same(grap
 
 
 def test_a_process_pool_gives_the_same_program(graph, alone):
-    pool = einsat.optimize(graph, limits=LIMITS, time_limit=60,
+    pool = einsat.optimize(graph, limits=LIMITS,
                            partition=dataclasses.replace(SERIAL, executor="process", workers=2, reuse=False))
     assert pool.report.partition.executor == "process" and pool.report.partition.workers == 2
     same_program(alone.graph, pool.graph)
@@ -89,7 +90,7 @@ def test_in_a_process_pool_this_process_takes_the_largest_piece_at_once():
 
     from einsat.partition.executors import run_jobs
     big, small = stacked(layers=2), stacked(layers=1, hidden=32)
-    options = dict(limits=LIMITS, time_limit=60, verify=False, cost=einsat.extract.cost_model("h100"))
+    options = dict(limits=LIMITS, verify=False, cost=einsat.extract.cost_model("h100"))
     results = run_jobs([(small, options), (big, options), (small, options)], "process", workers=2)
     assert [len(r.graph.nodes) > 0 for r in results] == [True] * 3
     assert results[1].pid == os.getpid()
@@ -99,7 +100,7 @@ def test_in_a_process_pool_this_process_takes_the_largest_piece_at_once():
 def test_ray_gives_the_same_program(graph, alone):
     ray = pytest.importorskip("ray", reason="Ray is the 'distributed' extra: pip install 'einsat[distributed]'")
     assert not ray.is_initialized()
-    on_ray = einsat.optimize(graph, limits=LIMITS, time_limit=60,
+    on_ray = einsat.optimize(graph, limits=LIMITS,
                              partition=dataclasses.replace(SERIAL, executor="ray", workers=2, reuse=False))
     assert on_ray.report.partition.executor == "ray"
     assert not ray.is_initialized()  # the local cluster it started is shut down
@@ -121,7 +122,7 @@ def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, monkeypatch,
         return program.replace(weights={**program.weights, w: program.weights[w] * np.float32(1.01)})
 
     monkeypatch.setattr(driver, "rebind", planted)
-    result = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=SERIAL)
+    result = einsat.optimize(graph, limits=LIMITS, partition=SERIAL)
     pieces = result.report.partition.pieces
     assert pieces[2].template == 2 and pieces[2].enodes
     assert ("planted" if plant == "error" else "differs from piece") in pieces[2].fallback
@@ -130,10 +131,10 @@ def test_a_copy_the_template_does_not_fit_is_optimized_alone(graph, monkeypatch,
 
 
 def test_a_partitioned_programs_recipe_makes_every_new_weight_of_every_copy(graph, serial):
-    """`optimize(recipe=True)` of a partitioned program: one recipe over the input's weights
+    """`run(..., Options(recipe=True))` of a partitioned program: one recipe over the input's weights
     makes each piece's folded weights (the template's under its own names, each copy's under the
     stitched program's), bit for bit; run on other weights it makes the program for those."""
-    result = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=SERIAL, recipe=True)
+    result = run(graph, None, Options(limits=LIMITS, partition=SERIAL, recipe=True))
     same_program(serial.graph, result.graph)
     new = sorted(w for w in result.graph.weights if w not in graph.weights)
     assert len(new) >= 4  # a merged Q/K/V weight per layer at least
@@ -155,7 +156,7 @@ def test_a_partitioned_programs_recipe_makes_every_new_weight_of_every_copy(grap
 
 
 def test_small_programs_are_not_partitioned_and_large_ones_are(graph):
-    small = einsat.optimize(graph, limits=LIMITS, time_limit=60)
+    small = einsat.optimize(graph, limits=LIMITS)
     assert small.report.partition is None  # 4 layers: under the default 256 nodes
     assert len(graph.nodes) < Partitioning().above
     with pytest.raises(einsat.EinsatError, match="Partitioning"):
@@ -260,9 +261,9 @@ def test_a_layer_inside_a_partitioned_model_costs_no_more_than_the_layer_optimiz
     settings = Partitioning(above=0, executor="serial")
     # the ILP's time limit far off, as elsewhere here: at the default 5 s a loaded machine stopped
     # the layer's ILP at its time limit in one run and not in the other (40.67 against 39.42 µs)
-    whole = einsat.optimize(graph, limits=LIMITS, time_limit=60, partition=settings)
+    whole = einsat.optimize(graph, limits=LIMITS, partition=settings)
     pieces, _ = partition(graph, settings)
-    alone = einsat.optimize(pieces[0].graph, limits=LIMITS, time_limit=60, partition=False)
+    alone = einsat.optimize(pieces[0].graph, limits=LIMITS, partition=False)
     part = whole.report.partition
     layers = [p for p in part.pieces if p.fingerprint == part.pieces[0].fingerprint]
     assert len(layers) == 3  # the last layer too: it is cut off the final norm and reuses the first
@@ -309,6 +310,6 @@ def test_the_pieces_get_the_measured_models_options(monkeypatch):
         return real(jobs, *args, **kwargs)
 
     monkeypatch.setattr(driver, "run_jobs", spy)
-    einsat.optimize(stacked(layers=2), limits=LIMITS, time_limit=60, partition=SERIAL, profile_budget=7.0,
-                    check_reps=5, recheck=True)
-    assert seen and all(o.profile_budget == 7.0 and o.check_reps == 5 and o.recheck for o in seen)
+    einsat.optimize(stacked(layers=2), limits=LIMITS, partition=SERIAL,
+                    measure=einsat.Measure(profile_s=7.0, check_reps=5, recheck=True))
+    assert seen and all(o.measure == einsat.Measure(profile_s=7.0, check_reps=5, recheck=True) for o in seen)

@@ -5,10 +5,11 @@ import pytest
 
 import einsat
 from einsat.egraph import Limits
+from einsat.optimize import Options, run
 from einsat.partition import Partitioning, canonical, partition, rebind
 from tests.partition.common import assert_same_function, stacked
 
-LIMITS = Limits(nodes=6000, iterations=3, time_s=60)
+LIMITS = Limits(nodes=6000, iterations=3, time_s=60, extract_s=30)
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def layers():
 
 @pytest.fixture(scope="module")
 def template(layers):
-    return einsat.optimize(layers[0], recipe=True, limits=LIMITS, time_limit=30)
+    return run(layers[0], None, Options(recipe=True, limits=LIMITS))
 
 
 def test_the_optimizer_folds_weights_and_the_recipe_recomputes_them(layers, template):

@@ -76,7 +76,7 @@ def test_without_a_budget_every_phase_gets_its_cap():
     p = Planner.of(Options())
     assert [p.seconds(x) for x in ("profile", "saturate", "extract", "choose", "check", "pieces")] == \
         [PROFILE_S, Limits().time_s, EXTRACT_S, CHOICE_S, None, None]
-    p = Planner.of(Options.of(profile_budget=7, time_limit=2, limits=Limits(time_s=3)))
+    p = Planner.of(Options.of(measure=einsat.Measure(profile_s=7), limits=Limits(time_s=3, extract_s=2)))
     assert (p.seconds("profile"), p.seconds("extract"), p.seconds("saturate")) == (7, 2, 3)
     assert p.hold("verify", 10) == 0.0 and p.budget.remaining() == float("inf")
 
@@ -150,7 +150,7 @@ def test_a_measured_run_keeps_every_phase_inside_a_small_budget(tmp_path, monkey
                                                    or planners[-1]))
     model = cpu_model(path=tmp_path / "p.json")
     result = einsat.optimize(block(), cost=model, budget=budget_s, limits=Limits(nodes=3000, iterations=3),
-                             profile_budget=1.2, partition=False)
+                             measure=einsat.Measure(profile_s=1.2), partition=False)
     r, (plan,) = result.report, planners
     took, granted = plan.took, plan.granted
     assert set(took) >= {"load", "reference", "profile", "saturate", "extract", "choose", "verify", "check"}

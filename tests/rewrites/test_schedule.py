@@ -119,7 +119,7 @@ def test_same_input_same_program_twice(workloads):
     from einsat.egraph.session import Limits
 
     g = workloads.build("bert_tensat", seq=8, hidden=32, heads=2, layers=1)
-    runs = [optimize(g, limits=Limits(time_s=300), time_limit=120) for _ in range(2)]
+    runs = [optimize(g, limits=Limits(time_s=300, extract_s=120)) for _ in range(2)]
     for r in runs:
         assert "time" not in r.report.saturation.stop_reason and "time limit" not in r.report.extraction.status
     a, b = (r.graph for r in runs)

@@ -141,7 +141,7 @@ def test_the_report_page_has_no_console_error_and_every_picture_draws(tmp_path):
     from PIL import Image
 
     from einsat.cli.optimize import write_report
-    result = einsat.optimize(program(), limits=Limits(nodes=2000, iterations=3, time_s=60), time_limit=2)
+    result = einsat.optimize(program(), limits=Limits(nodes=2000, iterations=3, time_s=60, extract_s=2))
     # every phase a partitioned command-line run reports (its own times beside the pipeline's): the time
     # chart's legend then has three rows, as a real `einsat optimize --report` of a big model has
     result.report.times = {name: 0.25 * (k + 1) for k, name in enumerate(CLI_PHASES)} | {"total": 20.0}

@@ -21,7 +21,7 @@ def result():
     x = b.input("x", (8, 16))
     w1, w2 = b.weight("w1", (16, 16)), b.weight("w2", (16, 16))
     return einsat.optimize(b.build(b.relu(b.add(b.matmul(x, w1), b.matmul(x, w2)))),
-                           limits=Limits(nodes=2000, iterations=4, time_s=60), time_limit=2)
+                           limits=Limits(nodes=2000, iterations=4, time_s=60, extract_s=2))
 
 
 def test_ids_are_unique_per_page_and_every_reference_resolves(result):
@@ -106,7 +106,7 @@ def conv_head():
 
 
 def test_the_drawing_marks_new_only_what_the_input_lacks():
-    res = einsat.optimize(conv_head(), limits=Limits(nodes=2000, iterations=3, time_s=60), time_limit=2)
+    res = einsat.optimize(conv_head(), limits=Limits(nodes=2000, iterations=3, time_s=60, extract_s=2))
     before, after = res.input, res.graph
     assert "batchnorm" not in after.op_counts()  # folded: something did change
     html = report_html(res.report, before=before, after=after)

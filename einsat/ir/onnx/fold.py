@@ -38,7 +38,16 @@ def foldable(onode: onnx.NodeProto, constants, types) -> bool:
 
 
 def fold(onode: onnx.NodeProto, constants, types, opset: int) -> list[np.ndarray]:
-    """The values of `onode`'s outputs (one per output name, '' outputs included)."""
+    """The values of `onode`'s outputs (one per output name, '' outputs included), as ONNX defines
+    them, infinities and NaNs included, without NumPy's RuntimeWarnings: an exporter's constant
+    arithmetic computes values a later node discards (T5's relative-position buckets take the log
+    of a zero distance and cast the -inf to an integer, then a Where keeps the exact small
+    distances there), and a warning at import would only be noise."""
+    with np.errstate(all="ignore"):
+        return _fold(onode, constants, types, opset)
+
+
+def _fold(onode: onnx.NodeProto, constants, types, opset: int) -> list[np.ndarray]:
     if onode.op_type in ("Shape", "Size"):
         t = types.get(onode.input[0]) or TensorType.of(constants[onode.input[0]])
         if onode.op_type == "Size":

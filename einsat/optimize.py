@@ -122,17 +122,17 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
         `Partitioning` sets the piece size, reuse and parallelism, False never partitions.
         The pieces' reports are in `report.partition`.
     progress: a callable receiving `ProgressEvent`s (the CLI passes a `ProgressDisplay`).
+    opset: the ONNX opset cap of the file `Result.save` writes (13 to 26; None: 26, the newest the
+        pinned onnxruntime opens): ops are written in the forms that opset has (ONNX Attention
+        from 23, Gelu from 20, a chain below), and the file declares the least opset they need.
 
     The weights the optimizer made (folded weight-only values) as a program over the input's
     weights (`Result.recipe`, `einsat.egraph.weights.weight_recipe`: running it on other weights
     of the same shapes gives the result's weights for those) come from `run` with
     `Options(recipe=True)`; a partitioned program's recipe joins its pieces'
     (`partition.driver.joined_recipe`).
-    """
-    opset: the ONNX opset cap of the file `Result.save` writes (13 to 26; None: 26, the newest the
-        pinned onnxruntime opens): ops are written in the forms that opset has (ONNX Attention
-        from 23, Gelu from 20, a chain below), and the file declares the least opset they need.
 
+    """
     moved(gone)
     options = Options.of(cost=cost, budget=budget, limits=limits, rules=rules, verify=verify, precision=precision,
                          load=load, measure=measure, partition=partition, progress=progress, opset=opset)

@@ -289,7 +289,7 @@ def _symbolic_error(label: str, symbolic: dict[str, list]) -> SymbolicShapesErro
         f"{label}: einsat needs static shapes, and {len(symbolic)} input{'s have' if many else ' has'} symbolic "
         f"dims: {listed}. Give each symbol a size once for every input with "
         f"{' '.join(f'--dim {s}=N' for s in symbols)} on the command line, or fix the inputs' dims with "
-        f"--input-shape NAME=D1,D2,..., input_shapes={{{pins}}} in Python "
+        f"{' '.join(f'--input-shape {n}=D1,D2,...' for n in symbolic)}, input_shapes={{{pins}}} in Python "
         f"(einsat.ir.onnx.read.shapes_for_dims makes them from one size per symbol)", symbolic, symbols)
 
 

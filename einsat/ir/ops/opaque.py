@@ -221,7 +221,7 @@ class Opaque(OpDef):
 
 def opset_needed(nodes, opset: int) -> int:
     """The default-domain opset at least `opset` at which every opaque ONNX node of `nodes` exists: an op
-    read from a newer model (Attention, RMSNormalization from 23) is written at its own opset, since no
+    read from a newer model (Attention from 23) is written at its own opset, since no
     older one has it."""
     from onnx import defs
 

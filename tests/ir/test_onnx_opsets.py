@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, defs, helper, numpy_helper
+from onnx import TensorProto, defs, helper
 
 import einsat
 from einsat.ir import GraphBuilder, Op
@@ -88,7 +88,8 @@ def test_a_newer_opsets_op_is_kept_and_written_at_its_opset(tmp_path):
     """Swish (opset 24) has no einsat op: it is read as an opaque node, runs, and the file einsat
     writes declares opset 24, since no older opset has the op (RMSNormalization, new at 23, is
     read as `rmsnorm`: tests/ir/test_ops_rmsnorm.py)."""
-    graph = helper.make_graph([helper.make_node("Swish", ["x"], ["n"]), helper.make_node("Relu", ["n"], ["y"])], "swish",
+    nodes = [helper.make_node("Swish", ["x"], ["n"]), helper.make_node("Relu", ["n"], ["y"])]
+    graph = helper.make_graph(nodes, "swish",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 6])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 24)], ir_version=10)

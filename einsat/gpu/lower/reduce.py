@@ -3,6 +3,7 @@ layernorm, rmsnorm (its expression's eop kernel), lrn, max/average pooling and g
 
 from __future__ import annotations
 
+from einsat.gpu.kernels.eop import eop_kernel
 from einsat.gpu.kernels.reduce import (
     argmax_kernel,
     cumsum_kernel,
@@ -12,7 +13,6 @@ from einsat.gpu.kernels.reduce import (
     reduce_kernel,
     softmax_kernel,
 )
-from einsat.gpu.kernels.eop import eop_kernel
 from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.registry import Op, opdef

@@ -200,8 +200,9 @@ class RMSNorm(OpDef):
         dt = np.float32 if half else t.dtype
         xf, sf = x, scale
         if half:
-            (xf,) = ctx.node("Cast", [x], [ctx.fresh("x32")], to=helper.np_dtype_to_tensor_dtype(np.dtype(np.float32)))
-            (sf,) = ctx.node("Cast", [scale], [ctx.fresh("scale32")], to=helper.np_dtype_to_tensor_dtype(np.dtype(np.float32)))
+            f32 = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+            (xf,) = ctx.node("Cast", [x], [ctx.fresh("x32")], to=f32)
+            (sf,) = ctx.node("Cast", [scale], [ctx.fresh("scale32")], to=f32)
         (sq,) = ctx.node("Mul", [xf, xf], [ctx.fresh("square")])
         axes = ctx.constant(np.arange(axis, t.rank, dtype=np.int64), "axes")
         (ms,) = ctx.node("ReduceMean", [sq, axes], [ctx.fresh("mean_square")], keepdims=1)

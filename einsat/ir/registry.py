@@ -63,6 +63,7 @@ class Op(enum.Enum):
     # normalization
     BATCHNORM = "batchnorm"
     LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
     SOFTMAX = "softmax"
     LRN = "lrn"
     # reductions

@@ -29,9 +29,11 @@ from einsat.rewrites.algebra.casts import cast_rules
 from einsat.rewrites.algebra.concat import concat_rules
 from einsat.rewrites.algebra.conv import conv_rules
 from einsat.rewrites.algebra.elementwise import ac_rules, elementwise_rules
+from einsat.rewrites.algebra.gelu import gelu_generator
 from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
+from einsat.rewrites.algebra.norms import layernorm_generator, rmsnorm_generator
 from einsat.rewrites.derive.fusion import fusion_generator
 from einsat.rewrites.derive.generator import after_derivations, default_derive_generator, derive_generator
 from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_generator
@@ -71,6 +73,7 @@ def einnet_schedule(rank=None) -> Schedule:
 
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
     phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
-              + tuple(default_rulesets()) + (attention_generator(), fold_generator(), merge_derived, fuse_eops,
+              + tuple(default_rulesets()) + (attention_generator(), rmsnorm_generator(), layernorm_generator(),
+                                             gelu_generator(), fold_generator(), merge_derived, fuse_eops,
                                              fusion_generator()))
     return Schedule(tuple(p for p in phases if p is not None))

@@ -150,7 +150,7 @@ def attrs_for(op: Op, types: list[TensorType], *, pad_modes=("constant", "reflec
     if op is Op.GEMM:
         return st.fixed_dictionaries({"trans_a": st.integers(0, 1), "trans_b": st.integers(0, 1),
                                       "alpha": st.sampled_from([1.0, 0.5]), "beta": st.sampled_from([1.0, 2.0])})
-    if op is Op.LAYERNORM:
+    if op in (Op.LAYERNORM, Op.RMSNORM):
         return st.integers(0, rank - 1).map(lambda a: {"axis": a})
     return st.just({})
 

@@ -229,6 +229,14 @@ def _layernorm(draw, b, op, x, pool, pad_modes):
     return [b.layernorm(x, _weight(b, x.shape[a["axis"]:]), **a)]
 
 
+@builds(Op.RMSNORM)
+def _rmsnorm(draw, b, op, x, pool, pad_modes):
+    if x.type.rank < 1:
+        return None
+    a = draw(attrs_for(op, [x.type]))
+    return [b.rmsnorm(x, _weight(b, x.shape[a["axis"]:]), **a)]
+
+
 builds(Op.IDENTITY)(_unary)
 
 # op -> why a program cannot draw it yet (`tests/testing/test_strategies.py` checks that every op

@@ -284,6 +284,17 @@ def layernorm(draw):
 
 
 @st.composite
+def rmsnorm(draw):
+    x = _B("rmsnorm", draw(rs.seeds), draw(floats))
+    shape = draw(rs.shapes(1, 4, 1, 6)) if draw(st.booleans()) else (2, draw(st.integers(65, 300)))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    norm = shape[axis % len(shape):]
+    t = x.tensor("x", x.normal(shape, 2.0) + F32(1.0), draw(st.booleans()))
+    s = x.tensor("scale", x.normal(draw(rs.broadcastable(norm))))
+    return x.case("rmsnorm", x.b.rmsnorm(t, s, axis=axis), "norm")
+
+
+@st.composite
 def softmax(draw):
     x = _B("softmax", draw(rs.seeds), draw(floats))
     shape = draw(rs.shapes(1, 4, 1, 6)) if draw(st.booleans()) else (3, draw(st.integers(65, 300)))
@@ -565,7 +576,7 @@ def strategy(op: str):
     simple = {"eop": eop, "eop_multi": eop_multi, "logical_not": logical_not, "where": where, "cast": cast,
               "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
-              "layernorm": layernorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
+              "layernorm": layernorm, "rmsnorm": rmsnorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
               "einsum": einsum, "lrn": lrn, "attention": attention}
     if op in simple:
         return simple[op]()

@@ -54,7 +54,7 @@ def norm_length(case) -> int:
     x = case.graph.types[node.inputs[0]]
     if case.op == "softmax":
         return x.shape[node.attrs["axis"]]
-    if case.op == "layernorm":
+    if case.op in ("layernorm", "rmsnorm"):
         return int(np.prod(x.shape[node.attrs["axis"]:]))
     return 1
 

@@ -20,14 +20,13 @@ from tests.ir.onnx_check import one_node, ort_run
 RTOL, ATOL = 1e-4, 1e-5  # fp32 sums of a few dozen terms, any BLAS kernel
 
 # The registry ops with a direct ONNX fused operator: op -> (ONNX op, the opset that has it, the
-# op types written below that opset). The "recognize" helper's rmsnorm joins as
-# Op.RMSNORM: ("RMSNormalization", 23, {...its chain...}) (test_every_fused_onnx_op_is_listed
-# fails until it is).
+# op types written below that opset); test_every_fused_onnx_op_is_listed fails for one missing here.
 FUSED = {
     Op.ATTENTION: ("Attention", 23, {"Transpose", "MatMul", "Mul", "Add", "Softmax"}),
     Op.LAYERNORM: ("LayerNormalization", 17, None),  # 17 is the oldest cap with a fused form only
     Op.GELU: ("Gelu", 20, {"Div", "Erf", "Mul", "Add"}),
     Op.SOFTMAX: ("Softmax", 13, None),
+    Op.RMSNORM: ("RMSNormalization", 23, {"Mul", "ReduceMean", "Add", "Sqrt", "Div"}),
 }
 ONNX_FUSED_OPERATORS = {"Attention", "LayerNormalization", "RMSNormalization", "RotaryEmbedding", "Gelu",
                         "Softmax", "GroupNormalization"}
@@ -49,6 +48,8 @@ def _inputs(op):
         return [_f32(rng, 2, 5, 16), _f32(rng, 16), _f32(rng, 16)], {}
     if op is Op.GELU:
         return [_f32(rng, 3, 16)], {}
+    if op is Op.RMSNORM:
+        return [_f32(rng, 2, 5, 16), _f32(rng, 16)], {}
     return [_f32(rng, 3, 16)], {"axis": -1}
 
 

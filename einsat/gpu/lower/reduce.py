@@ -1,8 +1,9 @@
 """Reductions and normalizations as generated kernels: reduce_sum, reduce_mean, cumsum, softmax,
-layernorm, lrn, max/average pooling and global average pooling."""
+layernorm, rmsnorm (its expression's eop kernel), lrn, max/average pooling and global average pooling."""
 
 from __future__ import annotations
 
+from einsat.gpu.kernels.eop import eop_kernel
 from einsat.gpu.kernels.reduce import (
     argmax_kernel,
     cumsum_kernel,
@@ -13,6 +14,9 @@ from einsat.gpu.kernels.reduce import (
     softmax_kernel,
 )
 from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
+from einsat.ir.expr.printer import fingerprint
+from einsat.ir.registry import Op, opdef
+from einsat.ir.types import TensorType
 
 
 def _reduce(dev, x, axes, kind, out_t):
@@ -74,6 +78,15 @@ def layernorm(dev, node, args, out_types):
                          float(node.attrs.get("epsilon", 1e-5)))
     ins = [x, scale] + ([bias] if bias is not None else [])
     return [run_kernel(dev, k, ins, x.shape, out_types[0].dtype)]
+
+
+@implements("rmsnorm")
+def rmsnorm(dev, node, args, out_types):
+    """The eop route: the op's expression as an eOperator's row kernel (statistics in float)."""
+    x, scale = args[0], args[1]
+    e = opdef(Op.RMSNORM).expression([TensorType(x.shape, x.dtype), TensorType(scale.shape, scale.dtype)], node.attrs)
+    k = eop_kernel(fingerprint(e), (operand(x), operand(scale)), out_types[0].dtype)
+    return [run_kernel(dev, k, [x, scale], x.shape, out_types[0].dtype)]
 
 
 def _pool(dev, node, args, out_types, kind):

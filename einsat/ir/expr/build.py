@@ -143,3 +143,21 @@ def layernorm(shape: Sequence[int], axis: int, epsilon: float, scale: Sequence[i
     if bias is not None:
         y = Call("add", (y, broadcast_read(2, bias, trail)))
     return Expr(loops, (), y)
+
+
+def rmsnorm(shape: Sequence[int], axis: int, epsilon: float, scale: Sequence[int]) -> Expr:
+    """x / sqrt(mean(x²) + eps) * scale over the dims from `axis` on: the sum of squares as a
+    scope over the leading dims, divided by the count where it is read (NumPy's `mean`)."""
+    axes = tuple(range(axis, len(shape)))
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    n = Const(float(max(count, 1)))
+    squares = row_scope(0, shape, axes, lambda x, kept: Call("mul", (x, x)))
+    loops = iters("o", shape)
+    lead, trail = loops[:axis], loops[axis:]
+    at = tuple(var(it.name) for it in lead)
+    x = Read(0, tuple(var(it.name) for it in loops))
+    ms = Call("div", (Read(squares, at), n))
+    y = Call("div", (x, Call("sqrt", (Call("add", (ms, Const(float(epsilon)))),))))
+    return Expr(loops, (), Call("mul", (y, broadcast_read(1, scale, trail))))

@@ -30,7 +30,7 @@ from einsat.ir.types import TensorType
 # Opsets 22-25 changed no schema einsat maps beyond the element types it takes (bfloat16 Conv and the
 # like from 22, the 4-bit and float8 types it refuses from 23), `round_mode` of Cast and CastLike (for
 # float8e8m0 only, refused), and QuantizeLinear/DequantizeLinear's attributes (kept opaque); their new
-# ops (Attention, RMSNormalization, RotaryEmbedding, Swish, TensorScatter) are kept opaque and run.
+# ops are kept opaque and run (Attention, RotaryEmbedding, Swish, TensorScatter), but RMSNormalization, read as rmsnorm.
 # Checked against onnx's schemas by tests/ir/test_onnx_opsets.py. Newer models are converted to 25.
 MIN_OPSET, MAX_OPSET = 13, 25
 DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -1,8 +1,9 @@
-"""Normalizations: batchnorm (inference form), layernorm, softmax, lrn.
+"""Normalizations: batchnorm (inference form), layernorm, rmsnorm, softmax, lrn.
 
     batchnorm(x, scale, bias, mean, var)[n, c, ...] = (x - mean[c]) · scale[c] / sqrt(var[c] + eps) + bias[c]
     layernorm(x, scale, bias) = (x - E[x]) / sqrt(Var[x] + eps) · scale + bias,
         E and Var (biased) over the dims axis..rank-1, computed in float32 at least
+    rmsnorm(x, scale) = x / sqrt(E[x²] + eps) · scale, E over the dims axis..rank-1, in float32 at least
     softmax(x)[..] = exp(x - max) / sum(exp(x - max)) along `axis`
     lrn(x)[n, c, ...] = x[n, c, ...] / (bias + alpha / size · Σ_{c' ∈ window(c)} x[n, c', ...]²) ** beta,
         window(c) = [c - ⌊(size-1)/2⌋, c + ⌈(size-1)/2⌉] ∩ channels (ONNX LRN, AlexNet's)
@@ -13,6 +14,7 @@ from __future__ import annotations
 from math import prod
 
 import numpy as np
+from onnx import helper
 
 from einsat.ir.expr import build
 from einsat.ir.ops.onnx_args import first_output_only
@@ -133,6 +135,84 @@ class LayerNorm(OpDef):
     def to_onnx(self, ctx, node):
         ctx.node("LayerNormalization", node.inputs, node.outputs, axis=node.attrs["axis"],
                  epsilon=node.attrs["epsilon"])
+
+
+@register
+class RMSNorm(OpDef):
+    """Root-mean-square normalization over the trailing dims from `axis` (ONNX RMSNormalization,
+    opset 23; Llama's, Qwen2's and Mistral's norm): x / sqrt(mean(x²) + eps) · scale, the
+    statistics (and the product) in float32 at least, as stash_type 1 asks; scale broadcasts to
+    x.shape[axis:]."""
+
+    op = Op.RMSNORM
+    shape_of_first = True
+    chain_fusable = True
+    arity = (2, 2)
+    onnx_type = "RMSNormalization"  # ONNX opset 23
+    attrs = {"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5, non_negative)}
+
+    def normalize(self, attrs, types):
+        return _axis(attrs, types)
+
+    def infer(self, types, attrs):
+        x, scale = types[0], types[1]
+        if x.rank == 0:
+            raise ShapeError("rmsnorm needs an input of rank >= 1")
+        norm = x.shape[attrs["axis"]:]
+        if not broadcasts_to(scale.shape, norm):
+            raise ShapeError(f"scale {scale} does not broadcast to the normalized dims {list(norm)}")
+        return [TensorType(x.shape, same_dtype(types))]
+
+    def numpy(self, args, attrs):
+        x, scale = args
+        axes = tuple(range(attrs["axis"], x.ndim))
+        xf = x.astype(np.promote_types(x.dtype, np.float32), copy=False)
+        ms = (xf * xf).mean(axis=axes, keepdims=True)
+        y = xf / np.sqrt(ms + np.asarray(attrs["epsilon"], xf.dtype)) * scale.astype(xf.dtype, copy=False)
+        return [y.astype(x.dtype, copy=False)]
+
+    def flops(self, ins, outs, attrs):
+        """4 per element: square and sum (2), divide (1), scale (1)."""
+        return 4 * outs[0].size
+
+    def expression(self, inputs, attrs):
+        """The sum of squares as a scope over the leading dims, then the normalized value
+        (`expr.build.rmsnorm`): how a fused eOperator reads it."""
+        return build.rmsnorm(inputs[0].shape, attrs["axis"], attrs["epsilon"], inputs[1].shape)
+
+    def from_onnx(self, ctx, onode):
+        a = ctx.attrs(onode)
+        if a.get("stash_type", 1) != 1 and np.dtype(ctx.type(onode.input[0]).dtype).itemsize < 4:
+            raise ctx.not_representable("RMSNormalization computing a half input in its own type (stash_type != 1)")
+        return list(onode.input), {"axis": a.get("axis", -1), "epsilon": a.get("epsilon", 1e-5)}
+
+    def to_onnx(self, ctx, node):
+        """RMSNormalization where the export's opset has it (23), else the minimal chain
+        Mul(x, x), ReduceMean, Add(eps), Sqrt, Div, Mul(scale), in float32 for a half input (Casts
+        around it): no view."""
+        (x, scale), (y,) = node.inputs, node.outputs
+        axis, eps = node.attrs["axis"], node.attrs["epsilon"]
+        if ctx.opset >= 23:
+            ctx.node("RMSNormalization", [x, scale], [y], axis=axis, epsilon=eps)
+            return
+        t = ctx.type(x)
+        half = np.dtype(t.dtype).itemsize < 4
+        dt = np.float32 if half else t.dtype
+        xf, sf = x, scale
+        if half:
+            f32 = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
+            (xf,) = ctx.node("Cast", [x], [ctx.fresh("x32")], to=f32)
+            (sf,) = ctx.node("Cast", [scale], [ctx.fresh("scale32")], to=f32)
+        (sq,) = ctx.node("Mul", [xf, xf], [ctx.fresh("square")])
+        (ms,) = ctx.reduce("ReduceMean", sq, range(axis, t.rank), ctx.fresh("mean_square"), keepdims=1)
+        (ms,) = ctx.node("Add", [ms, ctx.constant(np.array(eps, dt), "epsilon")], [ctx.fresh("plus_eps")])
+        (rms,) = ctx.node("Sqrt", [ms], [ctx.fresh("rms")])
+        (n,) = ctx.node("Div", [xf, rms], [ctx.fresh("normalized")])
+        if half:
+            (yf,) = ctx.node("Mul", [n, sf], [ctx.fresh("scaled")])
+            ctx.node("Cast", [yf], [y], to=helper.np_dtype_to_tensor_dtype(np.dtype(t.dtype)))
+        else:
+            ctx.node("Mul", [n, sf], [y])
 
 
 @register

@@ -18,7 +18,7 @@ from tests.gpu.cases import strategy
 # the ops whose semantics is a tensor-algebra expression (for some attributes at least)
 EXPRESSED = sorted(op.value for op in (
     Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MAXIMUM, Op.MINIMUM, Op.RELU, Op.SIGMOID, Op.TANH, Op.ERF, Op.GELU,
-    Op.EXP, Op.LOG, Op.SQRT, Op.NEG, Op.ABS, Op.FLOOR, Op.POW, Op.SOFTMAX, Op.LAYERNORM,
+    Op.EXP, Op.LOG, Op.SQRT, Op.NEG, Op.ABS, Op.FLOOR, Op.POW, Op.SOFTMAX, Op.LAYERNORM, Op.RMSNORM,
     Op.MATMUL, Op.BATCHMATMUL, Op.GEMM, Op.G2BMM, Op.GBMM, Op.CONV, Op.CONV_TRANSPOSE, Op.FUSED_CONV,
     Op.FUSED_MATMUL, Op.AVGPOOL, Op.MAXPOOL, Op.GLOBAL_AVGPOOL, Op.REDUCE_SUM, Op.REDUCE_MEAN,
     Op.TRANSPOSE, Op.RESHAPE, Op.FLATTEN, Op.SQUEEZE, Op.UNSQUEEZE, Op.EXPAND, Op.CONCAT, Op.SLICE, Op.PAD,

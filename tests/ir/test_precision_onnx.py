@@ -69,7 +69,7 @@ def test_cli_precision_writes_a_half_model_that_runs_within_the_bound(tmp_path, 
     src = tmp_path / "block.onnx"
     einsat.save_onnx(g, src)
     out = tmp_path / f"block_{precision}.onnx"
-    assert main(["optimize", str(src), "-o", str(out), "--precision", precision, "--time-limit", "30",
+    assert main(["optimize", str(src), "-o", str(out), "--precision", precision, "--budget", "30",
                  "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert f"precision: {precision} conversion within its bound" in printed
@@ -88,7 +88,7 @@ def test_cli_half_io_makes_the_interface_half(tmp_path, capsys):
     src = tmp_path / "block.onnx"
     einsat.save_onnx(block(), src)
     out = tmp_path / "half_io.onnx"
-    assert main(["optimize", str(src), "-o", str(out), "--precision", "fp16", "--half-io", "--time-limit", "30",
+    assert main(["optimize", str(src), "-o", str(out), "--precision", "fp16", "--half-io", "--budget", "30",
                  "--quiet"]) == 0
     model = onnx.load(out)
     assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16

@@ -426,14 +426,14 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: two small models, few rounds")
     parser.add_argument("--only", nargs="*", help="row names to run (e.g. bert_legacy resnet18)")
-    parser.add_argument("--budget", type=float, default=None, help="einsat's seconds per run (default 25; quick 8)")
+    parser.add_argument("--budget", type=float, default=None, help="einsat's seconds per run (default 15; quick 8)")
     parser.add_argument("--reps", type=int, default=None,
                         help="interleaved rounds at least (default 9; quick 3; more for fast models, up to 41)")
     parser.add_argument("--out", type=Path, default=None,
                         help="results stem (.json and .md; default results/peers, quick: a temporary folder's)")
     args = parser.parse_args(argv)
     args.out = args.out or (Path(tempfile.gettempdir()) / "peers_quick" if args.quick else RESULTS / "peers")
-    budget = args.budget or (8.0 if args.quick else 25.0)
+    budget = args.budget or (8.0 if args.quick else 15.0)
     reps = args.reps or (3 if args.quick else 9)
     levels = (1,) if args.quick else (0, 1)
     todo = models(args.quick)

@@ -191,7 +191,10 @@ def markdown(results: dict) -> str:
     meta = results["meta"]
     rows = results["rows"]
     lines = ["# einsat beside its peers on onnxruntime CPU (`python -m benchmarks.peers_bench`)", "",
-             meta_line(meta), "",
+             meta_line(meta), ""]
+    if meta.get("note"):  # what the run's operator adds (`--note`): the machine's state, a partial run
+        lines += [f"Note: {meta['note']}", ""]
+    lines += [
              f"Measured: every speed-up is the median over {meta.get('reps', '?')} to 41 interleaved rounds of the "
              "per-round ratio export time / file time on onnxruntime CPU (`ORT_ENABLE_ALL`), with the "
              "10th-90th percentile spread in brackets; > 1 is faster than the export (sessions without "
@@ -429,10 +432,20 @@ def main(argv=None) -> None:
     parser.add_argument("--budget", type=float, default=None, help="einsat's seconds per run (default 15; quick 8)")
     parser.add_argument("--reps", type=int, default=None,
                         help="interleaved rounds at least (default 9; quick 3; more for fast models, up to 41)")
+    parser.add_argument("--note", default=None, help="a sentence for the results file (e.g. the machine's state)")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="only rewrite the .md from the .json (with --note: the note added to it)")
     parser.add_argument("--out", type=Path, default=None,
                         help="results stem (.json and .md; default results/peers, quick: a temporary folder's)")
     args = parser.parse_args(argv)
     args.out = args.out or (Path(tempfile.gettempdir()) / "peers_quick" if args.quick else RESULTS / "peers")
+    if args.rewrite:
+        results = json.loads(args.out.with_suffix(".json").read_text())
+        if args.note:
+            results["meta"]["note"] = args.note
+        args.out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
+        args.out.with_suffix(".md").write_text(markdown(results))
+        return
     budget = args.budget or (8.0 if args.quick else 15.0)
     reps = args.reps or (3 if args.quick else 9)
     levels = (1,) if args.quick else (0, 1)
@@ -444,7 +457,7 @@ def main(argv=None) -> None:
     manifest = CACHE / "manifest.json"
     exported = json.loads(manifest.read_text()) if manifest.exists() else {}
     meta = run_meta(budget_s=budget, reps=reps, threads=list(THREADS), deploy_threads=DEPLOY_THREADS,
-                    quick=args.quick, onnxslim=slim_version, export_versions=exported.get("versions"))
+                    quick=args.quick, onnxslim=slim_version, export_versions=exported.get("versions"), note=args.note)
     results = {"meta": meta, "rows": [], "export_failed": {} if args.quick else exported.get("failed", {})}
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="einsat-peers-"))

@@ -16,6 +16,12 @@ Targets:
   verify     the verifier itself: mutant pairs with known regions -> `find_differences` must
              report exactly those regions, and the corrected mutant must be equivalent
 Register more with `register_transform(name, fn)`: `fn(graph) -> graph` must keep outputs.
+
+Every case of a transformation target (optimize, fusion, onnx, and those registered) is also a
+differential test of the written file (`check_written_onnx`): the transformation's result,
+written as ONNX (`to_onnx`, fused operators included), runs in an onnxruntime CPU session and
+must give what einsat's NumPy run of the input gives. A difference, or a file onnxruntime
+refuses, fails the case like any other, shrunk and printed as builder code to replay.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from hypothesis.errors import NoSuchExample, Unsatisfiable
 
 from einsat.ir.graph import Graph
 from einsat.ir.onnx.io import load_onnx, to_onnx
+from einsat.runtime import random_inputs, run
+from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
 from einsat.testing.codegen import builder_code
 from einsat.testing.mutants import mutant_pairs
 from einsat.testing.programs import chains, programs
@@ -39,7 +47,7 @@ from einsat.verify.correction import correct
 from einsat.verify.corrector import content_key, find_differences
 from einsat.verify.field import NotMultilinearError
 from einsat.verify.field.table import exact_over_field
-from einsat.verify.numeric import equivalent
+from einsat.verify.numeric import equivalent, tolerance
 
 
 @dataclass
@@ -128,8 +136,63 @@ def _inlined_weights(graph: Graph, out: Graph) -> list[str]:
             if content_key(np.asarray(a)) not in have or inlined(np.asarray(a))]
 
 
+def _differs(want: np.ndarray, got: np.ndarray, tol: float) -> str | None:
+    """What differs between NumPy's `want` and onnxruntime's `got` (None: within `tol`, relative to
+    each value and the output's scale, as the numeric verification compares; NaN and inf where
+    NumPy has them)."""
+    if want.shape != got.shape:
+        return f"shape {got.shape}, NumPy's {want.shape}"
+    if want.dtype != got.dtype:
+        return f"dtype {got.dtype}, NumPy's {want.dtype}"
+    if want.size == 0:
+        return None
+    if tol == 0.0:
+        bad = want != got
+        if not bad.any():
+            return None
+        k = np.unravel_index(int(np.argmax(bad)), want.shape)
+        return f"at {tuple(map(int, k))}: {got[k]!r}, NumPy's {want[k]!r}"
+    w, g = want.astype(np.float64), got.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        same_special = (np.isnan(w) & np.isnan(g)) | (np.isinf(w) & (w == g))
+        special = np.isnan(w) | np.isnan(g) | np.isinf(w) | np.isinf(g)
+        scale = float(np.max(np.abs(w[np.isfinite(w)]))) if np.isfinite(w).any() else 0.0
+        ratio = np.abs(w - g) / (tol * (np.abs(w) + scale) + np.finfo(np.float64).tiny)
+        ratio = np.where(same_special, 0.0, np.where(special, np.inf, ratio))
+    k = np.unravel_index(int(np.argmax(ratio)), want.shape)
+    if ratio[k] <= 1.0:
+        return None
+    return (f"at {tuple(map(int, k))}: {got[k]!r}, NumPy's {want[k]!r} (|diff| {abs(w[k] - g[k]):.3g}, "
+            f"tolerance {tol:.3g} relative)")
+
+
+def check_written_onnx(graph: Graph, out: Graph, seed: int = 0) -> str | None:
+    """None when `out` written as ONNX runs on onnxruntime (CPU, its graph optimizations on
+    but the ones `unsafe_optimizers` names) and gives what einsat's NumPy run of `graph` gives
+    on random inputs; else what differs, or what onnxruntime said."""
+    inputs = random_inputs(graph, seed)
+    want = run(graph, inputs)
+    try:
+        model = to_onnx(out)
+        session = new_session(model.SerializeToString(), threads=1, disabled_optimizers=unsafe_optimizers(out))
+        names = [o.name for o in session.get_outputs()]
+        feeds = {i.name: inputs[i.name] for i in session.get_inputs()}
+        got = dict(zip(names, session.run(None, feeds)))
+    except Exception as e:  # noqa: BLE001 - a written file onnxruntime cannot load or run fails the case
+        return f"the written ONNX does not run on onnxruntime: {type(e).__name__}: {str(e).strip()[:500]}"
+    for name in graph.outputs:
+        if name not in got:
+            return f"the written ONNX has no output {name!r} (it has {sorted(got)})"
+        tol = tolerance(graph, out, want[name].dtype)
+        diff = _differs(np.asarray(want[name]), np.asarray(got[name]), tol)
+        if diff is not None:
+            return f"the written ONNX on onnxruntime differs from NumPy's run of the input: output {name!r} {diff}"
+    return None
+
+
 def check_transform(fn: Callable[[Graph], Graph], graph: Graph) -> str | None:
-    """None when `fn(graph)` computes what `graph` does; else what differs (or what was raised)."""
+    """None when `fn(graph)` computes what `graph` does, on NumPy and as its written ONNX on
+    onnxruntime (`check_written_onnx`); else what differs (or what was raised)."""
     try:
         out = fn(graph)
         report = equivalent(graph, out)
@@ -143,12 +206,12 @@ def check_transform(fn: Callable[[Graph], Graph], graph: Graph) -> str | None:
             try:
                 diffs = find_differences(graph, out)
             except NotMultilinearError:  # e.g. a division by a computed value: numeric only
-                return None
-            if not diffs.equivalent:
+                diffs = None
+            if diffs is not None and not diffs.equivalent:
                 return "differs over the field:\n" + str(diffs)
+        return check_written_onnx(graph, out)
     except Exception as e:  # noqa: BLE001  (a transformation that crashes on a valid program fails)
         return f"{type(e).__name__}: {e}\n" + "".join(traceback.format_exception(e)[-3:])
-    return None
 
 
 def check_verifier(pair) -> str | None:

@@ -62,3 +62,27 @@ def test_a_scalar_weight_inlined_into_an_eop_and_kept_as_a_weight_is_judged_nume
     graph = b.build(b.mul(add4, add4))
     fuzz_module.available_targets(einsat.optimize)
     assert fuzz_module.TARGETS["optimize"].check(graph) is None
+
+
+@pytest.mark.slow  # a failure found, then shrunk: ~5 s
+def test_a_wrong_written_onnx_fails_the_run_with_its_case_printed(capsys, monkeypatch):
+    """#37 item 5: every case's written ONNX runs on onnxruntime against NumPy's run of the input;
+    an exporter writing b - a for a - b fails the run like any other failure."""
+    from einsat.testing.strategies import programs
+
+    real = fuzz_module.to_onnx
+
+    def wrong(graph, *args, **kwargs):
+        model = real(graph, *args, **kwargs)
+        for node in model.graph.node:
+            if node.op_type == "Sub":
+                node.input[0], node.input[1] = node.input[1], node.input[0]
+        return model
+
+    monkeypatch.setattr(fuzz_module, "TARGETS", dict(fuzz_module.TARGETS))
+    fuzz_module.register_transform("same", lambda g: g, strategy=lambda: programs(ops=[Op.SUB, Op.ADD], max_nodes=3))
+    monkeypatch.setattr(fuzz_module, "to_onnx", wrong)
+    assert main(["fuzz", "--budget", "30", "--target", "same"]) == 1
+    out = capsys.readouterr().out
+    assert "FAILED same: the written ONNX on onnxruntime differs from NumPy's run of the input" in out
+    assert ".sub(" in out and "graph = b.build(" in out

@@ -1,5 +1,8 @@
 """The fuzzer: it passes on einsat's transformations and finds, and shrinks, an unsound one."""
 
+import re
+
+import pytest
 
 from einsat.ir import Graph, Node, Op
 from einsat.testing import fuzz as fuzz_module
@@ -186,3 +189,99 @@ def test_a_sum_of_deviations_from_a_fused_mean_rounds_as_the_reference():
     optimized = einsat.optimize(graph, verify=False, limits=fuzz_module._greedy(), cost="h100").graph
     assert any(n.op is Op.EOP for n in optimized.nodes)  # the mean is fused
     assert check_transform(fuzz_module.fusion_transform(einsat.optimize), graph) is None
+
+
+# -- the written ONNX on onnxruntime against NumPy (#37 item 5) --------------------------------
+def swap_sub_in_the_written_onnx(real_to_onnx):
+    """A wrong exporter: the ONNX it writes computes b - a for every a - b."""
+    def to_onnx(graph, *args, **kwargs):
+        model = real_to_onnx(graph, *args, **kwargs)
+        for node in model.graph.node:
+            if node.op_type == "Sub":
+                node.input[0], node.input[1] = node.input[1], node.input[0]
+        return model
+    return to_onnx
+
+
+def test_every_case_s_written_onnx_runs_on_onnxruntime(monkeypatch):
+    calls = []
+    real = fuzz_module.check_written_onnx
+
+    def spy(graph, out, seed=0):
+        calls.append(out)
+        return real(graph, out, seed)
+
+    monkeypatch.setattr(fuzz_module, "check_written_onnx", spy)
+    report = fuzz(budget=3, seed=0, targets=["onnx"])
+    assert report.ok, str(report)
+    assert len(calls) == report.examples["onnx"] == 3
+
+
+@pytest.mark.slow  # optimize, twice: ~10 s
+def test_a_fused_eop_s_written_onnx_matches_numpy_on_onnxruntime():
+    """The optimize target's results hold fused eOperators (a norm: its statistics and the
+    normalized value, `eop_multi`); their written ONNX runs on onnxruntime against NumPy's run
+    of the input, and a wrong expression in the eop is caught."""
+    import numpy as np
+
+    import einsat
+    from einsat.ir import GraphBuilder, Node
+
+    b = GraphBuilder("norm")
+    x = b.input("x", (4, 8))
+    centered = b.sub(x, b.reduce_mean(x, axes=(1,)))
+    var = b.reduce_mean(b.mul(centered, centered), axes=(1,))
+    graph = b.build(b.div(centered, b.sqrt(b.add(var, b.const(np.float32(1e-5))))), var)
+    out = fuzz_module.optimize_transform(einsat.optimize)(graph)
+    eops = [n for n in out.nodes if n.op in (Op.EOP, Op.EOP_MULTI)]
+    assert eops, [n.op for n in out.nodes]
+    assert fuzz_module.check_written_onnx(graph, out) is None
+    assert check_transform(fuzz_module.optimize_transform(einsat.optimize), graph) is None
+    # the same program written with a wrong constant inside an eop's expression: caught on onnxruntime
+    node = next(n for n in eops if re.search(r"\d\.\d", str(n.attrs.get("expr") or n.attrs.get("exprs"))))
+    key = "expr" if node.op is Op.EOP else "exprs"
+
+    def wrong(e: str) -> str:
+        return re.sub(r"(\d+\.\d+)", lambda m: repr(2 * float(m.group(1)) + 1), e, count=1)
+
+    value = node.attrs[key]
+    attrs = {**node.attrs, key: wrong(value) if isinstance(value, str) else type(value)(wrong(e) for e in value)}
+    assert attrs[key] != value
+    broken = out.replace(nodes=[Node(n.op, n.inputs, n.outputs, attrs, n.name) if n is node else n
+                                for n in out.nodes])
+    msg = fuzz_module.check_written_onnx(graph, broken)
+    assert msg is not None and "differs from NumPy's run of the input" in msg
+
+
+def test_a_wrong_export_is_caught_by_the_differential_check_and_replays(monkeypatch):
+    monkeypatch.setattr(fuzz_module, "TARGETS", dict(fuzz_module.TARGETS))
+    register_transform("identity", lambda g: g,
+                       strategy=lambda: programs(ops=[Op.SUB, Op.RELU], max_nodes=2, max_side=3))
+    real = fuzz_module.to_onnx
+    monkeypatch.setattr(fuzz_module, "to_onnx", swap_sub_in_the_written_onnx(real))
+    report = fuzz(budget=20, seed=0, targets=["identity"])
+    (failure,) = report.failures
+    assert "the written ONNX on onnxruntime differs from NumPy's run of the input" in failure.message
+    assert any(n.op is Op.SUB for n in failure.case.nodes) and len(failure.case.nodes) <= 2
+    # the printed case replays: it fails with the wrong exporter and passes with the right one
+    case = rebuild(failure.code)
+    assert fuzz_module.check_written_onnx(case, case) is not None
+    monkeypatch.setattr(fuzz_module, "to_onnx", real)
+    assert fuzz_module.check_written_onnx(case, case) is None
+
+
+def test_a_written_file_onnxruntime_refuses_fails_with_its_message(monkeypatch):
+    from einsat.ir import GraphBuilder
+
+    b = GraphBuilder("g")
+    graph = b.build(b.relu(b.input("x", (2, 3))))
+
+    def unknown_op(g, *args, **kwargs):
+        model = real(g)
+        model.graph.node[0].op_type = "NoSuchOp"
+        return model
+
+    real = fuzz_module.to_onnx
+    monkeypatch.setattr(fuzz_module, "to_onnx", unknown_op)
+    msg = fuzz_module.check_written_onnx(graph, graph)
+    assert msg is not None and msg.startswith("the written ONNX does not run on onnxruntime") and "NoSuchOp" in msg

@@ -17,7 +17,7 @@ Tools, each writing one file from the export:
   is the row's `ort` and the table names its level;
 - `slim`: onnxslim (pinned in `benchmarks/peers-constraints.txt`, run as a command in the side
   environment `.export-venv`);
-- `einsat_cpu`: `einsat.optimize(path, cost="cpu", threads=DEPLOY_THREADS, budget=...)`, written
+- `einsat_cpu`: `einsat.optimize(path, cost="cpu", measure=einsat.Measure(threads=DEPLOY_THREADS), budget=...)`, written
   with `einsat.save_onnx`;
 - `einsat_default`: `einsat.optimize(path, budget=...)` (the default cost, h100), written likewise.
 
@@ -285,11 +285,11 @@ def run_slim(src: Path, out: Path) -> None:
 def run_einsat(src: Path, out: Path, cost: str | None, budget: float) -> dict:
     import einsat
 
-    kwargs = {"cost": cost, "threads": DEPLOY_THREADS} if cost == "cpu" else {}
+    kwargs = {"cost": cost, "measure": einsat.Measure(threads=DEPLOY_THREADS)} if cost == "cpu" else {}
     t0 = time.perf_counter()
     result = einsat.optimize(str(src), budget=budget, **kwargs)
     seconds = time.perf_counter() - t0
-    einsat.save_onnx(result.graph, out)
+    result.save(out)
     report = result.report
     return {"seconds": seconds, "returned_input": bool(report.kept_input), "kept_input": report.kept_input,
             "modeled_speedup": None if report.kept_input or not report.cost_after else

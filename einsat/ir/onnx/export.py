@@ -74,7 +74,8 @@ class ExportContext:
       AttributeProtos; None leaves the attribute out. Returns the output names.
     - `constant(array, hint="c") -> name`: a new initializer (e.g. Reshape's shape input).
     - `fresh(hint) -> name`: a new unique value name (for the values of an expansion).
-    - `type(name) -> TensorType`: the einsat type of a graph value.
+    - `type(name) -> TensorType`: the einsat type of a graph value (or of one `declare`d).
+    - `declare(name, type)`: the type of a value an op's export adds (a fused chain's members).
     - `raw_node(proto, domain="", opset=None)`: a ready NodeProto (opaque nodes), declaring its
       domain's opset.
     - `opset`: the default-domain opset cap: an op writes the newest form it allows (a form of an
@@ -93,9 +94,14 @@ class ExportContext:
         self._taken: set[str] = set(graph.types)
         self._node_names: set[str] = set()
         self._current = ""  # the einsat node being exported: a prefix for fresh names
+        self._declared: dict[str, TensorType] = {}
 
     def type(self, name: str) -> TensorType:
-        return self.graph.types[name]
+        t = self._declared.get(name)
+        return self.graph.types[name] if t is None else t
+
+    def declare(self, name: str, t: TensorType) -> None:
+        self._declared[name] = t
 
     def fresh(self, hint: str = "t") -> str:
         return fresh_name(f"{self._current}/{hint}" if self._current else hint, self._taken)

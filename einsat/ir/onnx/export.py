@@ -22,6 +22,7 @@ from onnx import AttributeProto, TensorProto, defs, helper, numpy_helper
 from einsat.errors import EinsatError, OnnxError, describe_node
 from einsat.ir.graph import Graph, fresh_name
 from einsat.ir.onnx.opset import written_opset
+from einsat.ir.onnx.tidy import minimal_views
 from einsat.ir.types import TensorType
 
 # The opset cap: ops write the newest form this opset allows (`ctx.opset`), and the model declares
@@ -176,10 +177,13 @@ def to_onnx(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
     ctx._current = ""
     weights = [numpy_helper.from_array(np.asarray(a), name) for name, a in graph.weights.items()]
     outputs = set(graph.outputs)
+    shapes = {name: t.shape for name, t in {**graph.types, **ctx._declared}.items()}
+    nodes = minimal_views(ctx.nodes, graph.outputs, weights + ctx.initializers, shapes, graph.inputs)
+    written = {o for n in nodes for o in n.output}
     intermediates = [value_info(o, graph.types[o]) for n in graph.nodes for o in n.outputs
-                     if o not in outputs]
+                     if o not in outputs and o in written]
     g = helper.make_graph(
-        ctx.nodes, graph.name,
+        nodes, graph.name,
         [value_info(i, graph.types[i]) for i in graph.inputs],
         [value_info(o, graph.types[o]) for o in graph.outputs],
         initializer=weights + ctx.initializers,

@@ -37,7 +37,10 @@ IR_VERSION = 10     # the least IR version einsat writes (onnxruntime >= 1.18 re
 # 3: offset sums whose cut axes are innermost move them outermost (and the sum back).
 # 4: the model declares the least opset its nodes need (not 21), under a cap of 26 (#37); attention
 #    writes ONNX Attention (23) where the cap allows.
-EXPORT_REVISION = 4
+# 5: fused eOperators write their chain of source ops (LayerNormalization, Softmax, ...: their
+#    `chain` attribute) instead of the expression's expansion, and views the program does not
+#    need (Identity, cancelling or composable Transposes and Reshapes) are no longer written.
+EXPORT_REVISION = 5
 
 
 def onnx_dtype(dtype) -> int:

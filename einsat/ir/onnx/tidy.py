@@ -115,6 +115,9 @@ class _Tidy:
         return None
 
     def run(self) -> list[onnx.NodeProto]:
+        """Sweeps over the nodes until one changes nothing (each change removes a node or
+        shortens a chain of views, so they end). Within a sweep `producer` may be stale: every
+        use checks that the node it names still writes the value."""
         changed = True
         while changed:
             changed = False
@@ -127,14 +130,17 @@ class _Tidy:
                     continue
                 if self.compose(n, producer) or self.drop_alias(k, n, producer):
                     changed = True
-                    break
             changed = self.drop_unread() or changed
         return [n for n in self.nodes if n is not None]
 
+    def _producer(self, name: str, producer: dict[str, int]) -> onnx.NodeProto | None:
+        k = producer.get(name)
+        n = self.nodes[k] if k is not None else None
+        return n if n is not None and name in n.output else None
+
     def compose(self, n: onnx.NodeProto, producer: dict[str, int]) -> bool:
         """T(T(x)) -> T(x) composed; R(R(x)) -> R(x)."""
-        k = producer.get(n.input[0])
-        inner = self.nodes[k] if k is not None else None
+        inner = self._producer(n.input[0], producer)
         if inner is None or inner.op_type != n.op_type or n.op_type not in ("Transpose", "Reshape"):
             return False
         if n.op_type == "Transpose":
@@ -160,8 +166,7 @@ class _Tidy:
             self.nodes[k] = None
             return True
         # y is a graph output: the node computing x writes y instead, where x is its own
-        p = producer.get(x)
-        if p is None or x in self.pinned or x in self.sources:
+        if self._producer(x, producer) is None or x in self.pinned or x in self.sources:
             return False
         self.nodes[k] = None
         self.rename(x, y)

@@ -87,7 +87,7 @@ def test_a_program_of_onnx_ops_optimized_for_the_gpu_writes_no_views():
                              b.input("mask", (1, 1, 1, 16), F)), axis=3)
     g = b.build(b.add(h, b.matmul(gelu, b.weight("w2", (128, 64), F))), scores)
     assert not _views(to_onnx(g))
-    result = einsat.optimize(g, cost="h100", extractor="greedy", **by_work(iterations=2))
+    result = einsat.optimize(g, cost="h100", **by_work(iterations=2, extractor="greedy"))
     ended_by_work(result.report)
     fused = [node for node in result.graph.nodes if node.op in (Op.EOP, Op.EOP_MULTI)]
     assert fused and all(node.attrs["chain"] for node in fused)  # the GPU program fuses; the file writes chains

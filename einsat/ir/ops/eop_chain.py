@@ -14,9 +14,9 @@ The text is canonical JSON (sorted keys, no spaces), so equal chains are equal a
 
 - `ops`: the chain's ops in program order (each reads only earlier ones), each its registry op
   name, its normalized attributes (tuples as lists) and one reference per input:
-  `["in",k]` the eop's input k, `["op",j]` the output of the chain's op j, `["const",v,shape]`
-  a one-element weight the fusion folded into the expression (value `v`, its shape; it is
-  written in the eop's dtype, which was its own);
+  `["in",k]` the eop's input k, `["op",j]` the output of the chain's op j,
+  `["const",v,shape,dtype]` a one-element weight the fusion folded into the expression (its
+  value, shape and dtype: a half chain's statistics read fp32 ones);
 - `out`: per output of the node, the chain op that computes it (one for `eop`, one per
   expression for `eop_multi`).
 """
@@ -85,15 +85,23 @@ def decode(text: str) -> Chain:
                 checked.append(("in", r[1]))
             elif kind == "op" and len(r) == 2 and isinstance(r[1], int) and 0 <= r[1] < j:
                 checked.append(("op", r[1]))
-            elif kind == "const" and len(r) == 3 and isinstance(r[1], (int, float)) and isinstance(r[2], list):
-                checked.append(("const", float(r[1]), tuple(int(d) for d in r[2])))
+            elif (kind == "const" and len(r) == 4 and isinstance(r[1], (int, float)) and isinstance(r[2], list)
+                  and isinstance(r[3], str)):
+                checked.append(("const", float(r[1]), tuple(int(d) for d in r[2]), _dtype(r[3], j, name)))
             else:
                 raise ValueError(f"chain op {j} ({name}): bad input reference {r!r} (['in',k], ['op',j<{j}], "
-                                 "['const',value,shape])")
+                                 "['const',value,shape,dtype])")
         steps.append((op, {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items()}, tuple(checked)))
     if not steps or any(not 0 <= j < len(steps) for j in out):
         raise ValueError(f"chain outputs {list(out)} do not name its {len(steps)} ops")
     return Chain(tuple(steps), out)
+
+
+def _dtype(name: str, j: int, op: str) -> str:
+    try:
+        return np.dtype(name).name
+    except TypeError:
+        raise ValueError(f"chain op {j} ({op}): {name!r} is not a dtype") from None
 
 
 def check(text: str, n_inputs: int, n_outputs: int) -> None:
@@ -112,7 +120,6 @@ def write(ctx, text: str, node: Node) -> None:
     """Emit `node`'s chain (its attribute `text`) through `ctx`: each op's own ONNX form, the
     chain's outputs written as the node's outputs."""
     c = decode(text)
-    dtype = ctx.type(node.outputs[0]).dtype
     produced: dict[int, str] = {}
     consts: dict[tuple, str] = {}
     target = {j: out for j, out in zip(c.out, node.outputs)}
@@ -125,8 +132,8 @@ def write(ctx, text: str, node: Node) -> None:
                 ins.append(produced[r[1]])
             else:
                 if r[1:] not in consts:
-                    consts[r[1:]] = ctx.constant(np.full(r[2], r[1], dtype=dtype), "scalar")
-                    ctx.declare(consts[r[1:]], TensorType(r[2], dtype))
+                    consts[r[1:]] = ctx.constant(np.full(r[2], r[1], dtype=r[3]), "scalar")
+                    ctx.declare(consts[r[1:]], TensorType(r[2], r[3]))
                 ins.append(consts[r[1:]])
         d = opdef(op)
         types = [ctx.type(i) for i in ins]

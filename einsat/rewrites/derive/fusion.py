@@ -230,12 +230,13 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roo
     return e, children, ops, extra, members
 
 
-def provenance(outputs: list[int], members: dict[int, ENode], children: list[int], data: EGraphData) -> str:
+def provenance(outputs: list[int], members: dict[int, ENode], children: list, data: EGraphData) -> str:
     """The `chain` attribute (`ir.ops.eop_chain`) of the eop fused from `members` over the
     external inputs `children`, writing the values `outputs` (e-classes): its ops in program
-    order, each input a chain member, an external input or a folded one-element weight. Empty
-    when an input is none of them (the expression dropped it) or an attribute has no text form:
-    that eop exports as its expression."""
+    order, each input a chain member, an external input or a folded one-element weight (in its
+    own dtype). An input the eop reads cast to the half (`_in_dtype`: an fp32 weight of a half
+    chain) is cast back first, as the eop reads it. Empty when an input is none of them (the
+    expression dropped it) or an attribute has no text form: that eop exports as its expression."""
     order: list[int] = []
 
     def visit(c: int) -> None:  # members before their readers; a chain holds at most MAX_OPS
@@ -248,21 +249,29 @@ def provenance(outputs: list[int], members: dict[int, ENode], children: list[int
 
     for c in outputs + sorted(members):
         visit(c)
-    index = {c: j for j, c in enumerate(order)}
-    position = {c: k for k, c in enumerate(children)}
-    steps = []
+    steps: list = []
+    position: dict[int, tuple] = {}
+    for k, c in enumerate(children):
+        if isinstance(c, Term):  # Cast(weight, half): the source read the weight itself
+            source = c.children[0]
+            steps.append((Op.CAST, {"dtype": np.dtype(data.classes[source].type.dtype).name}, [("in", k)]))
+            position[source] = ("op", len(steps) - 1)
+        else:
+            position[c] = ("in", k)
+    index = {c: len(steps) + j for j, c in enumerate(order)}
     for c in order:
         refs = []
         for k in members[c].children:
             if k in index:
                 refs.append(("op", index[k]))
             elif k in position:
-                refs.append(("in", position[k]))
+                refs.append(position[k])
             else:
                 value = _scalar(k, data)
                 if value is None:
                     return ""
-                refs.append(("const", value, list(data.classes[k].type.shape)))
+                t = data.classes[k].type
+                refs.append(("const", value, list(t.shape), np.dtype(t.dtype).name))
         steps.append((members[c].op, members[c].attrs, refs))
     try:
         return encode_chain(steps, [index[c] for c in outputs])

@@ -198,13 +198,17 @@ def _to_any(v):
 class Attr:
     """One attribute of an op: its kind, default (`REQUIRED` if none) and an optional check.
 
-    `check(value) -> str | None` returns a reason when the value is invalid.
+    `check(value) -> str | None` returns a reason when the value is invalid. A `provenance`
+    attribute records how the node was made and changes nothing it computes (an eOperator's
+    chain of source ops, which its ONNX export writes back): signatures, hence profiles and
+    measured costs, leave it out.
     """
 
     kind: str
     default: Any = REQUIRED
     check: Callable[[Any], str | None] | None = None
     doc: str = ""
+    provenance: bool = False
 
 
 class OpDef:

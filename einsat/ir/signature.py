@@ -136,8 +136,9 @@ def signature_of(op: Op, attrs: Mapping[str, Any], ins: Sequence[TensorType | No
     if op in UNPROFILED:
         return None
     norm = normalize_attrs(op, dict(attrs), list(ins))
-    try:
-        pairs = tuple(sorted((k, _tupled(_jsonable(v))) for k, v in norm.items()))
+    specs = opdef(op).attrs
+    try:  # a provenance attribute changes nothing the node computes: one signature with and without
+        pairs = tuple(sorted((k, _tupled(_jsonable(v))) for k, v in norm.items() if not specs[k].provenance))
     except TypeError:
         return None
     return Signature(op, tuple(ins), pairs)

@@ -22,6 +22,7 @@ from onnx import AttributeProto, TensorProto, defs, helper, numpy_helper
 from einsat.errors import EinsatError, OnnxError, describe_node
 from einsat.ir.graph import Graph, fresh_name
 from einsat.ir.onnx.opset import written_opset
+from einsat.ir.onnx.tidy import minimal_views
 from einsat.ir.types import TensorType
 
 # The opset cap: ops write the newest form this opset allows (`ctx.opset`), and the model declares
@@ -36,7 +37,10 @@ IR_VERSION = 10     # the least IR version einsat writes (onnxruntime >= 1.18 re
 # 3: offset sums whose cut axes are innermost move them outermost (and the sum back).
 # 4: the model declares the least opset its nodes need (not 21), under a cap of 26 (#37); attention
 #    writes ONNX Attention (23) where the cap allows.
-EXPORT_REVISION = 4
+# 5: fused eOperators write their chain of source ops (LayerNormalization, Softmax, ...: their
+#    `chain` attribute) instead of the expression's expansion, and views the program does not
+#    need (Identity, cancelling or composable Transposes and Reshapes) are no longer written.
+EXPORT_REVISION = 5
 
 
 def onnx_dtype(dtype) -> int:
@@ -74,7 +78,8 @@ class ExportContext:
       AttributeProtos; None leaves the attribute out. Returns the output names.
     - `constant(array, hint="c") -> name`: a new initializer (e.g. Reshape's shape input).
     - `fresh(hint) -> name`: a new unique value name (for the values of an expansion).
-    - `type(name) -> TensorType`: the einsat type of a graph value.
+    - `type(name) -> TensorType`: the einsat type of a graph value (or of one `declare`d).
+    - `declare(name, type)`: the type of a value an op's export adds (a fused chain's members).
     - `raw_node(proto, domain="", opset=None)`: a ready NodeProto (opaque nodes), declaring its
       domain's opset.
     - `opset`: the default-domain opset cap: an op writes the newest form it allows (a form of an
@@ -93,9 +98,14 @@ class ExportContext:
         self._taken: set[str] = set(graph.types)
         self._node_names: set[str] = set()
         self._current = ""  # the einsat node being exported: a prefix for fresh names
+        self._declared: dict[str, TensorType] = {}
 
     def type(self, name: str) -> TensorType:
-        return self.graph.types[name]
+        t = self._declared.get(name)
+        return self.graph.types[name] if t is None else t
+
+    def declare(self, name: str, t: TensorType) -> None:
+        self._declared[name] = t
 
     def fresh(self, hint: str = "t") -> str:
         return fresh_name(f"{self._current}/{hint}" if self._current else hint, self._taken)
@@ -170,10 +180,13 @@ def to_onnx(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
     ctx._current = ""
     weights = [numpy_helper.from_array(np.asarray(a), name) for name, a in graph.weights.items()]
     outputs = set(graph.outputs)
+    shapes = {name: t.shape for name, t in {**graph.types, **ctx._declared}.items()}
+    nodes = minimal_views(ctx.nodes, graph.outputs, weights + ctx.initializers, shapes, graph.inputs)
+    written = {o for n in nodes for o in n.output}
     intermediates = [value_info(o, graph.types[o]) for n in graph.nodes for o in n.outputs
-                     if o not in outputs]
+                     if o not in outputs and o in written]
     g = helper.make_graph(
-        ctx.nodes, graph.name,
+        nodes, graph.name,
         [value_info(i, graph.types[i]) for i in graph.inputs],
         [value_info(o, graph.types[o]) for o in graph.outputs],
         initializer=weights + ctx.initializers,

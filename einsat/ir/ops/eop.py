@@ -9,7 +9,10 @@ hash-cons in the e-graph). Everything about the node follows from the expression
 - shape: the traversal ranges; dtype: the inputs';
 - FLOPs: every grid point's arithmetic (`measure.flops`); bytes: the registry's default, inputs
   read once and the output written once, so a memory-bound eOperator is charged its bytes;
-- ONNX: an expansion into Range, Gather, element-wise ops and a reduction (`expr.onnx`);
+- ONNX: the chain of registry ops it was fused from, when the fusion generator made it (its
+  `chain` attribute, `ops.eop_chain`: LayerNormalization, Softmax, Gelu, Add, ... as onnxruntime
+  and other runtimes know them); otherwise an expansion into Range, Gather, element-wise ops and
+  a reduction (`expr.onnx`);
 - multi-linear when its body is (PET's verifier evaluates it over the field: `verify`).
 """
 
@@ -24,6 +27,7 @@ from einsat.ir.expr.measure import flops, is_multilinear
 from einsat.ir.expr.nodes import reads
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.expr.semantics import evaluate
+from einsat.ir.ops import eop_chain
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -46,6 +50,11 @@ def _input_ranks(e: Expr, ranks: dict[int, int]) -> None:
             _input_ranks(r.src, ranks)
 
 
+CHAIN = Attr("str", "", provenance=True,
+             doc="the chain of registry ops it was fused from, which its export writes (`ops.eop_chain`); "
+                 "empty: none")
+
+
 @register
 class Eop(OpDef):
     """An eOperator: out = the expression `expr` over the inputs (EinNet §5.2)."""
@@ -54,7 +63,8 @@ class Eop(OpDef):
     eop_fusable = True
     chain_fusable = True
     arity = (1, None)
-    attrs = {"expr": Attr("str", doc="the canonical print of its expression (einsat.ir.expr)")}
+    attrs = {"expr": Attr("str", doc="the canonical print of its expression (einsat.ir.expr)"),
+             "chain": CHAIN}
     doc = "EinNet's eOperator: a node computing its tensor-algebra expression"
 
     def normalize(self, attrs, types):
@@ -62,6 +72,7 @@ class Eop(OpDef):
             attrs["expr"] = fingerprint(expression_of(attrs["expr"]))
         except AttributeValueError as e:  # normalize_attrs names the node for a ValueError
             raise ValueError(str(e)) from None
+        eop_chain.check(attrs["chain"], len(types), 1)
         return attrs
 
     def is_multilinear(self, attrs):
@@ -90,6 +101,9 @@ class Eop(OpDef):
         return flops(expression_of(attrs["expr"]))
 
     def to_onnx(self, ctx, node):
+        if node.attrs.get("chain"):
+            eop_chain.write(ctx, node.attrs["chain"], node)
+            return
         e = expression_of(node.attrs["expr"])
         expr_onnx.export(ctx, e, list(node.inputs), node.outputs[0], ctx.type(node.outputs[0]).dtype)
 
@@ -118,7 +132,8 @@ class EopMulti(OpDef):
 
     op = Op.EOP_MULTI
     arity = (1, None)
-    attrs = {"exprs": Attr("str", doc="the canonical prints of its outputs' expressions, ' ; '-separated")}
+    attrs = {"exprs": Attr("str", doc="the canonical prints of its outputs' expressions, ' ; '-separated"),
+             "chain": CHAIN}
     doc = "a fused eOperator writing several outputs, each its own expression over the same inputs"
 
     def normalize(self, attrs, types):
@@ -126,6 +141,7 @@ class EopMulti(OpDef):
             attrs["exprs"] = join_expressions(expressions_of(attrs["exprs"]))
         except AttributeValueError as e:
             raise ValueError(str(e)) from None
+        eop_chain.check(attrs["chain"], len(types), len(expressions_of(attrs["exprs"])))
         return attrs
 
     def num_outputs(self, attrs):
@@ -153,7 +169,10 @@ class EopMulti(OpDef):
         return sum(flops(e) for e in expressions_of(attrs["exprs"]))
 
     def to_onnx(self, ctx, node):
-        """Each output as its own expansion (`expr.onnx`)."""
+        """The chain it was fused from, else each output as its own expansion (`expr.onnx`)."""
+        if node.attrs.get("chain"):
+            eop_chain.write(ctx, node.attrs["chain"], node)
+            return
         dtype = ctx.type(node.outputs[0]).dtype
         for e, out in zip(expressions_of(node.attrs["exprs"]), node.outputs):
             expr_onnx.export(ctx, e, list(node.inputs), out, dtype)

@@ -29,7 +29,10 @@ writes: a cycle).
 
 Bounds: `MAX_OPS` ops per chain, `MAX_TERMS` terms per expression, `MAX_CHAINS` chains per
 round; chains in e-class order, each op the source's own: deterministic. A fused eop
-keeps its expression, so NumPy, verification and ONNX export work on it as on any eop.
+keeps its expression, so NumPy, verification and the GPU kernel work on it as on any eop; it
+also carries its chain of source ops (`chain`, `provenance`: `ir.ops.eop_chain`), which its
+ONNX export writes back as those ops' own ONNX forms (LayerNormalization, Softmax, Gelu, ...), so
+a runtime that reads the file keeps its own kernels and graph fusions.
 
 Half precision: a converted program computes its statistics in fp32 between casts
 (`cast(layernorm(cast(x, f32)), bf16)`, `einsat.ir.precision`). A float cast between a half and
@@ -64,6 +67,7 @@ from einsat.ir.expr.nodes import Expr, inputs_used, relabel_inputs, scopes
 from einsat.ir.expr.printer import fingerprint
 from einsat.ir.groups import CHAIN_FUSABLE
 from einsat.ir.ops.eop import join_expressions
+from einsat.ir.ops.eop_chain import encode as encode_chain
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType, is_float
 from einsat.rewrites.post.fold import weight_only
@@ -164,9 +168,10 @@ class Program:
 
 
 def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roots: frozenset[int] = frozenset()
-          ) -> tuple[Expr, list[int], int, list[tuple[int, Expr]]] | None:
-    """(expression, external input e-classes, ops merged, further outputs) of the chain ending at
-    e-class `cid` (see the module doc), or None when `cid` is not computed by a fusable op.
+          ) -> tuple[Expr, list[int], int, list[tuple[int, Expr]], dict[int, ENode]] | None:
+    """(expression, external input e-classes, ops merged, further outputs, members) of the chain
+    ending at e-class `cid` (see the module doc), or None when `cid` is not computed by a fusable
+    op. `members` maps each merged value's e-class to the source e-node computing it.
 
     With `shared`, a member may also be read outside the chain when it is element-wise over the
     output's grid (a residual sum feeding a layernorm and the next residual add): it joins, and
@@ -181,7 +186,7 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roo
         return None
     node, e = start
     children: list[int] = list(node.children)
-    members, ops = {cid}, 1
+    members, ops = {cid: node}, 1
     extra: list[tuple[int, Expr]] = []  # (e-class, expression over `children`)
     grown = True
     while grown and ops < MAX_OPS:
@@ -196,7 +201,7 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roo
                 break
             if c in members or (c in fixed and not (shared and c in roots)):
                 continue
-            outside = not consumers[c] <= members or c in roots
+            outside = not consumers[c] <= members.keys() or c in roots
             if outside and (not shared or len(extra) >= MAX_SHARED):
                 continue
             inner = program.fusable(c, half)
@@ -218,11 +223,60 @@ def chain(cid: int, program: Program, fixed: set[int], shared: bool = False, roo
             if extra2 and _feeds_back(extra2, children2, program):
                 continue  # an input would descend from a further output: the kernel would read what it writes
             e, children, extra = e2, children2, extra2
-            members.add(c)
+            members[c] = inner_node
             ops += 1
             grown = True
             break
-    return e, children, ops, extra
+    return e, children, ops, extra, members
+
+
+def provenance(outputs: list[int], members: dict[int, ENode], children: list, data: EGraphData) -> str:
+    """The `chain` attribute (`ir.ops.eop_chain`) of the eop fused from `members` over the
+    external inputs `children`, writing the values `outputs` (e-classes): its ops in program
+    order, each input a chain member, an external input or a folded one-element weight (in its
+    own dtype). An input the eop reads cast to the half (`_in_dtype`: an fp32 weight of a half
+    chain) is cast back first, as the eop reads it. Empty when an input is none of them (the
+    expression dropped it) or an attribute has no text form: that eop exports as its expression."""
+    order: list[int] = []
+
+    def visit(c: int) -> None:  # members before their readers; a chain holds at most MAX_OPS
+        if c in order:
+            return
+        for k in members[c].children:
+            if k in members:
+                visit(k)
+        order.append(c)
+
+    for c in outputs + sorted(members):
+        visit(c)
+    steps: list = []
+    position: dict[int, tuple] = {}
+    for k, c in enumerate(children):
+        if isinstance(c, Term):  # Cast(weight, half): the source read the weight itself
+            source = c.children[0]
+            steps.append((Op.CAST, {"dtype": np.dtype(data.classes[source].type.dtype).name}, [("in", k)]))
+            position[source] = ("op", len(steps) - 1)
+        else:
+            position[c] = ("in", k)
+    index = {c: len(steps) + j for j, c in enumerate(order)}
+    for c in order:
+        refs = []
+        for k in members[c].children:
+            if k in index:
+                refs.append(("op", index[k]))
+            elif k in position:
+                refs.append(position[k])
+            else:
+                value = _scalar(k, data)
+                if value is None:
+                    return ""
+                t = data.classes[k].type
+                refs.append(("const", value, list(t.shape), np.dtype(t.dtype).name))
+        steps.append((members[c].op, members[c].attrs, refs))
+    try:
+        return encode_chain(steps, [index[c] for c in outputs])
+    except TypeError:
+        return ""
 
 
 def _compact_all(e: Expr, rest: list[Expr], children: list) -> tuple[Expr, list[Expr], list]:
@@ -281,7 +335,7 @@ def fuse_chains(session, data: EGraphData) -> int:
             wide = chain(cid, program, fixed, shared=True, roots=frozenset(data.roots))
             if wide is not None and wide[3]:
                 forms.append(wide)
-        for e, children, _, extra in forms:
+        for e, children, _, extra, members in forms:
             out_t = cls.type
             children = _in_dtype(children, out_t.dtype, data, const)
             if not children:
@@ -289,19 +343,21 @@ def fuse_chains(session, data: EGraphData) -> int:
             if scopes(e) and row_form(e) is None:
                 continue  # reductions a row kernel cannot run (not over the trailing dims): no fused kernel pays
             chains += 1
+            written = provenance([cid] + [ec for ec, _ in extra], members, children, data)
             if not extra:
                 text = fingerprint(e)
                 if any(n.op is Op.EOP and n.attrs.get("expr") == text and list(n.children) == children
                        for n in cls.nodes):
                     continue
-                session.union(cid, Term(Op.EOP, tuple(children), {"expr": text}))
+                session.union(cid, Term(Op.EOP, tuple(children), {"expr": text, "chain": written}))
                 unions += 1
                 continue
             text = join_expressions([e] + [x for _, x in extra])
             if any(n.op is Op.EOP_MULTI and n.attrs.get("exprs") == text for n in cls.nodes):
                 continue
             for k, target in enumerate([cid] + [ec for ec, _ in extra]):
-                session.union(target, Term(Op.EOP_MULTI, tuple(children), {"exprs": text}, output=k))
+                session.union(target, Term(Op.EOP_MULTI, tuple(children), {"exprs": text, "chain": written},
+                                           output=k))
             unions += 1
     return unions
 

@@ -138,7 +138,7 @@ def _fused(node, data: EGraphData, choice) -> Term | None:
         return None
     used = sorted(inputs_used(outer))
     e = relabel_inputs(outer, {k: j for j, k in enumerate(used)})
-    return Term(Op.EOP, tuple(children[k] for k in used), {"expr": fingerprint(e)})
+    return Term(Op.EOP, tuple(children[k] for k in used), {"expr": fingerprint(e), "chain": ""})
 
 
 def eop_fusion_generator(every: int = 1) -> Generator:

@@ -1,0 +1,109 @@
+"""The written ONNX has no view the program does not need (#37, `einsat.ir.onnx.tidy`): no
+Identity, no Transpose or Reshape that cancels or composes with its neighbour, no Reshape or
+Expand to the shape a value already has; and what is left computes what the program computes
+on onnxruntime. The optimized files of the bundled models hold no more views than their inputs."""
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import einsat
+from einsat.ir import Graph, GraphBuilder, Op
+from einsat.ir.onnx.export import to_onnx
+from einsat.ir.onnx.tidy import minimal_views
+from tests.ir.onnx_check import ort_run
+from tests.work_bounded import by_work, ended_by_work
+
+F = np.float32
+VIEWS = ("Reshape", "Expand", "Transpose", "Identity")
+MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
+
+
+def _views(model: onnx.ModelProto) -> Counter:
+    return Counter(n.op_type for n in model.graph.node if n.op_type in VIEWS)
+
+
+def _matches_on_onnxruntime(g: Graph, model: onnx.ModelProto, seed: int = 0) -> None:
+    onnx.checker.check_model(model, full_check=True)
+    rng = np.random.default_rng(seed)
+    feeds = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in g.input_types().items()}
+    want = einsat.run(g, feeds)
+    for name, got in zip(g.outputs, ort_run(model, feeds)):
+        np.testing.assert_allclose(got, want[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_views_that_cancel_or_compose_are_not_written():
+    b = GraphBuilder("views")
+    x = b.input("x", (2, 3, 4), F)
+    back = b.transpose(b.transpose(b.relu(x), perm=(0, 2, 1)), perm=(0, 2, 1))  # cancels
+    turned = b.transpose(b.transpose(b.tanh(x), perm=(1, 0, 2)), perm=(0, 2, 1))  # one transpose
+    flat = b.reshape(b.reshape(b.sigmoid(x), shape=(6, 4)), shape=(24,))  # one reshape
+    same = b.reshape(b.exp(x), shape=(2, 3, 4))  # to its own shape
+    g = b.build(b.add(back, b.weight("w", (4,), F)), turned, flat, b.add(same, x))
+    model = to_onnx(g)
+    assert _views(model) == Counter({"Transpose": 1, "Reshape": 1}), _views(model)
+    perm = [list(a.ints) for n in model.graph.node if n.op_type == "Transpose" for a in n.attribute]
+    assert perm == [[1, 2, 0]]
+    _matches_on_onnxruntime(g, model)
+
+
+def test_an_identity_at_an_output_is_written_only_where_the_output_needs_a_copy():
+    b = GraphBuilder("outputs")
+    x = b.input("x", (3, 4), F)
+    y = b.relu(x)
+    g = b.build(b.identity(y), b.squeeze(b.exp(x), axes=()), b.identity(x))  # the last: an input as output
+    model = to_onnx(g)
+    assert _views(model) == Counter({"Identity": 1}), _views(model)
+    (copy,) = [n for n in model.graph.node if n.op_type == "Identity"]
+    assert list(copy.input) == ["x"]
+    _matches_on_onnxruntime(g, model)
+
+
+def test_a_value_read_by_a_control_flow_body_keeps_its_name():
+    """An If or Loop body reads outer values by name: the view writing such a value stays."""
+    inner = helper.make_graph([helper.make_node("Add", ["a", "t"], ["b"])], "body", [], [])
+    nodes = [helper.make_node("Identity", ["x"], ["t"]),
+             helper.make_node("If", ["c"], ["y"], then_branch=inner, else_branch=inner)]
+    kept = minimal_views(nodes, ["y"], [], {"x": (3,), "t": (3,)}, ["x", "c"])
+    assert [n.op_type for n in kept] == ["Identity", "If"]
+
+
+@pytest.mark.slow  # ~3 s; each fused form's export alone: tests/rewrites/derive/test_fusion_export.py
+def test_a_program_of_onnx_ops_optimized_for_the_gpu_writes_no_views():
+    """Every op of this program has its ONNX form (the fused chains write theirs back): the
+    file written for the default cost adds no Reshape, Expand, Transpose or Identity."""
+    b = GraphBuilder("block")
+    x = b.input("x", (1, 16, 64), F)
+    h = b.add(x, b.input("res", (1, 16, 64), F))
+    n = b.layernorm(h, b.weight("g", (64,), F), b.weight("beta", (64,), F), axis=2)
+    a = b.add(b.matmul(n, b.weight("w1", (64, 128), F)), b.weight("b1", (128,), F))
+    half, root2, one = (b.const(v, F) for v in (0.5, np.sqrt(2.0), 1.0))
+    gelu = b.mul(b.mul(a, half), b.add(b.erf(b.div(a, root2)), one))
+    scores = b.softmax(b.add(b.mul(b.input("s", (1, 4, 16, 16), F), b.const(0.125, F)),
+                             b.input("mask", (1, 1, 1, 16), F)), axis=3)
+    g = b.build(b.add(h, b.matmul(gelu, b.weight("w2", (128, 64), F))), scores)
+    assert not _views(to_onnx(g))
+    result = einsat.optimize(g, cost="h100", **by_work(iterations=2, extractor="greedy"))
+    ended_by_work(result.report)
+    fused = [node for node in result.graph.nodes if node.op in (Op.EOP, Op.EOP_MULTI)]
+    assert fused and all(node.attrs["chain"] for node in fused)  # the GPU program fuses; the file writes chains
+    model = to_onnx(result.graph)
+    assert not _views(model), _views(model)
+    written = Counter(node.op_type for node in model.graph.node)
+    assert written["LayerNormalization"] == 1 and written["Softmax"] == 1 and written["Erf"] == 1
+    _matches_on_onnxruntime(g, model)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["bert_encoder", "resnet18"])
+def test_the_file_written_for_the_default_cost_has_no_more_views_than_its_input(name):
+    path = MODELS / f"{name}.onnx"
+    before = _views(onnx.load(path))
+    result = einsat.optimize(str(path), **by_work(iterations=3, nodes=6000))
+    after = _views(to_onnx(result.graph))
+    for op in VIEWS:
+        assert after[op] <= before[op], (name, op, before, after)

@@ -382,7 +382,7 @@ def sketch_differences(saved: dict, now: dict) -> list[str]:
 def structure(g, inner: list | None = None) -> tuple[str, list[str]]:
     """A SHA-256 of `g`'s program up to value names, and its weights in the order it hashed them.
 
-    The inputs by position with their types; each node's op, attributes, inputs (an input's
+    The inputs by position with their types; each node's op, attributes (not provenance ones), inputs (an input's
     position, a weight's rank in order of first use, or another node's output by position) and
     output types; the outputs. Weights count by type here (their values go in the weights'
     sketches; a subgraph's, in a loop or if body, are appended to `inner`). Written out here
@@ -398,13 +398,21 @@ def structure(g, inner: list | None = None) -> tuple[str, list[str]]:
                 ref[i] = ("weight", len(weights), _type_key(g.types[i]))
                 weights.append(i)
         parts.append((node.op.value, tuple(ref[i] if i else ("absent",) for i in node.inputs),
-                      tuple(sorted((str(a), _attr_key(v, inner)) for a, v in node.attrs.items())),
+                      tuple(sorted((str(a), _attr_key(v, inner)) for a, v in node.attrs.items()
+                                   if not _provenance(node, a))),
                       tuple(_type_key(g.types[o]) for o in node.outputs)))
         for j, o in enumerate(node.outputs):
             ref[o] = ("node", k, j)
     unused = sorted(set(g.weights) - set(weights))
     parts.append(("outputs", tuple(ref[o] for o in g.outputs), ("unused weights", tuple(unused))))
     return hashlib.sha256(repr(parts).encode()).hexdigest(), [*weights, *unused]
+
+
+def _provenance(node, name: str) -> bool:
+    """Whether `name` is a provenance attribute of the node's op (an eop's `chain`: how its ONNX
+    export spells it, not what it computes), left out as the profile signatures leave it out."""
+    spec = getattr(node.definition, "attrs", {}).get(name)
+    return bool(getattr(spec, "provenance", False))
 
 
 def _type_key(t) -> tuple:

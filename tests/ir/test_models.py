@@ -191,4 +191,9 @@ def test_round_trip_passes_checker_and_matches_onnxruntime(source, name, tmp_pat
     for out, ref, got in zip(g.outputs, expected, ort_run(saved, feeds, list(g.outputs))):
         assert_fp32_close(got, ref, f"{name} saved: {out}")
     again = einsat.load_onnx(path)
-    assert again.op_counts() == g.op_counts()
+    # the same ops read back, but for views the written file no longer needs (`ir.onnx.tidy`:
+    # a transpose of a transpose is one, a reshape to a value's own shape none)
+    views = {"transpose", "reshape", "identity", "expand"}
+    read, wrote = again.op_counts(), g.op_counts()
+    assert {k: v for k, v in read.items() if k not in views} == {k: v for k, v in wrote.items() if k not in views}
+    assert all(read.get(k, 0) <= wrote.get(k, 0) for k in views)

@@ -14,7 +14,6 @@ from __future__ import annotations
 from math import prod
 
 import numpy as np
-from onnx import helper
 
 from einsat.ir.expr import build
 from einsat.ir.ops.onnx_args import first_output_only
@@ -200,6 +199,7 @@ class RMSNorm(OpDef):
         dt = np.float32 if half else t.dtype
         xf, sf = x, scale
         if half:
+            from onnx import helper  # here: einsat's NumPy runs never load onnx
             f32 = helper.np_dtype_to_tensor_dtype(np.dtype(np.float32))
             (xf,) = ctx.node("Cast", [x], [ctx.fresh("x32")], to=f32)
             (sf,) = ctx.node("Cast", [scale], [ctx.fresh("scale32")], to=f32)

@@ -178,9 +178,14 @@ def _forms(r: _Reader, cid: int):
                                if n.children[2] in [c for m in r.nodes(n.children[0], Op.ISNAN) for c in m.children]
                                and r.zero(n.children[1])]
         for pc, guard in probs:
+            direct = r.nodes(pc, Op.SOFTMAX)
             for sm, x in _softmaxes(r, pc, tp.dtype):
                 if sm.attrs["axis"] != tp.rank - 1:
                     continue
+                # fp16's range (65504) is no mask's: an exporter's finfo.min mask is -inf or near it in
+                # fp16, and scores + mask overflow to -inf in the converted program's fp16 add, which
+                # attention (scores and mask in fp32) does not; so in fp16 the cast form is taken unmasked
+                narrow_only = sm not in direct and np.dtype(tp.dtype) == np.float16
                 masked = [(x, None)]
                 for add in r.nodes(x, Op.ADD):
                     for s, m in ((add.children[0], add.children[1]), (add.children[1], add.children[0])):
@@ -189,6 +194,8 @@ def _forms(r: _Reader, cid: int):
                                 and _broadcasts(tm.shape, tp.shape):
                             masked.append((s, m))
                 for s, m in masked:
+                    if narrow_only and m is not None:
+                        continue
                     zero = None
                     if guard is not None and m is not None and not r.finite(m):
                         # a row of softmax is all NaN or none: the guard zeroes whole rows, which

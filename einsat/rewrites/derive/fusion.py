@@ -42,7 +42,11 @@ half such a cast joins as the identity: the chain's eop reads and writes half an
 chain's inner roundings (casts and half results alike; the verification against the fp32 input
 bounds them). An fp32 weight the chain reads (a layer norm's scale, kept fp32 by the conversion)
 enters the eop cast to the half (weight-only: folded). In an fp32 chain no cast joins: a narrowing
-cast there is a rounding the program asks for.
+cast there is a rounding the program asks for. Nor in fp16: its range (65504) makes the
+roundings the conversion wrote part of the meaning, not noise. An exporter's attention mask
+(finfo(float32).min, -65504 or -inf once in fp16) absorbs the scores when the fp16 add rounds, and
+a fully masked row's softmax is uniform, as in fp32; computed in fp32 across the casts, the scores
+show through (a row of 0.125 became 0.218 on the Llama prefill export). bf16 has fp32's range.
 
 Targets: the fused eOperator pays where einsat's generated kernels run it (the GPU models); on
 a target that runs the program through onnxruntime (whose cost model folds weights at load) an
@@ -96,8 +100,8 @@ def _expression(node: ENode, data: EGraphData, out: TensorType | None, half: boo
     if node.op is Op.CAST:  # a fused half kernel computes in fp32: widening to it, or rounding back, is its identity
         pair = {np.dtype(types[0].dtype), np.dtype(out.dtype)}
         if not half or len(pair) != 2 or np.dtype(np.float32) not in pair or not any(_half(d) for d in pair) \
-                or types[0].shape != out.shape:
-            return None
+                or np.dtype(np.float16) in pair or types[0].shape != out.shape:
+            return None  # fp16: see the module doc
         loops = iters("o", out.shape)
         return Expr(loops, (), broadcast_read(0, out.shape, loops))
     if node.op not in FUSABLE:

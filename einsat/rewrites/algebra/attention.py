@@ -51,6 +51,7 @@ from einsat.egraph.rules import Generator, Rule, Ruleset, rule
 from einsat.egraph.terms import Term
 from einsat.ir.registry import Op
 from einsat.ir.types import is_float
+from einsat.rewrites.algebra.reading import Reader
 from einsat.rewrites.guards import dtype, rank, shape
 
 MAX_FORMS = 8  # attention terms per matmul class (each a distinct q, k, mask or scale)
@@ -60,28 +61,9 @@ def _swap_last(r: int) -> tuple[int, ...]:
     return tuple(range(r - 2)) + (r - 1, r - 2)
 
 
-class _Reader:
-    """Facts about e-classes of one export: scalar constant values, finite masks."""
-
-    def __init__(self, data: EGraphData):
-        self.data = data
-
-    def type(self, cid):
-        return self.data.classes[cid].type
-
-    def nodes(self, cid, op: Op):
-        return [n for n in self.data.classes[cid].nodes if n.op is op]
-
-    def scalar(self, cid) -> float | None:
-        """The value of a one-element constant weight in the class, else None."""
-        t = self.type(cid)
-        if t is None or t.size != 1 or not is_float(t.dtype):
-            return None
-        for n in self.data.classes[cid].nodes:
-            if n.leaf is not None and n.leaf[0] == "weight" and n.leaf[1] in self.data.weights:
-                v = float(np.asarray(self.data.weights[n.leaf[1]]).reshape(-1)[0])
-                return v if np.isfinite(v) else None
-        return None
+class _Reader(Reader):
+    """Facts about e-classes of one export (`reading.Reader`: types, e-nodes by op, scalar constant
+    values), and finite masks."""
 
     def finite(self, cid) -> bool:
         """The class's value is finite by construction: a finite constant, or `where(c, a, b)`

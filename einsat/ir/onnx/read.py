@@ -273,9 +273,10 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
                             f"--input-shape {name}=D1,D2,... on the command line, or input_shapes={{{name!r}: (...)}} "
                             f"in Python")
         if any(not isinstance(d, int) for d in _dims(vi)):
-            symbolic[name] = input_dims(graph, weights)[name]
+            symbolic[name] = None
     if symbolic:
-        raise _symbolic_error(label, symbolic)
+        dims = input_dims(graph, weights)  # once, for every symbolic input
+        raise _symbolic_error(label, {name: dims[name] for name in symbolic})
 
 
 def _symbolic_error(label: str, symbolic: dict[str, list]) -> SymbolicShapesError:

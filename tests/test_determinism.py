@@ -108,6 +108,7 @@ def test_a_partitioned_model_gives_the_same_program_on_a_busy_machine(busy):
     assert quiet.report.cost_after == loaded.report.cost_after < quiet.report.cost_before
 
 
+@pytest.mark.slow  # make test stays within 6 minutes (its time moved to make test-slow)
 def test_the_same_profile_gives_the_same_program_under_the_measured_model(tmp_path, monkeypatch, busy):
     """cost="cpu": what the profile holds is an input. Two runs from copies of one profile that
     holds every signature they need (nothing left to time, so no clock decides what is measured)

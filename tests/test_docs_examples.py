@@ -115,7 +115,13 @@ def test_a_block_not_run_without_a_reason_is_caught(tmp_path):
     assert [b.split(":")[1] for b in unexplained(md)] == ["2", "11"]
 
 
-@pytest.mark.parametrize("path", [p for p in FILES if python_blocks(p)], ids=lambda p: p.relative_to(ROOT).as_posix())
+# the two longest (6-8 s) run in make test-slow, so that make test stays within 6 minutes
+SLOW_DOCS = {"docs/pipeline.md", "docs/measured.md"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow)
+                                  if p.relative_to(ROOT).as_posix() in SLOW_DOCS else p
+                                  for p in FILES if python_blocks(p)], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_the_python_examples_run_as_written(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # cost="cpu" profiles: not the user's cache

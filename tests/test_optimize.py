@@ -139,6 +139,7 @@ def test_optimize_keeps_outputs_and_never_raises_the_modeled_cost(case):
     check_optimize(graph, depth)
 
 
+@pytest.mark.slow  # make test stays within 6 minutes (its time moved to make test-slow)
 @given(es.programs(max_nodes=5))
 def test_optimize_keeps_outputs_of_programs_over_the_whole_registry(graph):
     check_optimize(graph, len(graph.nodes))

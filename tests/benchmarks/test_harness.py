@@ -68,6 +68,7 @@ def test_optimize_is_recorded_with_its_egraph_phases_and_measurements(tmp_path):
     assert "measured speedup" in (tmp_path / "cpu.md").read_text()
 
 
+@pytest.mark.slow  # make test stays within 6 minutes (its time moved to make test-slow)
 def test_resume_keeps_finished_workloads(tmp_path, capsys):
     assert harness.main(["pet_group_conv", "--out", str(tmp_path), "--no-optimize", "--in-process",
                          "--reps-cpu", "3"]) == 0

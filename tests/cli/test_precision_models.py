@@ -110,8 +110,10 @@ def optimize_and_check(tmp_path: Path, capsys, path: Path, precision: str, budge
     return runtime
 
 
-@pytest.mark.parametrize("precision", ["fp16", "bf16"])
-@pytest.mark.parametrize("name", [pytest.param("resnet18", marks=pytest.mark.slow), "bert_encoder"])
+@pytest.mark.parametrize("name,precision", [pytest.param("resnet18", "fp16", marks=pytest.mark.slow),
+                                            pytest.param("resnet18", "bf16", marks=pytest.mark.slow),
+                                            ("bert_encoder", "fp16"),
+                                            pytest.param("bert_encoder", "bf16", marks=pytest.mark.slow)])
 def test_the_bundled_models_optimize_in_half_through_the_cli(tmp_path, capsys, name, precision):
     runtime = optimize_and_check(tmp_path, capsys, BUNDLED[name], precision, budget=6)
     assert runtime == ("onnxruntime" if precision == "fp16" else "onnx.reference")

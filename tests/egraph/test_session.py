@@ -78,6 +78,7 @@ def test_a_ruleset_whose_rules_match_more_than_its_shared_cap_but_add_nothing_is
     assert not last.changed and not last.starved and r.nodes < nodes // 2
 
 
+@pytest.mark.slow  # make test stays within 6 minutes (its time moved to make test-slow)
 def test_generator_unions_are_cut_to_the_node_budget():
     """A generator that wants to add far more terms than the budget gets a prefix that fits."""
     def flood(session, data):

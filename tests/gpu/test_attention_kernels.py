@@ -57,6 +57,7 @@ def _dense(shape):
     return tuple(shape), tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
 
 
+@pytest.mark.slow  # make test stays within 6 minutes (its time moved to make test-slow)
 def test_in_fp16_cudnn_sdpa_takes_every_workload_attention():
     for name, types, attrs in workload_attentions():
         a = dict(attrs)

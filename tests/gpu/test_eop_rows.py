@@ -84,6 +84,7 @@ def test_row_forms_get_the_row_kernel():
     assert row_form(parse(expr)) is None
 
 
+@pytest.mark.slow  # make test stays within 6 minutes (its time moved to make test-slow)
 def test_workload_fused_eops_match_numpy():
     eops = workload_eops()
     assert {name for name, _, _ in eops} == {"bert_tensat", "bert_base", "gpt2"}

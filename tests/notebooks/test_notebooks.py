@@ -39,8 +39,9 @@ def test_the_notebooks_are_found():
     assert [p.stem[:2] for p in NOTEBOOKS][:4] == ["01", "02", "03", "04"]
 
 
-# 02 optimizes a model in its kernel (17-26 s on the 2-core machine): make test-slow
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem.startswith("02") else p
+# 02 optimizes a model in its kernel (17-26 s on the 2-core machine) and 03 runs PET's corrections
+# (6 s): make test-slow
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem[:2] in ("02", "03") else p
                                   for p in NOTEBOOKS], ids=lambda p: p.stem)
 def test_notebook_runs_in_a_kernel_and_shows_pictures(path, tmp_path):
     assert len(code_cells(path)) >= 5

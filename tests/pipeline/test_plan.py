@@ -134,6 +134,7 @@ def test_the_measured_choice_keeps_to_its_seconds(tmp_path, monkeypatch):
     assert free >= 1.5 > bounded + PER_SIG  # each way's own 1.5 s: the bound above was the phase's
 
 
+@pytest.mark.slow  # make test stays within 6 minutes (its time moved to make test-slow)
 def test_a_measured_run_keeps_every_phase_inside_a_small_budget(tmp_path, monkeypatch):
     """cost="cpu" with a 5 s budget: profiling (the input's ops, then the candidates', at most
     `profile_budget`), saturation, extraction, the measured choice and the check each get a share

@@ -83,6 +83,20 @@ MODELS = {
                    lambda: _ids(32128), ["input_ids", "attention_mask"], ["last_hidden_state"]),
     "whisper_encoder": ("WhisperEncoder, 4 layers, d_model 512, 8 heads, 80 mel bins x 256 frames",
                         _whisper, lambda: (torch.randn(1, 80, 2 * SEQ),), ["input_features"], ["last_hidden_state"]),
+    # the speed benchmark's other model kinds (issue #39): convolutional, windowed attention, audio
+    "wav2vec2": ("Wav2Vec2Model, 4 layers, hidden 768, 12 heads, 1 s of 16 kHz audio",
+                 lambda: T.Wav2Vec2Model(T.Wav2Vec2Config(num_hidden_layers=LAYERS)),
+                 lambda: (torch.randn(1, 16000),), ["input_values"], ["last_hidden_state"]),
+    "convnext": ("ConvNextModel, ConvNeXt-T (depths 3-3-9-3, widths 96-768), 224x224",
+                 lambda: T.ConvNextModel(T.ConvNextConfig()),
+                 lambda: (torch.randn(1, 3, IMAGE, IMAGE),), ["pixel_values"], ["last_hidden_state"]),
+    "swin": ("SwinModel, Swin-T (depths 2-2-6-2, window 7), 224x224",
+             lambda: T.SwinModel(T.SwinConfig()),
+             lambda: (torch.randn(1, 3, IMAGE, IMAGE),), ["pixel_values"], ["last_hidden_state"]),
+    "efficientnet": ("EfficientNetModel, B0 (width 1.0, depth 1.0), 224x224",
+                     lambda: T.EfficientNetModel(T.EfficientNetConfig(width_coefficient=1.0, depth_coefficient=1.0, hidden_dim=1280,
+                                                                      image_size=IMAGE)),
+                     lambda: (torch.randn(1, 3, IMAGE, IMAGE),), ["pixel_values"], ["last_hidden_state"]),
 }
 EXPORTERS = ("legacy", "dynamo")
 

@@ -15,6 +15,7 @@ import einsat
 from einsat.errors import ShapeError
 from einsat.ir import GraphBuilder, Op
 from einsat.ir.onnx.export import to_onnx
+from einsat.ir.types import TensorType
 from einsat.testing.strategies import arrays, broadcastable, seeds, shapes
 from tests.ir.onnx_check import ort_run
 
@@ -173,3 +174,19 @@ def test_shape_errors():
         b.skip_layernorm(x, b.input("s", (3, 5)), b.input("g", (4,)))
     with pytest.raises(ShapeError, match=r"bias \[3\] f32 does not broadcast to the normalized dims \[4\]"):
         b.skip_rmsnorm(x, b.input("s2", (2, 3, 4)), b.input("g2", (4,)), b.input("c", (3,)))
+
+
+@pytest.mark.parametrize("op", [Op.SKIP_LAYERNORM, Op.SKIP_RMSNORM])
+def test_the_cpu_profiler_times_the_contrib_op(op):
+    """cost="cpu" times a signature as a one-node onnxruntime session (`runtime.profiler`): for a
+    skip op that node is onnxruntime's contrib kernel, its domain imported, and it runs."""
+    from einsat.ir.signature import signature_of
+    from einsat.runtime.profiler import ort_signature_runner, signature_graph
+
+    t, v = TensorType((1, 16, 32), np.float32), TensorType((32,), np.float32)
+    ins = [t, t, v, v, v] if op is Op.SKIP_LAYERNORM else [t, t, v, v]
+    sig = signature_of(op, {"axis": 2, "epsilon": 1e-5}, ins)
+    model = to_onnx(signature_graph(sig), contrib=True)
+    assert [(n.op_type, n.domain) for n in model.graph.node] == [(CONTRIB[op], "com.microsoft")]
+    run = ort_signature_runner(sig, threads=1)
+    assert all(run() > 0 for _ in range(3))

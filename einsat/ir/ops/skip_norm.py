@@ -36,7 +36,7 @@ def _sum(x, skip, bias):
     return s.astype(x.dtype, copy=False)
 
 
-class _SkipNorm(OpDef):
+class SkipNorm(OpDef):
     """What the two skip ops share: inputs (x, skip, <norm's parameters>, bias?), outputs (norm, sum)."""
 
     norm: Op                 # the norm applied to the sum
@@ -146,7 +146,7 @@ class _SkipNorm(OpDef):
 
 
 @register
-class SkipLayerNorm(_SkipNorm):
+class SkipLayerNorm(SkipNorm):
     """x + skip (+ bias), then layernorm(scale, beta) over the dims from `axis`; outputs the norm
     and the sum (onnxruntime's SkipLayerNormalization, com.microsoft: inputs input, skip, gamma,
     beta?, bias?)."""
@@ -165,7 +165,7 @@ class SkipLayerNorm(_SkipNorm):
 
 
 @register
-class SkipRMSNorm(_SkipNorm):
+class SkipRMSNorm(SkipNorm):
     """x + skip (+ bias), then rmsnorm(scale) over the dims from `axis`; outputs the norm and the sum
     (onnxruntime's SkipSimplifiedLayerNormalization, com.microsoft: inputs input, skip, gamma,
     bias?)."""

@@ -25,11 +25,10 @@ from __future__ import annotations
 from einsat.egraph.data import EGraphData
 from einsat.egraph.rules import Generator
 from einsat.egraph.terms import Term
+from einsat.ir.groups import SKIP_NORM_OF
 from einsat.ir.registry import Op
 from einsat.ir.types import is_float
 from einsat.rewrites.algebra.reading import Reader, broadcasts_within
-
-SKIP_OF = {Op.LAYERNORM: Op.SKIP_LAYERNORM, Op.RMSNORM: Op.SKIP_RMSNORM}
 
 
 def _present(children, k):
@@ -81,8 +80,8 @@ def skipnorm_terms(session, data: EGraphData) -> int:
         if t is None or t.rank == 0 or not is_float(t.dtype):
             continue
         have = {_key(n.op, n.children, n.attrs) for n in data.classes[cid].nodes
-                if n.op in SKIP_OF.values() and n.output == 0}
-        for norm_op, skip_op in SKIP_OF.items():
+                if n.op in SKIP_NORM_OF.values() and n.output == 0}
+        for norm_op, skip_op in SKIP_NORM_OF.items():
             for n in r.nodes(cid, norm_op):
                 s, scale = n.children[0], n.children[1]
                 beta = _present(n.children, 2) if norm_op is Op.LAYERNORM else None

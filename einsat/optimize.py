@@ -87,7 +87,8 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
     limits: the search's work (`einsat.egraph.Limits`; default: its defaults): e-nodes
         (`nodes`), rewrite rounds (`iterations`), the saturation's own seconds (`time_s`), and
         the extraction: `extractor` "ilp" (HiGHS, warm-started from greedy and from the input)
-        or "greedy", `extract_s` the most seconds of one ILP solve (default 5). A search ended by
+        or "greedy", `extract_s` the most seconds of one ILP solve (default 60, a safety net),
+        `ilp_candidates` the e-graph size above which the ILP keeps its start (default 3,000). A search ended by
         its work gives the same program on any load; one ended by a clock says so in the report.
         `memory_gb` (default 4) bounds the resident memory the run adds to the process
         (`einsat.pipeline.memory.MemoryWatch`, sampled from a thread). Past it the run stops as

@@ -200,3 +200,22 @@ def test_a_failed_run_gives_its_held_seconds_back(monkeypatch):
     with pytest.raises(RuntimeError, match="saturation broke"):
         einsat.optimize(block(), budget=budget)
     assert budget.reserved == 0
+
+
+def test_a_budget_too_small_for_any_search_returns_the_input_at_once(monkeypatch):
+    """Issue #39: a budget that leaves less than MIN_SEARCH_S after loading searches nothing: the
+    input comes back, unsearched and unverified-but-identical, the report saying why; no phase of
+    the search runs (saturation would raise here)."""
+    from einsat.pipeline import phases, runner
+
+    def no_search(state):
+        raise AssertionError("the search ran on a budget too small for it")
+
+    monkeypatch.setattr(phases, "saturate_phase", no_search)
+    g = block()
+    result = einsat.optimize(g, budget=runner.MIN_SEARCH_S / 2)
+    report = result.report
+    assert str(result.graph) == str(g)
+    assert "too little for any search" in report.kept_input and report.speedup == 1.0
+    assert report.extraction.method == "none" and report.verification.status == "identical"
+    assert "too little for any search" in str(report)

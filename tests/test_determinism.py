@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,3 +194,31 @@ def test_an_ilp_stopped_at_its_root_by_work_gives_the_same_program_twice(monkeyp
         assert r.report.extraction.status.startswith("stopped improving"), r.report.extraction.status
         stopped_by_work(r)
     same_program(quiet.graph, loaded.graph)
+
+
+MODELS = Path(__file__).resolve().parent / "data" / "models"
+
+
+@pytest.mark.slow
+def test_default_settings_give_the_same_program_on_a_busy_machine(busy):
+    """Issue #39: with every setting at its default (no limits=, no budget: the default cost's
+    committed profile, so fixed figures), three workloads, one of them partitioned (a 4-layer
+    legacy Llama export: pieces optimized, layers reused), stop by work and give the same program
+    quiet and with every core busy."""
+    from einsat import Load
+    workloads = {"bert_encoder": None, "hf_llama_prefill_legacy": {"input_ids": (1, 32), "attention_mask": (1, 32)},
+                 "hf_llama4_prefill_legacy_static": None}
+    loads = {name: Load(input_shapes=shapes, fill_weights="random") for name, shapes in workloads.items()}
+
+    def run():
+        return {name: einsat.optimize(str(MODELS / f"{name}.onnx"), load=loads[name]) for name in workloads}
+
+    quiet = run()
+    busy()
+    loaded = run()
+    assert quiet["hf_llama4_prefill_legacy_static"].report.partition is not None
+    for name in workloads:
+        a, b = quiet[name], loaded[name]
+        assert not a.report.clock_ended() and not b.report.clock_ended(), (name, a.report.clock_ended())
+        same_program(a.graph, b.graph)
+        assert a.report.cost_after == b.report.cost_after < a.report.cost_before, name

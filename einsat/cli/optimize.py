@@ -104,11 +104,12 @@ def add_parser(sub) -> None:
     p.add_argument("--time-limit", dest="gone", metavar="S", action=_Gone,
                    new="--budget S (seconds for the whole run)")
     p.add_argument("--nodes", type=int, default=None, metavar="N",
-                   help="the e-graph's node limit (default 30000)")
+                   help="the e-graph's node limit (default 20000)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
                    help="rounds of rewriting the search may run (default 10)")
     p.add_argument("--search-seconds", type=float, default=None, metavar="S",
-                   help="seconds the search may take before it stops early (default 8; --budget bounds it "
+                   help="seconds the search may take before it stops early (default 60, a safety net: the node "
+                        "and round limits end it first; --budget bounds it "
                         "too). A search stopped by its nodes or rounds gives the same program on any load; "
                         "one stopped by the clock says so in the report")
     p.add_argument("--memory-gb", type=float, default=None, metavar="GB",

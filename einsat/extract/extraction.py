@@ -19,7 +19,7 @@ from einsat.egraph.data import EGraphData
 from einsat.errors import ExtractionError
 from einsat.extract.from_graph import selection_of_graph
 from einsat.extract.greedy import greedy_dag, greedy_tree
-from einsat.extract.ilp import solve_ilp
+from einsat.extract.ilp import MAX_CANDIDATES, solve_ilp
 from einsat.extract.local import improve
 from einsat.extract.problem import Problem, Selection
 from einsat.extract.rebuild import rebuild
@@ -67,11 +67,12 @@ class Extraction(ExtractionSummary):
 def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str = "ilp",
             time_limit: float = 10.0, start: Graph | None = None, fold_constants: bool = True,
             name: str = "optimized", local_evals: int = 20000, budget: Budget | None = None,
-            progress=None) -> Extraction:
+            progress=None, ilp_candidates: int | None = MAX_CANDIDATES) -> Extraction:
     """Extract the cheapest program of `data` under `cost` (see the module docstring). The ILP
     also stops when the run's `budget` runs out or is cancelled; `progress(message, cost)` hears
     of its better programs, each costed as the program it rebuilds to (the figure the report
-    gives, in the model's unit: not the ILP's objective)."""
+    gives, in the model's unit: not the ILP's objective). Above `ilp_candidates` candidates the ILP
+    keeps its start (`ilp.MAX_CANDIDATES`; None: no bound)."""
     if method not in METHODS:
         raise ExtractionError(f"unknown extraction method {method!r}; choose one of {METHODS}")
     t0 = time.perf_counter()
@@ -98,7 +99,7 @@ def extract(data: EGraphData, cost: str | CostModel = DEFAULT_COST, method: str 
             return problem.model.graph_cost(rebuild(problem, chosen, name=name))
 
         ilp = solve_ilp(problem, selection, time_limit=time_limit, budget=budget, progress=progress,
-                        program_cost=program_cost if progress is not None else None)
+                        program_cost=program_cost if progress is not None else None, max_candidates=ilp_candidates)
         selection, found = ilp.selection, ilp.cost
         result.update(status=ilp.status, gap=ilp.gap, bound=ilp.bound, ilp_size=(ilp.columns, ilp.rows))
     origins: dict[str, int] = {}

@@ -24,7 +24,8 @@ candidate using a subset of its children) are dropped first; this keeps an optim
 
 The solve starts from a given selection (HiGHS `setSolution`) and the result is the better of
 the two, so the ILP is never worse than its start. What it returns is bounded by work, never by the
-clock: it stops when optimal (relative gap `REL_GAP`), after `MAX_NODES` branch-and-bound nodes,
+clock: it is not solved above `MAX_CANDIDATES` candidates (the start is kept), and it stops when
+optimal (relative gap `REL_GAP`), after `MAX_NODES` branch-and-bound nodes,
 or when no better program came for a number of nodes, or of HiGHS's checks while still at the
 root node (`ilp_watch.IlpWatch`): the same e-graph gives the same program whatever the
 machine's load. The time limit and the run's budget only stop it early, and then the status
@@ -52,6 +53,13 @@ from einsat.extract.problem import Problem, Selection
 MAX_DOMINANCE_CLASS = 64  # larger e-classes skip the O(k^2) dominance check
 REL_GAP = 1e-6             # proved optimal at this relative gap
 MAX_NODES = 20_000         # branch-and-bound nodes at most: the search's work bound
+# Candidate e-nodes above which no ILP is solved: the start (greedy, local search) is kept. On the
+# speed benchmark (benchmarks/results/speed.md) no ILP above it improved on its start within its
+# 5 s clock (17 models, 3,300-46,000 candidates), and far from the clock the roots alone took
+# 25 s (GPT-2, 3,295 candidates) to 55 s (Llama, 22,752) without a better program; below it,
+# BERT's (2,607) improved 5% in 3.3 s. A bound on work, not time: the same e-graph is treated alike
+# everywhere.
+MAX_CANDIDATES = 3_000
 
 
 @dataclass
@@ -135,15 +143,21 @@ def _components(problem: Problem, ids: dict[int, list[int]]) -> dict[int, int]:
 
 def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budget: Budget | None = None,
               progress=None, stall_nodes: int | None = STALL_NODES, max_nodes: int = MAX_NODES,
-              program_cost=None) -> IlpResult:
+              program_cost=None, max_candidates: int | None = MAX_CANDIDATES) -> IlpResult:
     """The cheapest acyclic selection, or the best found in `max_nodes` branch-and-bound nodes or
     when no better one came for `stall_nodes` nodes (or `ilp_watch.ROOT_STALL_CHECKS` checks at the
     root: `IlpWatch`; None: never), work bounds that make it deterministic; `time_limit` seconds
     (and the run's `budget`) only stop it early. `program_cost(selection)`: what `progress` shows
     of a better incumbent (its program's cost; default: the objective)."""
-    import highspy  # here, not at import: cost models and greedy extraction run without HiGHS
     t0 = time.perf_counter()
     start_cost = problem.cost(start)
+    n = problem.num_candidates()
+    if max_candidates is not None and n > max_candidates:  # `MAX_CANDIDATES`: the start is kept, by work
+        bound = min(lower_bound(problem), start_cost)
+        return IlpResult(start, start_cost, f"start kept: {n:,} candidates, above the ILP's {max_candidates:,}",
+                         (start_cost - bound) / start_cost if start_cost > 0 else 0.0, bound,
+                         time.perf_counter() - t0, 0, 0)
+    import highspy  # here, not at import: cost models and greedy extraction run without HiGHS
     drop = set()
     for idx in problem.classes.values():
         drop |= _dominated(problem, idx) - set(start.values())

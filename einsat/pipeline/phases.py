@@ -196,7 +196,7 @@ def extract_phase(state: State) -> None:
         return
     with state.planner.phase("extract"):
         state.extraction = extract(data, state.model, method, state.planner.seconds("extract"), state.graph,
-                                   state.budget, state.notify)
+                                   state.budget, state.notify, state.options.saturation_limits().ilp_candidates)
 
 
 def choose(state: State) -> None:
@@ -209,8 +209,7 @@ def choose(state: State) -> None:
 
     def extract_again():
         return extract(state.data, state.model, state.options.saturation_limits().extractor, planner.seconds("extract"),
-                       state.graph,
-                       state.budget, state.notify)
+                       state.graph, state.budget, state.notify, state.options.saturation_limits().ilp_candidates)
 
     with planner.phase("extract"):
         state.extraction, state.profiled = measure.choose(
@@ -220,7 +219,8 @@ def choose(state: State) -> None:
     planner.spent("profile", state.profiled.seconds - timed, plan="choose")
 
 
-def extract(data, model, method: str, seconds: float | None, graph: Graph, run=None, notify=None):
+def extract(data, model, method: str, seconds: float | None, graph: Graph, run=None, notify=None,
+            ilp_candidates: int | None = None):
     from einsat.extract import extract as extract_egraph
 
     def forward(message: str, cost: float) -> None:
@@ -228,7 +228,7 @@ def extract(data, model, method: str, seconds: float | None, graph: Graph, run=N
             notify(ProgressEvent("extract", message))
 
     return extract_egraph(data, model, method=method, time_limit=seconds, start=graph, name=graph.name, budget=run,
-                          progress=forward)
+                          progress=forward, ilp_candidates=ilp_candidates)
 
 
 # -- verify, check ------------------------------------------------------------------------------

@@ -7,8 +7,8 @@ phase must have a moment to return anything (`FLOORS`):
 
     phase      share of what is left   cap (the option; its default)          floor
     profile    1/2                     Measure.profile_s (120 s): input + candidates together
-    saturate   1/2                     Limits.time_s (8 s)                    0.01 s
-    extract    4/5 (a fifth kept for   Limits.extract_s (5 s)                 0.05 s
+    saturate   1/2                     Limits.time_s (60 s: a safety net)     0.01 s
+    extract    4/5 (a fifth kept for   Limits.extract_s (60 s: a safety net)  0.05 s
                the rebuild)
     choose     1/2                     60 s for each of its ways (`measure.choose`)
     check      all                     none: the result's fused units profiled, then both
@@ -39,7 +39,7 @@ from einsat.budget import Budget
 
 SHARES = {"profile": 0.5, "saturate": 0.5, "extract": 0.8, "choose": 0.5, "check": 1.0, "pieces": 0.8}
 FLOORS = {"saturate": 0.01, "extract": 0.05, "pieces": 0.5}
-EXTRACT_S = 5.0        # one ILP solve's seconds by default (`Limits.extract_s`)
+EXTRACT_S = 60.0       # one ILP solve's seconds by default (`Limits.extract_s`)
 PROFILE_S = 120.0      # op profiling of a measured model, by default (`Measure.profile_s`)
 CHOICE_S = 60.0        # the measured choice's profiling, for each of its ways
 VERIFY_MARGIN = 1.5    # the candidate's verification runs held back: this times the reference's

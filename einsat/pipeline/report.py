@@ -209,6 +209,16 @@ class Report:
         text = f"peak {m['peak_bytes'] / gb:.2f} GB resident, {m['added_bytes'] / gb:.2f} GB added by the run ({limit})"
         return text + ("; LIMIT REACHED: the search stopped early" if m.get("exceeded") else "")
 
+    def clock_ended(self) -> list[str]:
+        """The search phases a clock ended ("saturation", "extraction"): a time limit or the budget,
+        not their work bounds (issue #39: the defaults end by work, the clocks are safety nets)."""
+        ended = []
+        if self.saturation is not None and "time limit" in str(self.saturation.stop_reason):
+            ended.append("saturation")
+        if self.extraction is not None and "time limit" in str(getattr(self.extraction, "status", "")):
+            ended.append("extraction")
+        return ended
+
     def extraction_text(self) -> str:
         x = self.extraction
         gap = "" if x.gap is None else f", gap {x.gap:.1%}"
@@ -237,6 +247,10 @@ class Report:
                                                 else "none matched"))
             lines += [f"  {line}" for line in self.saturation.round_lines()]
         lines.append(f"  extraction: {self.extraction_text()}")
+        clocks = self.clock_ended()
+        if clocks:
+            lines.append(f"  clock: {' and '.join(clocks)} ended on a clock, not by work: on another machine or load "
+                         "the run may stop elsewhere and return another program")
         if self.verification is None:
             lines.append("  verification: NOT RUN (verify=False): the result is unchecked")
         else:

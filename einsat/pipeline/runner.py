@@ -77,9 +77,11 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
                 phases.load(state, program, example_inputs)
                 settings = options.partition if options.partition is not None else Partitioning()
                 result = None
-                if settings is not False and split is not None and len(state.graph.nodes) > settings.above:
+                unsearched = _too_small(state)  # the input, said why: no search
+                parts = settings is not False and split is not None and len(state.graph.nodes) > settings.above
+                if not unsearched and parts:
                     result = split(state.graph, options.replace(partition=settings), state)  # stitched, checked
-                else:
+                elif not unsearched:
                     try:
                         phases.reference(state)
                         phases.profile_input(state)
@@ -90,7 +92,9 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
                     finally:  # the verification's seconds go back to the budget, whatever happened
                         state.planner.release("verify")
                 said = _budget.acknowledged()  # a Ctrl-C was acknowledged (the CLI, a worker's parent)
-            if result is None:
+            if result is None and unsearched:
+                phases.verify(state, state.graph)  # identical: nothing to run
+            elif result is None:
                 if run_budget.cancelled and not (run_budget.reason == "interrupted" and said):
                     phases.log.warning("%s: verifying the best program found so far", run_budget.reason)
                 phases.verify(state)
@@ -102,6 +106,28 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
         return _reported(result, split)
     state.times["total"] = time.perf_counter() - start
     return _reported(_result(state, watch), split)
+
+
+MIN_SEARCH_S = 0.5  # a budget leaving less than this after loading searches nothing: the input is returned
+
+
+def _too_small(state: phases.State) -> bool:
+    """Whether the run's budget left less than `MIN_SEARCH_S` after loading the program: then the
+    input is the result, at once (issue #39: the budget kept, not overrun by a search and a
+    verification that cannot fit), with the reason in the report and a warning."""
+    budget = state.budget
+    if budget.seconds is None or budget.cancelled or budget.remaining() >= MIN_SEARCH_S:
+        return False
+    from einsat.extract.extraction import Extraction
+    left = max(budget.remaining(), 0.0)
+    state.kept_input = (f"the budget ({budget.seconds:g} s) had {left:.2f} s left after loading the program, too "
+                        f"little for any search (at least {MIN_SEARCH_S:g} s): the input is returned unsearched")
+    phases.log.warning("%s", state.kept_input)
+    cost = state.model.graph_cost(state.graph)
+    state.extraction = Extraction(graph=state.graph, selection={}, cost=cost, method="none",
+                                  status="no search: the budget was spent loading", starts={"input": cost})
+    state.result = state.graph
+    return True
 
 
 def _reported(result: Result, split: Split | None) -> Result:

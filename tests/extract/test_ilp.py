@@ -1,5 +1,6 @@
 import random
 
+import pytest
 from hypothesis import given
 
 from einsat.extract.greedy import greedy_dag, greedy_tree
@@ -59,13 +60,31 @@ def big_random_egraph(classes=1500, seed=0):
 def test_time_limit_reports_a_gap():
     problem = Problem(big_random_egraph(), AttrCost())
     tree, _ = greedy_tree(problem)
-    result = solve_ilp(problem, tree, time_limit=0.2)
+    result = solve_ilp(problem, tree, time_limit=0.2, max_candidates=None)
     assert "time limit" in result.status
     assert result.bound is not None and result.gap is not None
     assert 0.0 <= result.gap <= 1.0
     assert result.bound <= result.cost <= problem.cost(tree)
     assert abs(result.gap - (result.cost - result.bound) / result.cost) < 1e-9
     assert problem.is_acyclic(result.selection)
+
+
+def test_an_egraph_above_the_size_bound_keeps_its_start_without_a_solve(monkeypatch):
+    """Above `max_candidates` no ILP is built (HiGHS is never made): the start is kept, the status
+    says why, and the gap is against the lower bound; at the bound the ILP runs."""
+    import highspy
+
+    problem = Problem(big_random_egraph(), AttrCost())
+    tree, _ = greedy_tree(problem)
+    n = problem.num_candidates()
+    made = []
+    monkeypatch.setattr(highspy, "Highs", lambda *a, **k: made.append(1) or (_ for _ in ()).throw(AssertionError))
+    result = solve_ilp(problem, tree, max_candidates=n - 1)
+    assert not made and result.selection == tree and result.cost == problem.cost(tree)
+    assert result.status == f"start kept: {n:,} candidates, above the ILP's {n - 1:,}"
+    assert result.bound <= result.cost and result.gap == pytest.approx((result.cost - result.bound) / result.cost)
+    monkeypatch.undo()
+    assert "start kept: " not in solve_ilp(problem, tree, max_candidates=n, time_limit=0.2).status
 
 
 def test_the_solver_prints_nothing_on_stdout(monkeypatch, capfd):

@@ -114,8 +114,16 @@ VARIANTS = {  # name: (q, k, v shapes, constant mask's shape, attrs, what the de
     "mqa": ((2, 4, 5, 8), (2, 1, 7, 8), (2, 1, 7, 8), (4, 5, 7), {}, ["Attention"]),
     "gqa": ((2, 2, 3, 5, 8), (2, 2, 1, 7, 8), (2, 2, 1, 7, 8), (5, 7), {"causal": 1},
             ["Reshape", "Reshape", "Reshape", "Attention", "Reshape"]),
-    # what ONNX Attention (as onnxruntime runs it) does not take: the chain
-    "mask_over_keys_only": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 8), (2, 1, 1, 7), {}, None),
+    "mask_over_keys_only": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 8), (2, 1, 1, 7), {}, ["Attention"]),
+    # a padding mask computed at run time: ONNX Attention and the correction of its fully masked rows
+    "padding_at_run_time": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 8), (2, 1, 1, 7), {"mask_input": True},
+                            ["Expand", "Attention", "Softmax", "MatMul", "ReduceMax", "LessOrEqual", "Where"]),
+    "gqa_padding_at_run_time": ((2, 2, 3, 5, 8), (2, 2, 1, 7, 8), (2, 2, 1, 7, 8), (1, 7), {"mask_input": True},
+                                ["Expand", "Reshape", "Reshape", "Reshape", "Attention", "Reshape", "Softmax",
+                                 "MatMul", "ReduceMax", "LessOrEqual", "Where"]),
+    # what ONNX Attention (as onnxruntime runs it) does not take, or not exactly at a cost worth it: the chain
+    "causal_padding_at_run_time": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 8), (2, 1, 1, 7),
+                                   {"mask_input": True, "causal": 1}, None),
     "batch_broadcast": ((2, 4, 5, 8), (1, 4, 7, 8), (1, 4, 7, 8), None, {}, None),
     "rank3": ((4, 5, 8), (4, 7, 8), (4, 7, 8), None, {"causal": 1}, None),
     "mask_at_run_time": ((2, 4, 5, 8), (2, 4, 7, 8), (2, 4, 7, 8), (5, 7), {"mask_input": True}, None),
@@ -129,7 +137,7 @@ def test_attention_variants_export_run_and_match(name):
     # a run-time mask may mask a row fully: the chain (float-min biases on every key give the mean of v)
     mask = _mask(rng, *ms, fill=np.finfo(np.float32).min if attrs.get("mask_input") else -np.inf) if ms else None
     if attrs.get("mask_input"):
-        mask[..., 1, :] = np.finfo(np.float32).min  # a left-padded prompt's row
+        mask[..., 1 if ms[-2] > 1 else 0, :] = np.finfo(np.float32).min  # a left-padded prompt's row, a padded entry
     g, feeds = _attention(_f32(rng, *qs), _f32(rng, *ks), _f32(rng, *vs), mask, **attrs)
     types, declared = _written(g, feeds, None)
     if fused is None:
@@ -139,6 +147,22 @@ def test_attention_variants_export_run_and_match(name):
     for cap in (17, 22):
         types, declared = _written(g, feeds, cap)
         assert "Attention" not in types and declared <= cap
+
+
+@pytest.mark.parametrize("fill", [np.finfo(np.float32).min, -np.inf, -1e30])
+def test_a_padding_mask_at_run_time_is_exact_on_every_row(fill):
+    """Batch entry 0 masked fully (float-min: the chain's mean of v; -inf: NaN; -1e30: an ordinary
+    bias, which onnxruntime computes as the chain does), entry 1 in part: the corrected ONNX
+    Attention matches einsat's NumPy on every row."""
+    rng = _rng()
+    mask = np.zeros((2, 1, 1, 7), np.float32)
+    mask[0] = fill
+    mask[1, ..., 4:] = fill
+    g, feeds = _attention(_f32(rng, 2, 4, 5, 8), _f32(rng, 2, 4, 7, 8), _f32(rng, 2, 4, 7, 6), mask, mask_input=True)
+    types, _ = _written(g, feeds, None)
+    assert "Attention" in types and "Where" in types
+    want = einsat.run(g, feeds)[g.outputs[0]]
+    assert np.isnan(want[0]).all() == (fill == -np.inf) and np.isfinite(want[1]).all()
 
 
 @pytest.mark.parametrize("causal", [0, 1])

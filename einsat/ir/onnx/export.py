@@ -40,7 +40,9 @@ IR_VERSION = 10     # the least IR version einsat writes (onnxruntime >= 1.18 re
 # 5: fused eOperators write their chain of source ops (LayerNormalization, Softmax, ...: their
 #    `chain` attribute) instead of the expression's expansion, and views the program does not
 #    need (Identity, cancelling or composable Transposes and Reshapes) are no longer written.
-EXPORT_REVISION = 5
+# 6: attention with a padding mask computed at run time writes ONNX Attention and the correction of
+#    its fully masked rows; a constant mask over the keys is broadcast to the queries (#37).
+EXPORT_REVISION = 6
 
 
 def onnx_dtype(dtype) -> int:

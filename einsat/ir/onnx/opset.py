@@ -16,10 +16,28 @@ from onnx import defs, helper, shape_inference
 from einsat.errors import OnnxError
 
 
+SMALL_INITIALIZER = 1024  # bytes: initializers kept with their values for the inference (shapes, axes)
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with its large initializers as typed graph inputs without data: element types are
+    inferred alike (no op's output type depends on a tensor's values), and the inference does not
+    serialize the weights (4 s of BERT-base's write)."""
+    large = [t for t in model.graph.initializer if t.ByteSize() > SMALL_INITIALIZER]
+    if not large:
+        return model
+    g = model.graph
+    inputs = list(g.input) + [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in large]
+    small = [t for t in g.initializer if t.ByteSize() <= SMALL_INITIALIZER]
+    graph = helper.make_graph(list(g.node), g.name, inputs, list(g.output), small, value_info=list(g.value_info))
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
+                             functions=list(model.functions))
+
+
 def _value_types(model: onnx.ModelProto) -> dict[str, str]:
     """Every typed value's type string ('tensor(bfloat16)'), declared or inferred."""
     try:
-        inferred = shape_inference.infer_shapes(model, strict_mode=False).graph
+        inferred = shape_inference.infer_shapes(_skeleton(model), strict_mode=False).graph
     except Exception:  # noqa: BLE001 — inference is a help here: the declared types remain
         inferred = model.graph
     types = {}

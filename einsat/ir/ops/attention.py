@@ -22,13 +22,17 @@ Export writes ONNX `Attention` (opset 23) where the opset cap allows and the lay
 takes: q, k, v of rank 4 [B, H, S, D] with K/V heads H or 1 (ONNX's grouped K/V heads,
 `kv_num_heads` read from the shapes), or of rank 5 [B, A, G, S, D] with K/V [B, A, 1, S, D] (grouped
 query attention as einsat broadcasts it: reshaped to heads A·G over A K/V heads, and back), the
-batch dims not broadcast, and no mask or a constant additive one whose last two dims are [Sq, Sk]
-(onnxruntime broadcasts only its leading ones) and whose every row leaves a key unbiased (a 0)
-that the causal triangle, if any, keeps. `causal` is `is_causal`, the scale `scale`. Elsewhere,
-and below opset 23, the chain. The mask's condition is exactness: ONNX Attention (its spec's
-errata, and onnxruntime 1.31) makes a fully masked row 0, where the chain makes a row of -inf NaN
-and a row of float-min biases (Hugging Face's padding mask) the mean of v; a mask computed at run
-time may mask a row fully (a left-padded prompt's first rows). einsat imports no ONNX op as
+batch dims not broadcast, and a mask ONNX takes: its last two dims [Sq, Sk] (onnxruntime
+broadcasts only the leading ones; a mask over the keys only, [..., 1, Sk], is expanded to them).
+`causal` is `is_causal`, the scale `scale`. The mask's condition is exactness: ONNX Attention (its
+spec's errata, and onnxruntime 1.31) makes a row whose every bias is float-min or -inf 0, where the
+chain makes a row of -inf NaN and a row of float-min biases (Hugging Face's padding mask) the mean
+of v. So a constant mask is written as is where every row leaves a key unbiased (a 0) that the
+causal triangle, if any, keeps; a mask computed at run time (which may mask a row fully: a padded
+batch entry, a left-padded prompt's first rows) only where the rows it masks fully can be
+corrected cheaply: an fp32 padding mask over the keys ([..., 1, Sk]) without the triangle, written
+with `write_corrected`'s correction (PET's idea: a fast operator exact on most of the output, and a
+small kernel for the rest). Elsewhere, and below opset 23, the chain. einsat imports no ONNX op as
 attention.
 """
 
@@ -135,12 +139,32 @@ class Attention(OpDef):
     def to_onnx(self, ctx, node):
         """ONNX Attention where the cap (23) and the layout allow (`onnx_attention_layout`), else
         the chain: MatMul(q, Transpose(k)), Mul(scale), Add(mask), Add(causal triangle), Softmax,
-        MatMul."""
+        MatMul. A mask over the keys only ([..., 1, Sk]) is expanded to the queries for ONNX; one
+        computed at run time gets the correction of its fully masked rows (`write_corrected`)."""
         shapes = [ctx.type(i).shape if i else None for i in node.inputs]
         mask = node.inputs[3] if len(node.inputs) > 3 and node.inputs[3] else None
-        if ctx.opset >= 23 and onnx_attention_layout(*shapes) is not None and (
-                mask is None or every_row_attends(ctx.graph.weights.get(mask), bool(node.attrs["causal"]))):
+        causal = bool(node.attrs["causal"])
+        if ctx.opset < 23 or onnx_attention_layout(*shapes[:3]) is None:
+            write_chain(ctx, node)
+            return
+        if mask is None:
             write_onnx_attention(ctx, node)
+            return
+        full = queries_mask_shape(shapes[0], shapes[3])  # the mask as ONNX takes it: [..., Sq, Sk]
+        if full is None or onnx_attention_layout(*shapes[:3], full) is None:
+            write_chain(ctx, node)
+            return
+        weight = ctx.graph.weights.get(mask)
+        if weight is not None:
+            wide = np.broadcast_to(np.asarray(weight), full)
+            if not every_row_attends(wide, causal):
+                write_chain(ctx, node)
+            elif tuple(full) == tuple(shapes[3]):
+                write_onnx_attention(ctx, node)
+            else:
+                write_onnx_attention(ctx, node, ctx.constant(np.ascontiguousarray(wide), "attention_mask_rows"))
+        elif correctable(shapes[0], shapes[3], ctx.type(mask).dtype, causal):
+            write_corrected(ctx, node, full)
         else:
             write_chain(ctx, node)
 
@@ -167,6 +191,26 @@ def onnx_attention_layout(q, k, v, mask=None) -> str | None:
     return None
 
 
+def queries_mask_shape(q, mask) -> tuple[int, ...] | None:
+    """The mask's shape with its query axis at Sq, as ONNX Attention takes it (onnxruntime
+    broadcasts only the leading dims): the mask's own where it is [..., Sq, Sk], [..., 1, Sk]
+    expanded, None for a mask of rank < 2."""
+    if mask is None or len(mask) < 2 or not _ints(*q, *mask):
+        return None
+    if mask[-2] == q[-2]:
+        return tuple(mask)
+    return tuple(mask[:-2]) + (q[-2], mask[-1]) if mask[-2] == 1 else None
+
+
+def correctable(q, mask, dtype, causal: bool) -> bool:
+    """Whether a mask computed at run time can be written as ONNX Attention with `write_corrected`'s
+    correction: fp32, over the keys only ([..., 1, Sk], a padding mask: every query row of a batch
+    is masked alike, so the correction is one row), not causal (under the triangle a fully masked
+    row's chain value depends on its query)."""
+    return (not causal and np.dtype(dtype) == np.float32 and mask is not None and len(mask) >= 2
+            and mask[-2] == 1 and q[-2] != 1)
+
+
 def every_row_attends(mask, causal: bool) -> bool:
     """Whether a constant additive mask [..., Sq, Sk] (None: not a constant) leaves every query row
     a key of bias 0, among keys j <= i when `causal`: no row is fully masked, where ONNX Attention
@@ -179,14 +223,17 @@ def every_row_attends(mask, causal: bool) -> bool:
     return bool(zero.any(axis=-1).all())
 
 
-def write_onnx_attention(ctx, node) -> None:
-    """One ONNX Attention node (rank 5: its heads reshaped to rank 4 around it)."""
+def write_onnx_attention(ctx, node, mask: str | None = None, outputs=None) -> None:
+    """One ONNX Attention node (rank 5: its heads reshaped to rank 4 around it), with `mask` in
+    place of the node's own when given, writing `outputs` (the node's own when not given)."""
     q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
-    mask = node.inputs[3] if len(node.inputs) > 3 else ""
+    if mask is None:
+        mask = node.inputs[3] if len(node.inputs) > 3 else ""
+    outputs = list(node.outputs if outputs is None else outputs)
     tq = ctx.type(q)
     attrs = {"scale": float(node.attrs["scale"]), "is_causal": int(node.attrs["causal"]) or None}
     if tq.rank == 4:
-        ctx.node("Attention", [q, k, v, mask], node.outputs, **attrs)
+        ctx.node("Attention", [q, k, v, mask], outputs, **attrs)
         return
 
     def heads(name, hint):  # [B, A, G, S, D] -> [B, A·G, S, D]
@@ -197,7 +244,30 @@ def write_onnx_attention(ctx, node) -> None:
     out = ctx.fresh("attention_heads_out")
     ctx.node("Attention", [heads(q, "q"), heads(k, "k"), heads(v, "v"), mask], [out], **attrs)
     shape = ctx.constant(np.asarray(ctx.type(node.outputs[0]).shape, np.int64), "attention_out_shape")
-    ctx.node("Reshape", [out, shape], node.outputs)
+    ctx.node("Reshape", [out, shape], outputs)
+
+
+def write_corrected(ctx, node, full: tuple[int, ...]) -> None:
+    """ONNX Attention on a run-time padding mask [..., 1, Sk], made exact where a row is fully masked.
+
+    onnxruntime's Attention writes 0 for a row whose every bias is float-min or -inf; the chain
+    computes softmax(scores + mask) · V there, and with every bias at float-min (Hugging Face's
+    padding) the scores vanish in the sum (|scale·s| is far below float-min's ulp, 2^103), so the row
+    is softmax(mask) · V: the mean of V over the keys, NaN where every bias is -inf. A PET-style
+    correction writes exactly that: `Where(max(mask) <= float-min, Softmax(mask) · V, Attention)`,
+    the correction's matmul one row per batch (the mask is the same for every query)."""
+    v, mask = node.inputs[2], node.inputs[3]
+    rows = ctx.node("Expand", [mask, ctx.constant(np.asarray(full, np.int64), "attention_mask_rows_shape")],
+                    [ctx.fresh("attention_mask_rows")])[0]
+    fused = ctx.fresh("attention_fused")
+    write_onnx_attention(ctx, node, rows, [fused])
+    weights = ctx.node("Softmax", [mask], [ctx.fresh("attention_masked_weights")], axis=-1)[0]
+    masked_rows = ctx.node("MatMul", [weights, v], [ctx.fresh("attention_masked_rows")])[0]
+    top = ctx.node("ReduceMax", [mask, ctx.constant(np.asarray([-1], np.int64), "attention_keys_axis")],
+                   [ctx.fresh("attention_mask_max")], keepdims=1)[0]
+    lowest = ctx.constant(np.asarray(np.finfo(np.float32).min, np.float32), "attention_float_min")
+    fully = ctx.node("LessOrEqual", [top, lowest], [ctx.fresh("attention_fully_masked")])[0]
+    ctx.node("Where", [fully, masked_rows, fused], node.outputs)
 
 
 def write_chain(ctx, node) -> None:

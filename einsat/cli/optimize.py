@@ -205,7 +205,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         if display is not None:
             display.close()
     wrote = write(result.graph, args.output, planner,  # einsat.save_onnx read at call time
-                  lambda graph, path: einsat.save_onnx(graph, path, opset=args.opset))
+                  lambda graph, path: einsat.save_onnx(graph, path, opset=args.opset, contrib=result.contrib))
     wall_times(result.report, getattr(args, "startup", None), read, wrote, started)
     print(result.report)
     print(f"wrote {args.output}")

@@ -40,6 +40,10 @@ class CostModel(ABC):
     # folding them away after optimization: then a program's views are part of what it costs
     # (PET's mutant pre-filter charges a mutant its views, `rewrites.mutate.admit.cheaper`)
     views_run: bool = False
+    # whether the target is onnxruntime, which runs its com.microsoft contrib ops (skip_layernorm,
+    # ...): then the recognition generators add them (`rewrites.algebra.skipnorm`) and the file a
+    # run writes may use them (`Result.save`, `ExportContext.contrib`)
+    contrib_ops: bool = False
 
     @abstractmethod
     def node_cost(self, op: Op, attrs: Mapping[str, Any], ins: Sequence[TensorType | None],

@@ -65,6 +65,7 @@ class TargetCost(MeasuredCost):
         self.target = target
         self.folds_weights_at_load = target == "onnxruntime"  # the CuPy runtime runs every node
         self.views_run = target == "onnxruntime"  # its profile times each reshape, transpose, pad as a kernel
+        self.contrib_ops = target == "onnxruntime"  # onnxruntime's com.microsoft ops (SkipLayerNormalization, ...)
         self.machine = dict(machine)
         self.kind = str(self.machine.get("kind", "cpu"))
         self.path = os.fspath(path) if path is not None else cache_path(self.machine)

@@ -48,6 +48,9 @@ STACKS = _with(lambda d: d.stacks)
 CONVOLUTIONS = _with(lambda d: d.tensor_core == "conv")
 # fused op -> its core op
 FUSED_CORE: dict[Op, Op] = {op: d.fused_core for op, d in REGISTRY.items() if d.fused_core is not None}
+# norm -> the op writing it of a residual sum together with the sum (`ops.skip_norm`: layernorm ->
+# skip_layernorm, onnxruntime's contrib ops), read by `rewrites.algebra.skipnorm`
+SKIP_NORM_OF: dict[Op, Op] = {d.norm: op for op, d in REGISTRY.items() if isinstance(d, _ops.skip_norm.SkipNorm)}
 # the ops an epilogue fuses onto: the fused ops and their cores
 FUSION_HEADS = frozenset(FUSED_CORE) | frozenset(FUSED_CORE.values())
 # the matrix products onnxruntime runs as MatMul: matmul and the fused ops built on it

@@ -54,7 +54,8 @@ FP32 = np.dtype(np.float32)
 # the statistics: reductions, normalizations and the transcendental ops whose range or
 # accumulation half cannot hold (fp16's largest value is 65504; bf16 has 8 significant bits)
 STATISTICS = frozenset({
-    Op.SOFTMAX, Op.LAYERNORM, Op.RMSNORM, Op.LRN, Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.CUMSUM, Op.AVGPOOL,
+    Op.SOFTMAX, Op.LAYERNORM, Op.RMSNORM, Op.SKIP_LAYERNORM, Op.SKIP_RMSNORM, Op.LRN, Op.REDUCE_SUM, Op.REDUCE_MEAN,
+    Op.CUMSUM, Op.AVGPOOL,
     Op.GLOBAL_AVGPOOL, Op.EXP, Op.LOG, Op.POW,
 })
 # trigonometry: cos θ of a rounded θ is off by |θ|·u (absolute), and rotary embeddings take θ up to

@@ -66,6 +66,9 @@ class Op(enum.Enum):
     RMSNORM = "rmsnorm"
     SOFTMAX = "softmax"
     LRN = "lrn"
+    # a residual sum and its norm, two outputs (onnxruntime's contrib Skip*LayerNormalization)
+    SKIP_LAYERNORM = "skip_layernorm"
+    SKIP_RMSNORM = "skip_rmsnorm"
     # reductions
     REDUCE_SUM = "reduce_sum"
     REDUCE_MEAN = "reduce_mean"
@@ -303,6 +306,7 @@ class OpDef:
     # lays out for its blocked convolutions, only when constant; `runtime.profiler`)
     packed_inputs: ClassVar[tuple[int, ...]] = ()
     onnx_type: ClassVar[str | None] = None  # the ONNX op it exports to / imports from
+    onnx_domain: ClassVar[str] = ""  # the ONNX domain of `onnx_type` ("com.microsoft": onnxruntime's contrib ops)
     doc: ClassVar[str] = ""
 
     @property
@@ -361,6 +365,11 @@ class OpDef:
         """
         onnx_attrs = ctx.attrs(onode)
         return list(onode.input), {k: v for k, v in onnx_attrs.items() if k in self.attrs}
+
+    def onnx_outputs(self, onode) -> list[str]:
+        """The ONNX node's outputs that are this op's outputs, in order ('' for one it leaves out).
+        Default: all of them, in their order."""
+        return list(onode.output)
 
     def to_onnx(self, ctx, node) -> None:
         """Emit ONNX nodes for `node` through the export context (`ctx.node(...)`,

@@ -227,7 +227,8 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
                     profile={**profiled.to_dict(), "threads": cost.machine.get("threads")} if profiled else None,
                     measured=measured, kept_input=kept_input)
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
-    return Result(returned, report, graph, made if returned is stitched else None, opset=options.opset)
+    return Result(returned, report, graph, made if returned is stitched else None, opset=options.opset,
+                  contrib=bool(getattr(cost, "contrib_ops", False)))
 
 
 def joined_recipe(graph: Graph, recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]],

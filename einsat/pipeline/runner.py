@@ -43,11 +43,13 @@ class Result:
     input: Graph | None = None
     recipe: Graph | None = None  # with Options(recipe=True): the result's new weights from the input's
     opset: int | None = None     # optimize(opset=): the cap `save` writes under (None: the newest onnxruntime opens)
+    contrib: bool = False        # the run's cost model is onnxruntime's (cost "cpu"): `save` may write its contrib ops
 
     def save(self, path) -> None:
-        """Write the optimized program to `path` as ONNX under the run's opset cap (atomically)."""
+        """Write the optimized program to `path` as ONNX under the run's opset cap (atomically),
+        with onnxruntime's com.microsoft ops where the run's target is onnxruntime (`contrib`)."""
         from einsat.ir.onnx.io import save_onnx
-        save_onnx(self.graph, path, opset=self.opset)
+        save_onnx(self.graph, path, opset=self.opset, contrib=self.contrib)
 
     def __iter__(self):  # `graph, report = einsat.optimize(g)`
         return iter((self.graph, self.report))
@@ -165,7 +167,8 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
         from einsat.egraph.weights import weight_recipe
         new = {k: c for k, c in extraction.weight_classes.items() if k not in graph.weights}
         made = weight_recipe(state.data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")
-    return Result(result, report, graph, made, opset=state.options.opset)
+    return Result(result, report, graph, made, opset=state.options.opset,
+                  contrib=bool(getattr(model, "contrib_ops", False)))
 
 
 def _in_half(program, example_inputs, options: Options, split: Split | None) -> Result:

@@ -6,7 +6,8 @@ session's cost model), the fusion of the corrections' convolutions (`mutate.corr
 chain step a step), associativity and commutativity (back-off), the other algebra theories, the
 multi-pattern merges (first two steps only), the post rules (`post.correct`: a correction fused into
 the layout chain after it), the attention expansion, the attention generator (`algebra.attention`:
-the matmul-scale-mask-softmax-matmul chain as one op), every fourth step the weight folding
+the matmul-scale-mask-softmax-matmul chain as one op), the norm recognitions and, for onnxruntime, the
+residual sum and its norm as one skip op (`algebra.skipnorm`), every fourth step the weight folding
 generator, then EinNet's inter-expression generators.
 `Session.run` repeats steps until saturation or a limit.
 
@@ -34,6 +35,7 @@ from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
 from einsat.rewrites.algebra.norms import layernorm_generator, rmsnorm_generator
+from einsat.rewrites.algebra.skipnorm import skipnorm_generator
 from einsat.rewrites.derive.fusion import fusion_generator
 from einsat.rewrites.derive.generator import after_derivations, default_derive_generator, derive_generator
 from einsat.rewrites.derive.inter import eop_fusion_generator, matmul_merge_generator
@@ -74,6 +76,6 @@ def einnet_schedule(rank=None) -> Schedule:
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
     phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
               + tuple(default_rulesets()) + (attention_generator(), rmsnorm_generator(), layernorm_generator(),
-                                             gelu_generator(), fold_generator(), merge_derived, fuse_eops,
-                                             fusion_generator()))
+                                             skipnorm_generator(), gelu_generator(), fold_generator(), merge_derived,
+                                             fuse_eops, fusion_generator()))
     return Schedule(tuple(p for p in phases if p is not None))

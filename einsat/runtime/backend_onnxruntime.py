@@ -123,7 +123,7 @@ class OnnxruntimeBackend:
         per_graph = self._by_graph.setdefault(graph, {})
         if outputs not in per_graph:
             exported = graph if outputs == graph.outputs else graph.replace(outputs=outputs)
-            model = to_onnx(exported).SerializeToString()
+            model = to_onnx(exported, contrib=True).SerializeToString()  # onnxruntime runs its contrib ops
             digest = hashlib.sha256(model).digest()
             if digest not in self._by_model:
                 self._by_model[digest] = new_session(model, disabled_optimizers=unsafe_optimizers(graph))

@@ -112,7 +112,8 @@ def ort_session(graph: Graph, threads: int = THREADS, profile_prefix: str | None
     (0: onnxruntime's default, one per core); `profile_prefix`: onnxruntime's profiler on."""
     from einsat.ir.onnx.export import to_onnx
     from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
-    return new_session(to_onnx(graph).SerializeToString(), threads=threads,
+    model = to_onnx(graph, contrib=True)  # onnxruntime runs its com.microsoft ops (SkipLayerNormalization, ...)
+    return new_session(model.SerializeToString(), threads=threads,
                        disabled_optimizers=unsafe_optimizers(graph), profile_prefix=profile_prefix)
 
 

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from einsat.ir.builder import GraphBuilder
 from einsat.ir.graph import Graph
+from einsat.ir.registry import Op
 from einsat.testing import strategies as rs
 
 F32 = np.float32
@@ -292,6 +293,23 @@ def rmsnorm(draw):
     t = x.tensor("x", x.normal(shape, 2.0) + F32(1.0), draw(st.booleans()))
     s = x.tensor("scale", x.normal(draw(rs.broadcastable(norm))))
     return x.case("rmsnorm", x.b.rmsnorm(t, s, axis=axis), "norm")
+
+
+@st.composite
+def skip_norm(draw, op: str):
+    """skip_layernorm / skip_rmsnorm: x + skip (+ bias) normalized over the dims from `axis`, and the sum."""
+    x = _B(op, draw(rs.seeds), draw(floats))
+    shape = draw(rs.shapes(1, 4, 1, 6)) if draw(st.booleans()) else (2, draw(st.integers(65, 300)))
+    axis = draw(st.integers(-len(shape), len(shape) - 1))
+    norm = shape[axis % len(shape):]
+    t = x.tensor("x", x.normal(shape, 2.0) + F32(1.0), draw(st.booleans()))
+    skip = x.tensor("skip", x.normal(draw(rs.broadcastable(shape))))
+    params = [x.tensor("scale", x.normal(draw(rs.broadcastable(norm))))]
+    if op == "skip_layernorm":
+        params.append(x.tensor("beta", x.normal(draw(rs.broadcastable(norm)))) if draw(st.booleans()) else None)
+    bias = x.tensor("bias", x.normal(draw(rs.broadcastable(norm)))) if draw(st.booleans()) else None
+    y, s = x.b.op(Op(op), t, skip, *params, bias, axis=axis)
+    return Case(op, x.b.build(y, s), x.inputs, "norm")
 
 
 @st.composite
@@ -580,6 +598,8 @@ def strategy(op: str):
               "einsum": einsum, "lrn": lrn, "attention": attention}
     if op in simple:
         return simple[op]()
+    if op in ("skip_layernorm", "skip_rmsnorm"):
+        return skip_norm(op)
     if op in ("matmul", "batchmatmul"):
         return matmul(op)
     if op in ("g2bmm", "gbmm"):

@@ -56,7 +56,7 @@ from tests.gpu.cases import strategy
 from tests.gpu.conftest import collect
 from tests.gpu.host_device import HostDevice
 
-NOT_FLAGS = {"op", "attrs", "arity", "onnx_type", "doc"}
+NOT_FLAGS = {"op", "attrs", "arity", "onnx_type", "onnx_domain", "doc"}
 FLAGS = ("multilinear", "elementwise", "layout_only", "view", "foldable", "repeats_input", "tensor_core", "bodies",
          "commutative", "dtype_of_first", "shape_of_first", "permutes", "reshapes", "aliases", "ufunc", "bool_ufunc",
          "reduces", "fused_core", "parameter_inputs", "exact_in_half", "layout_commutes", "matched", "derivable",

@@ -1,8 +1,10 @@
 """Reductions and normalizations as generated kernels: reduce_sum, reduce_mean, cumsum, softmax,
-layernorm, rmsnorm (its expression's eop kernel), lrn, max/average pooling and global average pooling."""
+layernorm, rmsnorm (its expression's eop kernel), skip_layernorm and skip_rmsnorm (the sum, then the
+norm's lowering), lrn, max/average pooling and global average pooling."""
 
 from __future__ import annotations
 
+from einsat.gpu.kernels.elementwise import Step, elementwise_kernel
 from einsat.gpu.kernels.eop import eop_kernel
 from einsat.gpu.kernels.reduce import (
     argmax_kernel,
@@ -13,8 +15,9 @@ from einsat.gpu.kernels.reduce import (
     reduce_kernel,
     softmax_kernel,
 )
-from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
+from einsat.gpu.lower.common import IMPLS, implements, operand, reshape, run_kernel
 from einsat.ir.expr.printer import fingerprint
+from einsat.ir.graph import Node
 from einsat.ir.registry import Op, opdef
 from einsat.ir.types import TensorType
 
@@ -87,6 +90,26 @@ def rmsnorm(dev, node, args, out_types):
     e = opdef(Op.RMSNORM).expression([TensorType(x.shape, x.dtype), TensorType(scale.shape, scale.dtype)], node.attrs)
     k = eop_kernel(fingerprint(e), (operand(x), operand(scale)), out_types[0].dtype)
     return [run_kernel(dev, k, [x, scale], x.shape, out_types[0].dtype)]
+
+
+@implements("skip_layernorm", "skip_rmsnorm")
+def skip_norm(dev, node, args, out_types):
+    """The sum x + skip (+ bias) in one element-wise kernel, then the norm's own lowering of it."""
+    d = opdef(node.op)
+    x, skip = args[0], args[1]
+    bias = d._bias(args)
+    sum_t = out_types[1]
+    steps = [Step("add", (0, 1), sum_t.dtype)]
+    ins = [x, skip]
+    if bias is not None:
+        steps.append(Step("add", (3, 2), sum_t.dtype))  # ref 3: the first step's result (after 3 inputs), 2: the bias
+        ins.append(bias)
+    k = elementwise_kernel(sum_t.shape, [operand(a) for a in ins], steps)
+    s = run_kernel(dev, k, ins, sum_t.shape, sum_t.dtype)
+    params = [p for p in d._norm_args(args) if p is not None]
+    norm = Node(d.norm, ("s",) + tuple(f"p{k}" for k in range(len(params))), ("y",), dict(node.attrs), name="norm")
+    (y,) = IMPLS[d.norm.value](dev, norm, [s, *params], out_types[:1])
+    return [y, s]
 
 
 def _pool(dev, node, args, out_types, kind):

@@ -87,13 +87,17 @@ class ExportContext:
     - `opset`: the default-domain opset cap: an op writes the newest form it allows (a form of an
       older opset where a newer one is not allowed); the model declares the least opset its nodes
       need. A default-domain op the cap does not have is refused, naming the opset it needs.
+    - `contrib`: the file is written for onnxruntime (cost "cpu"), so onnxruntime's com.microsoft
+      contrib ops may be written (SkipLayerNormalization, ...); False: standard ops only (TensorRT
+      and other runtimes do not read com.microsoft).
     - `reduce(op_type, x, axes, output, keepdims)`: a Reduce* node, with its axes as an input or
       an attribute as the opset has them.
     """
 
-    def __init__(self, graph: Graph, opset: int):
+    def __init__(self, graph: Graph, opset: int, contrib: bool = False):
         self.graph = graph
         self.opset = opset
+        self.contrib = contrib
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[TensorProto] = []
         self.domains: dict[str, int] = {"": opset}
@@ -162,14 +166,15 @@ class ExportContext:
         self.nodes.append(proto)
 
 
-def to_onnx(graph: Graph, opset: int | None = None) -> onnx.ModelProto:
+def to_onnx(graph: Graph, opset: int | None = None, contrib: bool = False) -> onnx.ModelProto:
     """The ONNX model of `graph`, its ops written in the newest forms opset `opset` (the cap: from
     MIN_OPSET to EXPORT_OPSET, None for EXPORT_OPSET) allows, declaring the least default-domain
     opset those nodes need (`opset.written_opset`) and the IR version that opset needs. Raises
     `OnnxError` naming the node that cannot be written under the cap (an op of a newer opset, a
-    type its op takes from a newer opset only)."""
+    type its op takes from a newer opset only). `contrib`: onnxruntime's com.microsoft ops may be
+    written (the file is for onnxruntime: `ExportContext.contrib`)."""
     cap = check_opset(opset)
-    ctx = ExportContext(graph, cap)
+    ctx = ExportContext(graph, cap, contrib=contrib)
     for node in graph.nodes:
         ctx._current = node.name
         try:
@@ -225,12 +230,13 @@ def ir_version(opsets) -> int:
     return max(IR_VERSION, needed)
 
 
-def save_onnx(graph: Graph, path: str | os.PathLike, opset: int | None = None) -> None:
-    """Write `graph` to `path` as an ONNX model (`opset`: the cap, see `to_onnx`): checked first,
+def save_onnx(graph: Graph, path: str | os.PathLike, opset: int | None = None, contrib: bool = False) -> None:
+    """Write `graph` to `path` as an ONNX model (`opset`: the cap, `contrib`: onnxruntime's contrib
+    ops allowed, see `to_onnx`): checked first,
     then written to a temporary file in the same directory and moved into place, so that a failure
     leaves nothing at `path`."""
     path = os.fspath(path)
-    model = to_onnx(graph, opset=opset)
+    model = to_onnx(graph, opset=opset, contrib=contrib)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:

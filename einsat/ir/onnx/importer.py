@@ -85,9 +85,15 @@ def onnx_ops() -> dict[str, Any]:
     """ONNX op type -> the registry op importing it (the first registered, when several share it)."""
     table: dict[str, Any] = {}
     for d in REGISTRY.values():
-        if d.onnx_type and d.op is not Op.OPAQUE:
+        if d.onnx_type and d.op is not Op.OPAQUE and not d.onnx_domain:
             table.setdefault(d.onnx_type, d)
     return table
+
+
+def domain_ops() -> dict[tuple[str, str], Any]:
+    """(domain, op type) -> the registry op importing a node of another domain than ONNX's
+    (onnxruntime's com.microsoft SkipLayerNormalization, ...)."""
+    return {(d.onnx_domain, d.onnx_type): d for d in REGISTRY.values() if d.onnx_type and d.onnx_domain}
 
 
 class ImportContext:
@@ -111,6 +117,7 @@ class ImportContext:
         self.alias: dict[str, str] = {}
         self.folded: set[str] = set()  # constants computed at import (not the model's initializers)
         self._ops = onnx_ops()
+        self._domain_ops = domain_ops()
         self._names = {n for node in g.node for n in (*node.input, *node.output)} | set(self.types)
         self._node_names: set[str] = set()
         self._fresh_count = 0
@@ -205,14 +212,14 @@ class ImportContext:
             self._check_enums(onode)
         if default and onode.op_type in _SPECIAL and _SPECIAL[onode.op_type](self, onode, used):
             return
-        d = self._ops.get(onode.op_type) if default else None
+        d = self._ops.get(onode.op_type) if default else self._domain_ops.get((onode.domain, onode.op_type))
         reason = f"einsat has no op for {onode.op_type!r}" if d is None else ""
         name = self._node_name(onode.name)
         if d is not None:
             mark = len(self.nodes)
             try:
                 inputs, attrs = d.from_onnx(self, onode)
-                self._add(d.op, inputs, list(onode.output), attrs, name=name, used=used)
+                self._add(d.op, inputs, d.onnx_outputs(onode), attrs, name=name, used=used)
                 return
             except NotRepresentable as e:
                 reason = str(e)

@@ -195,8 +195,7 @@ def extract_phase(state: State) -> None:
         choose(state)
         return
     with state.planner.phase("extract"):
-        state.extraction = extract(data, state.model, method, state.planner.seconds("extract"), state.graph,
-                                   state.budget, state.notify, state.options.saturation_limits().ilp_candidates)
+        state.extraction = extract(state, state.planner.seconds("extract"))
 
 
 def choose(state: State) -> None:
@@ -208,8 +207,7 @@ def choose(state: State) -> None:
     seconds = planner.seconds("choose")
 
     def extract_again():
-        return extract(state.data, state.model, state.options.saturation_limits().extractor, planner.seconds("extract"),
-                       state.graph, state.budget, state.notify, state.options.saturation_limits().ilp_candidates)
+        return extract(state, planner.seconds("extract"))
 
     with planner.phase("extract"):
         state.extraction, state.profiled = measure.choose(
@@ -219,16 +217,18 @@ def choose(state: State) -> None:
     planner.spent("profile", state.profiled.seconds - timed, plan="choose")
 
 
-def extract(data, model, method: str, seconds: float | None, graph: Graph, run=None, notify=None,
-            ilp_candidates: int | None = None):
+def extract(state: State, seconds: float | None):
+    """The run's e-graph extracted under its cost model and `Limits` (extractor, ILP size bound),
+    one ILP solve taking at most `seconds`, from the input program, under the run's budget."""
     from einsat.extract import extract as extract_egraph
+    limits = state.options.saturation_limits()
 
     def forward(message: str, cost: float) -> None:
-        if notify is not None:
-            notify(ProgressEvent("extract", message))
+        state.notify(ProgressEvent("extract", message))
 
-    return extract_egraph(data, model, method=method, time_limit=seconds, start=graph, name=graph.name, budget=run,
-                          progress=forward, ilp_candidates=ilp_candidates)
+    return extract_egraph(state.data, state.model, method=limits.extractor, time_limit=seconds, start=state.graph,
+                          name=state.graph.name, budget=state.budget, progress=forward,
+                          ilp_candidates=limits.ilp_candidates)
 
 
 # -- verify, check ------------------------------------------------------------------------------

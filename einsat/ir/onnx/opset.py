@@ -15,7 +15,6 @@ from onnx import defs, helper, shape_inference
 
 from einsat.errors import OnnxError
 
-
 SMALL_INITIALIZER = 1024  # bytes: initializers kept with their values for the inference (shapes, axes)
 
 
@@ -23,12 +22,13 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with its large initializers as typed graph inputs without data: element types are
     inferred alike (no op's output type depends on a tensor's values), and the inference does not
     serialize the weights (4 s of BERT-base's write)."""
-    large = [t for t in model.graph.initializer if t.ByteSize() > SMALL_INITIALIZER]
+    g = model.graph
+    large, small = [], []
+    for t in g.initializer:
+        (large if t.ByteSize() > SMALL_INITIALIZER else small).append(t)
     if not large:
         return model
-    g = model.graph
     inputs = list(g.input) + [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in large]
-    small = [t for t in g.initializer if t.ByteSize() <= SMALL_INITIALIZER]
     graph = helper.make_graph(list(g.node), g.name, inputs, list(g.output), small, value_info=list(g.value_info))
     return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version,
                              functions=list(model.functions))

@@ -259,8 +259,10 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
         if not isinstance(a, SymDim):
             return a // b if a % b == 0 else None
         return _make({m: c // b for m, c in a.terms.items()}) if all(c % b == 0 for c in a.terms.values()) else None
-    if len(b.terms) != 1 or not isinstance(a, SymDim):
+    if not isinstance(a, SymDim):
         return None
+    if len(b.terms) != 1:
+        return _poly_div(a, b)
     (mb, cb), = b.terms.items()
     need = dict(mb)
     out: dict = {}
@@ -271,6 +273,27 @@ def exact_div(a: Dim, b: Dim) -> Dim | None:
         rest = {atom: p - need.get(atom, 0) for atom, p in have.items() if p - need.get(atom, 0)}
         out[tuple(sorted(rest.items(), key=lambda ap: _atom_key(ap[0])))] = c // cb
     return _make(out)
+
+
+def _poly_div(a: SymDim, b: SymDim) -> Dim | None:
+    """a / b by long division on the leading monomial of b (graded order); the quotient is
+    returned only when quotient * b == a exactly (so always sound)."""
+    def order(m):
+        return (sum(p for _, p in m), _mono_key(m))
+    lead = max(b.terms, key=order)
+    lead_b = SymDim({lead: b.terms[lead]})
+    rest: Dim = a
+    q: Dim = 0
+    for _ in range(64):
+        if not isinstance(rest, SymDim):
+            break
+        top = max(rest.terms, key=order)
+        t = exact_div(SymDim({top: rest.terms[top]}), lead_b)
+        if t is None:
+            return None
+        q = q + t
+        rest = rest - t * b
+    return q if rest == 0 and q * b == a else None
 
 
 def symbols_of(d: Dim) -> frozenset[str]:

@@ -140,6 +140,18 @@ def resolve_shape(shape, in_shape) -> tuple[int, ...]:
     return tuple(out)
 
 
+def symbolic_target(shape, in_shape) -> tuple:
+    """A Reshape target with symbolic dims written as ONNX's own rules express it (allowzero=0):
+    0 where the input's dim at that position is the same dim, then one remaining symbolic dim as
+    -1; what is left symbolic is computed in the graph (`ExportContext.dims`)."""
+    out = [0 if isinstance(d, SymDim) and k < len(in_shape) and d == in_shape[k] else d
+           for k, d in enumerate(shape)]
+    left = [k for k, d in enumerate(out) if isinstance(d, SymDim)]
+    if len(left) == 1:
+        out[left[0]] = -1
+    return tuple(out)
+
+
 @register
 class Reshape(_View):
     op = Op.RESHAPE
@@ -170,6 +182,10 @@ class Reshape(_View):
 
     def to_onnx(self, ctx, node):
         shape = node.attrs["shape"]
+        if any(isinstance(d, SymDim) for d in shape) and 0 not in shape:
+            shape = symbolic_target(shape, ctx.type(node.inputs[0]).shape)
+            ctx.node("Reshape", [node.inputs[0], int64s(ctx, shape, "shape")], node.outputs)
+            return
         ctx.node("Reshape", [node.inputs[0], int64s(ctx, shape, "shape")], node.outputs,
                  allowzero=1 if 0 in shape else None)
 

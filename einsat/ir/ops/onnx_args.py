@@ -43,8 +43,12 @@ def const_dims(ctx, onode, k: int, what: str) -> tuple | None:
 
 
 def int64s(ctx, values, hint: str) -> str:
-    """An int64 initializer holding `values` (ONNX shape-like inputs are int64 tensors)."""
-    return ctx.constant(np.asarray(tuple(values), dtype=np.int64).reshape(-1), hint)
+    """An int64 initializer holding `values` (ONNX shape-like inputs are int64 tensors); where some
+    are symbolic dims, a value computed in the graph from the inputs' shapes (`ctx.dims`)."""
+    values = tuple(values)
+    if any(not isinstance(v, (int, np.integer)) for v in values):
+        return ctx.dims(values, hint)
+    return ctx.constant(np.asarray(values, dtype=np.int64).reshape(-1), hint)
 
 
 def first_output_only(ctx, onode) -> None:

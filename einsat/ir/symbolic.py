@@ -14,6 +14,7 @@ substitutes the values in every input type and attribute and builds the static `
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Mapping
 
 from einsat.errors import InputError, ShapeError, describe_node
@@ -21,9 +22,15 @@ from einsat.ir.dims import SymDim, evaluate, symbols_of
 from einsat.ir.graph import Graph, Node
 from einsat.ir.types import TensorType
 
+_STATIC: "weakref.WeakKeyDictionary[Graph, bool]" = weakref.WeakKeyDictionary()
+
 
 def is_static(graph: Graph) -> bool:
-    return all(t.is_static for t in graph.types.values())
+    """No value of the graph has a symbolic dim (memoized per graph: `einsat.run` asks every call)."""
+    known = _STATIC.get(graph)
+    if known is None:
+        known = _STATIC[graph] = all(t.is_static for t in graph.types.values())
+    return known
 
 
 def graph_symbols(graph: Graph) -> list[str]:

@@ -145,4 +145,24 @@ def run(program, example_inputs, options: Options) -> Result:
     `einsat.partition` for a program above the partitioning threshold."""
     from einsat.partition.driver import optimize_partitioned
 
+    _refuse_symbolic(program)
     return pipeline_run(program, example_inputs, options, split=optimize_partitioned)
+
+
+def _refuse_symbolic(program) -> None:
+    """A program with symbolic dims (`load_onnx(..., symbolic=True)`) is not optimized yet (#40,
+    docs/dynamic-shapes.md: the e-graph and the costs over sizes come next): one error naming
+    every symbolic input and how to pin them."""
+    from einsat.ir.graph import Graph
+    from einsat.ir.onnx.read import SymbolicShapesError
+    from einsat.ir.symbolic import graph_symbols, is_static
+
+    if not isinstance(program, Graph) or is_static(program):
+        return
+    inputs = {n: list(program.types[n].shape) for n in program.inputs if not program.types[n].is_static}
+    symbols = graph_symbols(program)
+    raise SymbolicShapesError(
+        f"graph {program.name!r} has symbolic dims ({', '.join(symbols)}); einsat optimizes static programs "
+        f"only for now: import the model with input_shapes={{...}} (or --dim "
+        f"{' --dim '.join(f'{s}=N' for s in symbols)}), or give the symbols sizes with "
+        f"einsat.ir.symbolic.instantiate(graph, {{{', '.join(f'{s!r}: N' for s in symbols)}}})", inputs, symbols)

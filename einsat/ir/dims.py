@@ -28,7 +28,16 @@ from math import gcd
 from numbers import Integral
 from typing import Union
 
+from einsat.errors import ShapeError
+
 Monomial = tuple  # ((atom, power), ...) sorted by the atom's sort key
+
+
+class SymbolicDimError(ShapeError, TypeError):
+    """A fact about a symbolic dim that holds for some sizes only (or is not shown for all): its
+    integer value, an order or an equality. A `ShapeError`, so a shape rule that needs the fact
+    refuses the symbolic type with a message naming the dims; a `TypeError` where Python asks
+    for an int (`range(d)`, `np.zeros(d)`)."""
 
 
 class FloorDiv:
@@ -125,6 +134,18 @@ class SymDim:
     def __floordiv__(self, k) -> Dim:
         return floordiv(self, k)
 
+    def __mod__(self, k) -> int:
+        """`self % k` for an int k >= 1 where it is the same for all sizes (k divides every
+        coefficient but the constant's); otherwise a SymbolicDimError."""
+        if isinstance(k, bool) or not isinstance(k, Integral) or k < 1:
+            raise SymbolicDimError(f"{self} % {k}: a symbolic dimension has a remainder by a positive int only")
+        if all(c % k == 0 for m, c in self.terms.items() if m):
+            return self.terms.get((), 0) % k
+        raise SymbolicDimError(f"{self} % {k} depends on the sizes of {', '.join(sorted(symbols_of(self)))}")
+
+    def __rmod__(self, k):
+        raise SymbolicDimError(f"{k} % {self}: a remainder by a symbolic dimension depends on its size")
+
     # --- identity ------------------------------------------------------------------------------
     def __eq__(self, other):
         """Equal as polynomials (structural, canonical). Not a proof about sizes for an int:
@@ -138,7 +159,34 @@ class SymDim:
         return True  # a SymDim is never the constant 0 (that collapses to the int)
 
     def __int__(self):
-        raise TypeError(f"the dimension {self} is symbolic: it has no single integer value")
+        raise SymbolicDimError(f"the dimension {self} is symbolic: it has no single integer value")
+
+    # --- order: a proof for all sizes, or an error naming the dims (never a guess) -------------
+    def _order(self, other, op: str, ge: bool | None) -> bool:
+        if ge is None:
+            raise SymbolicDimError(f"whether {self} {op} {other} depends on the sizes of "
+                                   f"{', '.join(sorted(symbols_of(self) | symbols_of(other)))}")
+        return ge
+
+    def __ge__(self, other):
+        if _terms(other) is None:
+            return NotImplemented
+        return self._order(other, ">=", prove_ge(self, other))
+
+    def __gt__(self, other):
+        if _terms(other) is None:
+            return NotImplemented
+        return self._order(other, ">", prove_ge(self, other + 1))
+
+    def __le__(self, other):
+        if _terms(other) is None:
+            return NotImplemented
+        return self._order(other, "<=", prove_ge(other, self))
+
+    def __lt__(self, other):
+        if _terms(other) is None:
+            return NotImplemented
+        return self._order(other, "<", prove_ge(other, self + 1))
 
     __index__ = __int__
 
@@ -200,6 +248,52 @@ def floordiv(p: Dim, k: int) -> Dim:
     if all(c % k == 0 for c in p.terms.values()):
         return _make({m: c // k for m, c in p.terms.items()})
     return SymDim({((FloorDiv(p, k), 1),): 1})
+
+
+def exact_div(a: Dim, b: Dim) -> Dim | None:
+    """a / b where the division is exact for all sizes, or None when that is not shown: b an int
+    dividing every coefficient of a, or b a monomial (c·m) dividing every term of a."""
+    if not isinstance(b, SymDim):
+        if b == 0:
+            return None
+        if not isinstance(a, SymDim):
+            return a // b if a % b == 0 else None
+        return _make({m: c // b for m, c in a.terms.items()}) if all(c % b == 0 for c in a.terms.values()) else None
+    if not isinstance(a, SymDim):
+        return None
+    if len(b.terms) != 1:
+        return _poly_div(a, b)
+    (mb, cb), = b.terms.items()
+    need = dict(mb)
+    out: dict = {}
+    for m, c in a.terms.items():
+        have = dict(m)
+        if c % cb or any(have.get(atom, 0) < p for atom, p in need.items()):
+            return None
+        rest = {atom: p - need.get(atom, 0) for atom, p in have.items() if p - need.get(atom, 0)}
+        out[tuple(sorted(rest.items(), key=lambda ap: _atom_key(ap[0])))] = c // cb
+    return _make(out)
+
+
+def _poly_div(a: SymDim, b: SymDim) -> Dim | None:
+    """a / b by long division on the leading monomial of b (graded order); the quotient is
+    returned only when quotient * b == a exactly (so always sound)."""
+    def order(m):
+        return (sum(p for _, p in m), _mono_key(m))
+    lead = max(b.terms, key=order)
+    lead_b = SymDim({lead: b.terms[lead]})
+    rest: Dim = a
+    q: Dim = 0
+    for _ in range(64):
+        if not isinstance(rest, SymDim):
+            break
+        top = max(rest.terms, key=order)
+        t = exact_div(SymDim({top: rest.terms[top]}), lead_b)
+        if t is None:
+            return None
+        q = q + t
+        rest = rest - t * b
+    return q if rest == 0 and q * b == a else None
 
 
 def symbols_of(d: Dim) -> frozenset[str]:

@@ -24,6 +24,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import numpy as np
 
 from einsat.errors import AttributeValueError, ShapeError
+from einsat.ir.dims import SymDim, prove_eq, symbols_of
 from einsat.ir.types import TensorType
 
 
@@ -161,9 +162,13 @@ def _to_float(v):
 
 @_kind("ints")
 def _to_ints(v):
+    """Ints; an entry may be a symbolic dim (`SymDim`) where the op's shape rule takes one (Reshape's
+    and Expand's targets in a symbolic program, docs/dynamic-shapes.md)."""
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
         return (int(v),)
-    return tuple(_to_int(x) for x in v)
+    if isinstance(v, SymDim):
+        return (v,)
+    return tuple(x if isinstance(x, SymDim) else _to_int(x) for x in v)
 
 
 @_kind("floats")
@@ -440,11 +445,46 @@ def normalize_attrs(op: Op, attrs: Mapping[str, Any], types: Sequence[TensorType
 
 # -- helpers shared by op definitions ----------------------------------------------------
 
-def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+def broadcast_shapes(*shapes: tuple) -> tuple:
+    """NumPy's broadcasting of shapes of dims: a dim of 1 stretches, other dims must be equal. With
+    symbolic dims, equality is `prove_eq`'s (true for all sizes); a pair it cannot decide (`batch`
+    against 4) is a ShapeError naming them, never a guess."""
+    if any(isinstance(d, SymDim) for s in shapes for d in s):
+        return _broadcast_symbolic(shapes)
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         raise ShapeError(f"shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast") from None
+
+
+def _broadcast_symbolic(shapes) -> tuple:
+    rank = max(len(s) for s in shapes)
+    out = []
+    for k in range(rank):
+        dims = [s[len(s) - rank + k] for s in shapes if len(s) - rank + k >= 0]
+        dims = [d for d in dims if not (isinstance(d, int) and d == 1)]
+        first = dims[0] if dims else 1
+        for d in dims[1:]:
+            same = prove_eq(first, d)
+            if not same:
+                shown = " and ".join(str(list(s)) for s in shapes)
+                why = "do not broadcast" if same is False else \
+                    f"broadcast only at some sizes ({first} and {d} are not equal for every size of the symbols)"
+                raise ShapeError(f"shapes {shown} {why}")
+        out.append(first)
+    return tuple(out)
+
+
+def require_eq(a, b, what: str) -> None:
+    """Dims `a` and `b` equal for all sizes (`prove_eq`), else a ShapeError: `what`, and for
+    symbolic dims whether they differ always or only at some sizes."""
+    same = prove_eq(a, b)
+    if same:
+        return
+    if same is None:
+        raise ShapeError(f"{what}: {a} and {b} are equal only at some sizes of "
+                         f"{', '.join(sorted(symbols_of(a) | symbols_of(b)))}")
+    raise ShapeError(f"{what}: {a} != {b}")
 
 
 def same_dtype(types: Sequence[TensorType | None]) -> np.dtype:

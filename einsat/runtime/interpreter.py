@@ -23,6 +23,7 @@ import numpy as np
 
 from einsat.errors import EinsatError, ExecutionError, InputError, describe_node
 from einsat.ir.graph import Graph
+from einsat.ir.symbolic import bind_sizes, instantiate, is_static
 from einsat.ir.types import TensorType
 from einsat.runtime import backend_numpy, backend_onnxruntime
 from einsat.runtime.backend import get_backend, register_backend
@@ -115,12 +116,22 @@ def check_inputs(graph: Graph, inputs: Mapping[str, object]) -> None:
                              f"got {TensorType(shape, dtype)}")
 
 
+def at_input_sizes(graph: Graph, inputs: Mapping[str, object]) -> Graph:
+    """A symbolic program (`load_onnx(..., symbolic=True)`) as the static program at the sizes its
+    inputs have (`ir.symbolic`: each symbol bound from the inputs' shapes, checked where several
+    give it); a static program as it is."""
+    if is_static(graph) or any(n not in inputs for n in graph.inputs):
+        return graph  # check_inputs names what is missing
+    return instantiate(graph, bind_sizes(graph, {n: np.shape(inputs[n]) for n in graph.inputs}))
+
+
 def run(graph: Graph, inputs: Mapping[str, object], backend="numpy", keep: tuple[str, ...] = (),
         hooks: Hooks = NO_HOOKS) -> dict[str, np.ndarray]:
     """Run `graph` on `inputs` (NumPy arrays) on `backend` (a registered name, `backend_names()`:
     "numpy", "onnxruntime", "cupy", or a backend object); returns its outputs (and the values
     named in `keep`) as NumPy arrays."""
     be = get_backend(backend) if isinstance(backend, str) else backend
+    graph = at_input_sizes(graph, inputs)
     check_inputs(graph, inputs)
     values = evaluate(graph, {n: be.from_numpy(np.asarray(inputs[n])) for n in graph.inputs}, be, hooks, keep)
     return {n: be.to_numpy(v) for n, v in values.items()}

@@ -20,6 +20,7 @@ import onnx
 from onnx import AttributeProto, TensorProto, defs, helper, numpy_helper
 
 from einsat.errors import EinsatError, OnnxError, describe_node
+from einsat.ir.dims import FloorDiv, SymDim
 from einsat.ir.graph import Graph, fresh_name
 from einsat.ir.onnx.opset import written_opset
 from einsat.ir.onnx.tidy import minimal_views
@@ -50,7 +51,10 @@ def onnx_dtype(dtype) -> int:
 
 
 def value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, onnx_dtype(t.dtype), list(t.shape))
+    """A value's ONNX type; a symbolic dim is written as the `dim_param` of its canonical print
+    (`batch`, `past_sequence + 1`: an input's own names, as the import read them)."""
+    return helper.make_tensor_value_info(name, onnx_dtype(t.dtype), [d if isinstance(d, int) else str(d)
+                                                                      for d in t.shape])
 
 
 def _attribute(key: str, value) -> AttributeProto:
@@ -105,6 +109,7 @@ class ExportContext:
         self._node_names: set[str] = set()
         self._current = ""  # the einsat node being exported: a prefix for fresh names
         self._declared: dict[str, TensorType] = {}
+        self._dims: dict = {}  # a symbolic dim -> the [1] int64 value computing it (once per dim)
 
     def type(self, name: str) -> TensorType:
         t = self._declared.get(name)
@@ -120,6 +125,75 @@ class ExportContext:
         name = self.fresh(hint)
         self.initializers.append(numpy_helper.from_array(np.asarray(array), name))
         return name
+
+    def dims(self, values, hint: str = "shape") -> str:
+        """A 1-D int64 value holding `values` (ints and `SymDim`s): an initializer when all are
+        ints, else computed in the graph from the inputs' shapes (`Shape` of an input holding the
+        symbol, arithmetic, `Concat`), each distinct symbolic dim computed once and shared."""
+        values = tuple(values)
+        if not any(isinstance(v, SymDim) for v in values):
+            return self.constant(np.asarray(values, dtype=np.int64).reshape(-1), hint)
+        parts, run = [], []
+        for v in values:
+            if isinstance(v, SymDim):
+                if run:
+                    parts.append(self.constant(np.asarray(run, np.int64), hint))
+                    run = []
+                parts.append(self._dim(v))
+            else:
+                run.append(int(v))
+        if run:
+            parts.append(self.constant(np.asarray(run, np.int64), hint))
+        if len(parts) == 1:
+            return parts[0]
+        return self._shared("Concat", parts, hint, axis=0)
+
+    def _shared(self, op_type: str, inputs, hint: str, **attrs) -> str:
+        saved, self._current = self._current, ""  # shape arithmetic is named for itself, not a node
+        try:
+            return self.node(op_type, inputs, [self.fresh(hint)], **attrs)[0]
+        finally:
+            self._current = saved
+
+    def _dim(self, d) -> str:
+        """The [1] int64 value of one symbolic dim (memoized per canonical dim)."""
+        if d in self._dims:
+            return self._dims[d]
+        if isinstance(d, FloorDiv):
+            out = self._shared("Div", [self._dim(d.p), self._const1(d.k)], "dim")
+        elif isinstance(d, str):
+            out = self._symbol(d)
+        else:
+            out = None
+            for m, c in d.terms.items():
+                term = None
+                for atom, p in m:
+                    for _ in range(p):
+                        a = self._dim(atom)
+                        term = a if term is None else self._shared("Mul", [term, a], "dim")
+                if term is None:
+                    term = self._const1(c)
+                elif c != 1:
+                    term = self._shared("Mul", [term, self._const1(c)], "dim")
+                out = term if out is None else self._shared("Add", [out, term], "dim")
+        self._dims[d] = out
+        return out
+
+    def _const1(self, c: int) -> str:
+        key = ("const", int(c))
+        if key not in self._dims:
+            self._dims[key] = self.constant(np.asarray([c], np.int64), "dim_const")
+        return self._dims[key]
+
+    def _symbol(self, name: str) -> str:
+        """`Shape(x, start=k, end=k+1)` of the first graph input (else value) with `name` as dim k."""
+        sources = [*self.graph.inputs, *(o for n in self.graph.nodes for o in n.outputs)]
+        for value in sources:
+            for k, dim in enumerate(self.graph.types[value].shape):
+                if isinstance(dim, SymDim) and dim.terms == {((name, 1),): 1}:
+                    return self._shared("Shape", [value], f"{name}_size", start=k, end=k + 1)
+        raise OnnxError(f"no value of the program has the symbolic dim {name!r} as a dim of its own: its size "
+                        f"cannot be read at run time")
 
     def _node_name(self) -> str:
         return fresh_name(self._current or "node", self._node_names, sep="/")
@@ -187,7 +261,7 @@ def to_onnx(graph: Graph, opset: int | None = None, contrib: bool = False) -> on
     ctx._current = ""
     weights = [numpy_helper.from_array(np.asarray(a), name) for name, a in graph.weights.items()]
     outputs = set(graph.outputs)
-    shapes = {name: t.shape for name, t in {**graph.types, **ctx._declared}.items()}
+    shapes = {name: t.shape for name, t in {**graph.types, **ctx._declared}.items() if t.is_static}
     nodes = minimal_views(ctx.nodes, graph.outputs, weights + ctx.initializers, shapes, graph.inputs)
     written = {o for n in nodes for o in n.output}
     intermediates = [value_info(o, graph.types[o]) for n in graph.nodes for o in n.outputs

@@ -47,6 +47,7 @@ from einsat.ir.onnx.read import (
     value_type,
 )
 from einsat.ir.onnx.sequences import HANDLERS as SEQUENCE_OPS
+from einsat.ir.onnx.symbolic import fold_dims, opaque_types
 from einsat.ir.onnx.weights import detach_weights, random_weights, stripped_weights
 from einsat.ir.ops.opaque import run_onnx_node
 from einsat.ir.registry import REGISTRY, Op, normalize_attrs, opdef
@@ -66,9 +67,12 @@ class _Disagreement(OnnxError):
     """einsat's inferred type of a value differs from ONNX shape inference's."""
 
 
-def load_onnx(src, *, fill_weights: str | None = None, seed: int = 0, input_shapes=None) -> Graph:
+def load_onnx(src, *, fill_weights: str | None = None, seed: int = 0, input_shapes=None,
+              symbolic: bool = False) -> Graph:
     """Import an ONNX model. `fill_weights="random"` first gives its floating-point weights
-    seeded random values (`onnx.weights`); `input_shapes={name: shape}` fixes symbolic dims."""
+    seeded random values (`onnx.weights`); `input_shapes={name: shape}` fixes symbolic dims.
+    `symbolic=True` keeps the symbolic dims `input_shapes` leaves (the inputs' `dim_param`s) as
+    `SymDim`s through the program (`einsat.ir.onnx.symbolic`, docs/dynamic-shapes.md)."""
     model, label = read_model(src)
     weights: dict[str, np.ndarray] = {}
     if fill_weights == "random":
@@ -78,7 +82,8 @@ def load_onnx(src, *, fill_weights: str | None = None, seed: int = 0, input_shap
     stripped = stripped_weights(model)  # none left once filled
     model, big = detach_weights(model)
     weights.update(big)
-    return ImportContext(prepare(model, label, input_shapes, weights), label, weights, stripped).run()
+    return ImportContext(prepare(model, label, input_shapes, weights, symbolic), label, weights, stripped,
+                         symbolic=symbolic).run()
 
 
 def onnx_ops() -> dict[str, Any]:
@@ -99,15 +104,19 @@ def domain_ops() -> dict[tuple[str, str], Any]:
 class ImportContext:
     """The state of one import, and the interface `OpDef.from_onnx` uses."""
 
-    def __init__(self, model: onnx.ModelProto, label: str, weights=None, stripped=()):
+    def __init__(self, model: onnx.ModelProto, label: str, weights=None, stripped=(), symbolic: bool = False):
         g = model.graph
+        self.symbolic = symbolic
+        # symbolic import: 1-D integer values computed from shapes, as object arrays of dims
+        # (`Shape -> Gather -> Concat -> Reshape`; einsat.ir.onnx.symbolic)
+        self.dim_values: dict[str, np.ndarray] = {}
         self.model, self.label = model, label
         self.stripped = set(stripped)
         self.opset = default_opset(model)
         self._opsets = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
         self.constants: dict[str, np.ndarray] = {i.name: _frozen(numpy_helper.to_array(i)) for i in g.initializer}
         self.constants.update((n, _frozen(v)) for n, v in (weights or {}).items())
-        self.inputs = {i.name: value_type(i, label) for i in g.input if i.name not in self.constants}
+        self.inputs = {i.name: value_type(i, label, symbolic) for i in g.input if i.name not in self.constants}
         self.types: dict[str, TensorType] = dict(self.inputs)
         self.onnx_types = {vi.name: t for vi in (*g.value_info, *g.output) if (t := static_type(vi))}
         self.kinds = {vi.name: type_text(vi.type) for vi in (*g.value_info, *g.output, *g.input)}
@@ -130,6 +139,17 @@ class ImportContext:
 
     def constant(self, name: str) -> np.ndarray | None:
         return self.constants.get(self.alias.get(name, name)) if name else None
+
+    def dims(self, name: str) -> tuple | None:
+        """A shape-like value as dims: a constant's ints, or a value computed from symbolic shapes
+        (ints and `SymDim`s); None when neither (it depends on data)."""
+        if not name:
+            return None
+        name = self.alias.get(name, name)
+        if name in self.dim_values:
+            return tuple(self.dim_values[name].reshape(-1))
+        value = self.constants.get(name)
+        return None if value is None else tuple(int(v) for v in np.asarray(value).reshape(-1))
 
     def type(self, name: str) -> TensorType | None:
         if not name:
@@ -196,6 +216,8 @@ class ImportContext:
         default = onode.domain in DEFAULT_DOMAINS
         if default and onode.op_type in SEQUENCE_OPS:
             SEQUENCE_OPS[onode.op_type](self, onode)
+            return
+        if self.symbolic and fold_dims(self, onode):
             return
         if foldable(onode, self.constants, self.types):
             try:
@@ -270,6 +292,9 @@ class ImportContext:
         if missing:
             types = {i: self.type(i) for i in onode.input if i}
             self.onnx_types.update(infer_node_types(onode, types, self.constants, self._opsets))
+            missing = [o for o in outputs if o not in self.onnx_types]
+        if missing and self.symbolic:
+            self.onnx_types.update(opaque_types(self, onode, missing))
             missing = [o for o in outputs if o not in self.onnx_types]
         others = [f"{o!r} of type {self.kinds[o]}" for o in missing
                   if not self.kinds.get(o, "tensor").startswith("tensor")]

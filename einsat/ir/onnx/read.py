@@ -103,9 +103,12 @@ def default_opset(model: onnx.ModelProto) -> int:
     return max((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), default=0)
 
 
-def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=()) -> onnx.ModelProto:
+def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=(),
+            symbolic: bool = False) -> onnx.ModelProto:
     """A copy of `model` ready for import (see the module docstring). `weights` names the graph
-    inputs that stand for weights held outside the proto (`onnx.weights.detach_weights`)."""
+    inputs that stand for weights held outside the proto (`onnx.weights.detach_weights`).
+    `symbolic=True` keeps the inputs' symbolic dims (`dim_param`s) that `input_shapes` leaves
+    unpinned, instead of refusing them (docs/dynamic-shapes.md)."""
     m = onnx.ModelProto()
     m.CopyFrom(model)
     sort_nodes(m.graph, label)
@@ -132,7 +135,7 @@ def prepare(model: onnx.ModelProto, label: str, input_shapes=None, weights=()) -
         if changed:
             raise OnnxError(f"{label}: the model uses opset {version}; converted to {target} by "
                             f"onnx.version_converter, its inputs and outputs change: {', '.join(changed)}")
-    fix_input_shapes(m.graph, label, input_shapes or {}, set(weights))
+    fix_input_shapes(m.graph, label, input_shapes or {}, set(weights), symbolic)
     for o in m.graph.output:
         if not o.type.HasField("tensor_type"):
             raise OnnxError(f"{label}: output {o.name!r} has type {type_text(o.type)}; "
@@ -248,15 +251,17 @@ def shapes_for_dims(model, dims: dict[str, int], weights: set[str] = frozenset()
     return shapes
 
 
-def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: set[str]) -> None:
+def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: set[str],
+                     symbolic: bool = False) -> None:
     """Give every real input a static shape: from `input_shapes` or the model; else one
-    `SymbolicShapesError` listing every input with symbolic dims and every symbol."""
+    `SymbolicShapesError` listing every input with symbolic dims and every symbol (with
+    `symbolic=True`, those keep their symbolic dims; an input with no shape is still refused)."""
     weights = weights | {i.name for i in graph.initializer}
     real = {i.name: i for i in graph.input if i.name not in weights}
     unknown = set(input_shapes) - set(real)
     if unknown:
         raise OnnxError(f"{label}: input_shapes names {sorted(unknown)}, but the model's inputs are {sorted(real)}")
-    symbolic: dict[str, list] = {}
+    keep_symbols, symbolic = symbolic, {}
     for name, vi in real.items():
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
@@ -274,7 +279,7 @@ def fix_input_shapes(graph: onnx.GraphProto, label: str, input_shapes, weights: 
                             f"in Python")
         if any(not isinstance(d, int) for d in _dims(vi)):
             symbolic[name] = None
-    if symbolic:
+    if symbolic and not keep_symbols:
         dims = input_dims(graph, weights)  # once, for every symbolic input
         raise _symbolic_error(label, {name: dims[name] for name in symbolic})
 
@@ -413,7 +418,8 @@ def infer_node_types(onode: onnx.NodeProto, types: dict, constants: dict, opsets
             inits.append(numpy_helper.from_array(np.asarray(value), name))
         else:
             t = types[name]
-            inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), t.shape))
+            shape = [d if isinstance(d, int) else str(d) for d in t.shape]  # a symbolic dim as a dim_param
+            inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), shape))
     outputs = [onnx.ValueInfoProto(name=o) for o in onode.output if o]
     graph = helper.make_graph([onode], "node", inputs, outputs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets.items()])
@@ -439,8 +445,34 @@ def type_text(tp: onnx.TypeProto) -> str:
     return "value of unknown type"
 
 
-def value_type(vi: onnx.ValueInfoProto, label: str) -> TensorType:
-    t = static_type(vi)
+def symbolic_type(vi: onnx.ValueInfoProto, fresh=None) -> TensorType | None:
+    """A value's type with its `dim_param`s as symbols (`parse_dim`); a dim with neither value nor
+    name becomes `fresh(name, axis)` (a new symbol: a size einsat cannot know before running),
+    or makes the type unknown (None) when `fresh` is not given."""
+    if not vi.type.HasField("tensor_type"):
+        return None
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape") or not tt.elem_type:
+        return None
+    dims = []
+    for k, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value"):
+            dims.append(d.dim_value)
+        elif d.dim_param:
+            dims.append(parse_dim(d.dim_param))
+        elif fresh is not None:
+            dims.append(fresh(vi.name, k))
+        else:
+            return None
+    return TensorType(dims, helper.tensor_dtype_to_np_dtype(tt.elem_type))
+
+
+def value_type(vi: onnx.ValueInfoProto, label: str, symbolic: bool = False) -> TensorType:
+    if symbolic:
+        from einsat.ir.dims import sym
+        t = symbolic_type(vi, lambda name, k: sym(f"{name}.{k}"))  # as `input_dims` names it
+    else:
+        t = static_type(vi)
     if t is None:
         raise OnnxError(f"{label}: input {vi.name!r} has no static tensor type")
     return t

@@ -13,9 +13,10 @@ from math import prod
 
 import numpy as np
 
+from einsat.ir.dims import SymDim, exact_div
 from einsat.ir.expr import Expr, Read, var
 from einsat.ir.expr.build import broadcast_read, iters, reshape_read
-from einsat.ir.ops.onnx_args import const_ints, int64s
+from einsat.ir.ops.onnx_args import const_dims, const_ints, int64s
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register
 from einsat.ir.types import TensorType
 
@@ -111,6 +112,8 @@ def resolve_shape(shape, in_shape) -> tuple[int, ...]:
     size = prod(in_shape)
     out = list(shape)
     for k, d in enumerate(out):
+        if isinstance(d, SymDim):
+            continue
         if d == 0 and size:
             if k >= len(in_shape):
                 raise ShapeError(f"shape {tuple(shape)}: a 0 at position {k} has no input dim to copy")
@@ -120,13 +123,32 @@ def resolve_shape(shape, in_shape) -> tuple[int, ...]:
     if out.count(-1) > 1:
         raise ShapeError(f"shape {tuple(shape)} has more than one -1")
     if -1 in out:
-        rest = prod(d for d in out if d != -1)
-        if rest == 0 or size % rest:
-            raise ShapeError(f"cannot reshape {list(in_shape)} ({size} elements) to {tuple(shape)}")
-        out[out.index(-1)] = size // rest
+        rest = prod(d for d in out if isinstance(d, SymDim) or d != -1)
+        if isinstance(size, SymDim) or isinstance(rest, SymDim):
+            inferred = exact_div(size, rest)  # for every size of the symbols, or refused
+            if inferred is None:
+                raise ShapeError(f"cannot reshape {list(in_shape)} ({size} elements) to {tuple(shape)}: the -1 "
+                                 f"is {size} / ({rest}), not shown to be a whole number for every size")
+            out[out.index(-1)] = inferred
+        else:
+            if rest == 0 or size % rest:
+                raise ShapeError(f"cannot reshape {list(in_shape)} ({size} elements) to {tuple(shape)}")
+            out[out.index(-1)] = size // rest
     if prod(out) != size:
         raise ShapeError(f"cannot reshape {list(in_shape)} ({size} elements) to {tuple(out)} "
                          f"({prod(out)} elements)")
+    return tuple(out)
+
+
+def symbolic_target(shape, in_shape) -> tuple:
+    """A Reshape target with symbolic dims written as ONNX's own rules express it (allowzero=0):
+    0 where the input's dim at that position is the same dim, then one remaining symbolic dim as
+    -1; what is left symbolic is computed in the graph (`ExportContext.dims`)."""
+    out = [0 if isinstance(d, SymDim) and k < len(in_shape) and d == in_shape[k] else d
+           for k, d in enumerate(shape)]
+    left = [k for k, d in enumerate(out) if isinstance(d, SymDim)]
+    if len(left) == 1:
+        out[left[0]] = -1
     return tuple(out)
 
 
@@ -138,7 +160,7 @@ class Reshape(_View):
     exact_in_half = True
     eop_fusable = True
     onnx_type = "Reshape"
-    attrs = {"shape": Attr("ints", doc="-1 and 0 (copy) resolved at creation")}
+    attrs = {"shape": Attr("ints", doc="-1 and 0 (copy) resolved at creation; dims may be symbolic")}
 
     def normalize(self, attrs, types):
         if types[0] is not None:
@@ -152,7 +174,7 @@ class Reshape(_View):
         return [TensorType(attrs["shape"], x.dtype)]
 
     def from_onnx(self, ctx, onode):
-        shape = const_ints(ctx, onode, 1, "shape")
+        shape = const_dims(ctx, onode, 1, "shape")
         x = ctx.type(onode.input[0])
         if not ctx.attrs(onode).get("allowzero", 0):  # 0 copies the input dim, even of an empty input
             shape = tuple(x.shape[k] if d == 0 and k < x.rank else d for k, d in enumerate(shape))
@@ -160,6 +182,10 @@ class Reshape(_View):
 
     def to_onnx(self, ctx, node):
         shape = node.attrs["shape"]
+        if any(isinstance(d, SymDim) for d in shape) and 0 not in shape:
+            shape = symbolic_target(shape, ctx.type(node.inputs[0]).shape)
+            ctx.node("Reshape", [node.inputs[0], int64s(ctx, shape, "shape")], node.outputs)
+            return
         ctx.node("Reshape", [node.inputs[0], int64s(ctx, shape, "shape")], node.outputs,
                  allowzero=1 if 0 in shape else None)
 
@@ -277,7 +303,7 @@ class Expand(OpDef):
     multilinear = True
     view = True
     onnx_type = "Expand"
-    attrs = {"shape": Attr("ints")}
+    attrs = {"shape": Attr("ints", doc="dims may be symbolic")}
 
     def normalize(self, attrs, types):
         if types[0] is not None:
@@ -303,7 +329,7 @@ class Expand(OpDef):
         return 0
 
     def from_onnx(self, ctx, onode):
-        return [onode.input[0]], {"shape": const_ints(ctx, onode, 1, "shape")}
+        return [onode.input[0]], {"shape": const_dims(ctx, onode, 1, "shape")}
 
     def to_onnx(self, ctx, node):
         one = ctx.graph.weights.get(node.inputs[0])

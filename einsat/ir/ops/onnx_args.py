@@ -32,9 +32,23 @@ def const_ints(ctx, onode, k: int, what: str) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(v) for v in value.reshape(-1))
 
 
+def const_dims(ctx, onode, k: int, what: str) -> tuple | None:
+    """Like `const_ints`, but the value may also be computed from symbolic shapes (a symbolic
+    import's `Shape -> Gather -> Concat`): ints and `SymDim`s (`ctx.dims`)."""
+    name = input_name(onode, k)
+    if not name:
+        return None
+    dims = ctx.dims(name) if hasattr(ctx, "dims") else None
+    return dims if dims is not None else const_ints(ctx, onode, k, what)
+
+
 def int64s(ctx, values, hint: str) -> str:
-    """An int64 initializer holding `values` (ONNX shape-like inputs are int64 tensors)."""
-    return ctx.constant(np.asarray(tuple(values), dtype=np.int64).reshape(-1), hint)
+    """An int64 initializer holding `values` (ONNX shape-like inputs are int64 tensors); where some
+    are symbolic dims, a value computed in the graph from the inputs' shapes (`ctx.dims`)."""
+    values = tuple(values)
+    if any(not isinstance(v, (int, np.integer)) for v in values):
+        return ctx.dims(values, hint)
+    return ctx.constant(np.asarray(values, dtype=np.int64).reshape(-1), hint)
 
 
 def first_output_only(ctx, onode) -> None:

@@ -236,7 +236,8 @@ def _converted(proto, old: int, new: int, ctx) -> list:
 
     def info(name):
         t = ctx.type(name)
-        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), t.shape)
+        shape = [d if isinstance(d, int) else str(d) for d in t.shape]  # a symbolic dim as a dim_param
+        return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), shape)
 
     ins = [info(i) for i in dict.fromkeys(i for i in proto.input if i)]
     outs = [info(o) for o in proto.output if o]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from einsat.ir.dims import SymDim, prove_ge
 from einsat.ir.expr import Expr, Read, var
 from einsat.ir.expr.build import iters
 from einsat.ir.expr.nodes import add
-from einsat.ir.ops.onnx_args import const_input, const_ints, int64s
+from einsat.ir.ops.onnx_args import const_dims, const_input, const_ints, int64s
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, one_of, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -125,6 +126,8 @@ def canonical_slice(start: int, end: int, step: int, dim: int) -> tuple[int, int
     just past the last element; "through index 0" with a negative step is end = -(dim+1)."""
     if step == 0:
         raise ShapeError("slice steps must not be 0")
+    if isinstance(start, SymDim) or isinstance(end, SymDim) or isinstance(dim, SymDim):
+        return _symbolic_slice(start, end, step, dim)
     start = start + dim if start < 0 else start
     end = end + dim if end < 0 else end
     if step > 0:
@@ -142,7 +145,33 @@ def canonical_slice(start: int, end: int, step: int, dim: int) -> tuple[int, int
     return start, (last - 1 if last > 0 else -(dim + 1)), step
 
 
-def slice_len(start: int, end: int, step: int) -> int:
+def _symbolic_slice(start, end, step: int, dim) -> tuple:
+    """`canonical_slice` where a bound or the dim is symbolic: unit steps only; a negative int
+    bound counts from the end, an end of at least the dim is the dim. A symbolic end is kept as
+    it is where it may exceed the dim: the program then holds only at sizes where it does not
+    (`ir.symbolic.instantiate` refuses the others, naming the node)."""
+    if step != 1:
+        raise ShapeError(f"a slice [{start}:{end}:{step}] of a dim {dim}: only unit steps are taken with symbolic "
+                         f"bounds or dims")
+    start = start + dim if prove_ge(start, 0) is False else start  # negative: from the end
+    end = end + dim if prove_ge(end, 0) is False else end
+    if isinstance(end, int) and (end >= 2**31 or not isinstance(dim, SymDim) and end > dim):
+        end = dim  # exporters write "to the end" as INT64_MAX
+    elif prove_ge(end, dim):
+        end = dim
+    if prove_ge(start, 0) is not True:
+        raise ShapeError(f"a slice from {start} of a dim {dim}: the start is not >= 0 for every size")
+    after = prove_ge(end, start)
+    if after is False:
+        return 0, 0, 1
+    if after is None and not isinstance(end, SymDim):
+        raise ShapeError(f"a slice [{start}:{end}] of a dim {dim} is empty at some sizes only")
+    return start, end, 1
+
+
+def slice_len(start, end, step: int):
+    if isinstance(start, SymDim) or isinstance(end, SymDim):
+        return end - start  # unit steps (`_symbolic_slice`)
     return len(range(start, end if end >= 0 else -1, step))
 
 
@@ -202,7 +231,7 @@ class Slice(_Layout):
         return Expr(loops, (), Read(0, tuple(idx)))
 
     def from_onnx(self, ctx, onode):
-        attrs = {"starts": const_ints(ctx, onode, 1, "starts"), "ends": const_ints(ctx, onode, 2, "ends"),
+        attrs = {"starts": const_dims(ctx, onode, 1, "starts"), "ends": const_dims(ctx, onode, 2, "ends"),
                  "axes": const_ints(ctx, onode, 3, "axes"), "steps": const_ints(ctx, onode, 4, "steps")}
         return [onode.input[0]], attrs
 

@@ -24,6 +24,7 @@ torch exists here only for Python 3.11: run this in `.export-venv` (tests/data/m
 
     .export-venv/bin/python scripts/export_peers.py               # all, both exporters
     .export-venv/bin/python scripts/export_peers.py --only bert --exporters legacy
+    .export-venv/bin/python scripts/export_peers.py --only bert gpt2 --dynamic   # dynamic axes (#40)
 """
 
 from __future__ import annotations
@@ -113,13 +114,27 @@ class _Outputs(torch.nn.Module):
         return tuple(out[n] for n in self.outputs)
 
 
-def export(model, args, inputs, outputs, exporter: str) -> onnx.ModelProto:
+def axes(name: str, inputs: list[str], outputs: list[str]) -> dict[str, dict[int, str]]:
+    """The dynamic axes of `--dynamic` (issue #40): batch for every model, and the token axis
+    (`sequence`) of the text models' inputs and outputs; images and audio keep their sizes."""
+    text = name in ("bert", "gpt2", "llama", "qwen2", "mistral", "t5_encoder")
+    return {n: {0: "batch"} | ({1: "sequence"} if text else {}) for n in [*inputs, *outputs]}
+
+
+def export(model, args, inputs, outputs, exporter: str,
+           dynamic: dict[str, dict[int, str]] | None = None) -> onnx.ModelProto:
     buf = io.BytesIO()
+    kw = {}
+    if dynamic and exporter == "dynamo":  # torch.export's Dims, one per name, for each input's axes
+        dims = {a: torch.export.Dim(a, min=1, max=512) for ax in dynamic.values() for a in ax.values()}
+        kw["dynamic_shapes"] = (tuple({i: dims[a] for i, a in dynamic[n].items()} for n in inputs),)  # forward(*args)
+    elif dynamic:
+        kw["dynamic_axes"] = dynamic
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(_Outputs(model, inputs, outputs).eval(), args, buf, input_names=inputs, output_names=outputs,
                           opset_version=OPSET, dynamo=exporter == "dynamo",
-                          **({"external_data": False} if exporter == "dynamo" else {}))
+                          **({"external_data": False} if exporter == "dynamo" else {}), **kw)
     return onnx.load_from_string(buf.getvalue())
 
 
@@ -144,6 +159,9 @@ def main() -> None:
     parser.add_argument("--out", default=ROOT / ".peers-cache", type=Path)
     parser.add_argument("--only", nargs="*", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--exporters", nargs="*", choices=EXPORTERS, default=list(EXPORTERS))
+    parser.add_argument("--dynamic", action="store_true",
+                        help="export with dynamic axes (batch; sequence for text models) to <model>_<exporter>_dynamic.onnx "
+                             "(issue #40's benchmark); the example inputs stay batch 1")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"
@@ -156,9 +174,12 @@ def main() -> None:
             torch.manual_seed(0)
             model = randomize(build()).eval()
             ex = example()
-            path = args.out / f"{name}_{exporter}.onnx"
+            if args.dynamic:  # batch 2: torch.export specializes a dim whose example size is 1
+                ex = tuple(torch.cat([a, a]) for a in ex)
+            path = args.out / f"{name}_{exporter}{'_dynamic' if args.dynamic else ''}.onnx"
             try:
-                exported = export(model, ex, inputs, outputs, exporter)
+                exported = export(model, ex, inputs, outputs, exporter,
+                                  axes(name, inputs, outputs) if args.dynamic else None)
                 err = check(exported, model, ex, inputs, outputs)
                 if err > 1e-3:
                     raise ValueError(f"the export differs from PyTorch by {err:.3g}")

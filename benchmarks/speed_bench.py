@@ -12,7 +12,8 @@ were optimized and how many reused; the verification; and whether every phase st
 
 Models: every file in tests/data/models (inputs fixed as the table below says, weights random)
 and, with `--extra DIR`, every `.onnx` file there whose inputs are static (the peers benchmark's
-fresh exports in `.peers-cache/`: T5, Whisper, ViT, Llama, ...). Results:
+fresh exports in `.peers-cache/`: T5, Whisper, ViT, Llama, ...), and with `--workload NAME` a
+registered workload at its published sizes (`llama_stack`: 32 Llama layers). Results:
 `benchmarks/results/speed.json` and `speed.md`, headed by `benchmarks.meta.run_meta`. Times are
 wall seconds on the named machine: compare rows of one run, not runs of different days.
 """
@@ -34,6 +35,8 @@ BUNDLED = ROOT / "tests" / "data" / "models"
 TEXT = (1, 32)          # batch 1, 32 tokens
 PAST = 16               # a decode step after 16 cached tokens
 IMAGE = (1, 3, 224, 224)
+
+WORKLOAD = "workload:"  # a model path naming a registered workload instead of a file
 
 # the clock-ended stops (everything else is an end by work)
 CLOCK = ("time limit", "time_limit", "timeout", "interrupted", "memory limit")
@@ -67,7 +70,11 @@ def run_one(path: str, shapes: dict) -> dict:
     """One default run of `path` in this process: the row of the table."""
     import einsat
     t0 = time.perf_counter()
-    g = einsat.load_onnx(path, fill_weights="random", input_shapes=shapes or None)
+    if path.startswith(WORKLOAD):  # a registered workload (benchmarks.workloads) at its published sizes
+        from benchmarks.workloads import build
+        g = build(path[len(WORKLOAD):])
+    else:
+        g = einsat.load_onnx(path, fill_weights="random", input_shapes=shapes or None)
     load_s = time.perf_counter() - t0
     t = time.perf_counter()
     result = einsat.optimize(g)
@@ -99,8 +106,9 @@ def by_work(row: dict) -> bool:
     return not any(c in (t or "").lower() for t in texts for c in CLOCK)
 
 
-def models(extra: list[Path]) -> dict[str, tuple[str, dict]]:
+def models(extra: list[Path], workloads: list[str] = ()) -> dict[str, tuple[str, dict]]:
     out = {p.stem: (str(p), bundled_shapes(p)) for p in sorted(BUNDLED.glob("*.onnx"))}
+    out |= {f"workload/{w}": (WORKLOAD + w, {}) for w in workloads}
     for d in extra:
         for p in sorted(Path(d).glob("*.onnx")):
             out[f"{p.parent.name}/{p.stem}"] = (str(p), {})
@@ -149,9 +157,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="*", help="model names (default: all)")
     ap.add_argument("--extra", action="append", default=[], type=Path, help="a folder of more .onnx files")
+    ap.add_argument("--workload", action="append", default=[],
+                    help="a registered workload (benchmarks.workloads, e.g. llama_stack: 32 Llama layers) at its "
+                         "published sizes, named workload/NAME")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per model (default 600)")
     args = ap.parse_args(argv)
-    found = models(args.extra)
+    found = models(args.extra, args.workload)
     names = args.models or list(found)
     out_json = RESULTS / "speed.json"
     rows = json.loads(out_json.read_text())["rows"] if out_json.exists() and args.models else {}

@@ -95,8 +95,8 @@ MODELS = {
              lambda: T.SwinModel(T.SwinConfig()),
              lambda: (torch.randn(1, 3, IMAGE, IMAGE),), ["pixel_values"], ["last_hidden_state"]),
     "efficientnet": ("EfficientNetModel, B0 (width 1.0, depth 1.0), 224x224",
-                     lambda: T.EfficientNetModel(T.EfficientNetConfig(width_coefficient=1.0, depth_coefficient=1.0, hidden_dim=1280,
-                                                                      image_size=IMAGE)),
+                     lambda: T.EfficientNetModel(T.EfficientNetConfig(width_coefficient=1.0, depth_coefficient=1.0,
+                                                                      hidden_dim=1280, image_size=IMAGE)),
                      lambda: (torch.randn(1, 3, IMAGE, IMAGE),), ["pixel_values"], ["last_hidden_state"]),
 }
 EXPORTERS = ("legacy", "dynamo")
@@ -160,8 +160,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--exporters", nargs="*", choices=EXPORTERS, default=list(EXPORTERS))
     parser.add_argument("--dynamic", action="store_true",
-                        help="export with dynamic axes (batch; sequence for text models) to <model>_<exporter>_dynamic.onnx "
-                             "(issue #40's benchmark); the example inputs stay batch 1")
+                        help="export with dynamic axes (batch; sequence for text models) to "
+                             "<model>_<exporter>_dynamic.onnx (issue #40's benchmark); the example inputs are batch 2")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     manifest_path = args.out / "manifest.json"

@@ -3,7 +3,7 @@ it gives the bundled models (#39 item 1). The bench itself runs minutes per mode
 
 from __future__ import annotations
 
-from benchmarks.speed_bench import BUNDLED, PAST, TEXT, bundled_shapes, by_work, table
+from benchmarks.speed_bench import BUNDLED, PAST, TEXT, WORKLOAD, bundled_shapes, by_work, models, table
 
 
 def row(sat="saturated", ext="optimal", pieces=None):
@@ -40,3 +40,9 @@ def test_bundled_models_get_one_size_per_symbol():
     assert bundled_shapes(BUNDLED / "hf_gpt2.onnx") == {"input_ids": TEXT, "attention_mask": TEXT}
     assert bundled_shapes(BUNDLED / "hf_vit_b16.onnx") == {"pixel_values": (1, 3, 224, 224)}
     assert bundled_shapes(BUNDLED / "resnet18.onnx") == {}  # static: its own shapes
+
+
+def test_a_registered_workload_is_a_model_of_the_bench():
+    found = models([], ["llama_stack"])
+    assert found["workload/llama_stack"] == (WORKLOAD + "llama_stack", {})
+    assert "resnet18" in found  # the bundled ones are still there

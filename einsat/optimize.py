@@ -127,6 +127,13 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
         pinned onnxruntime opens): ops are written in the forms that opset has (ONNX Attention
         from 23, Gelu from 20, a chain below), and the file declares the least opset they need.
 
+    A program with symbolic dims (an ONNX model whose inputs have `dim_param`s that
+    `Load(input_shapes=)` does not pin, or a Graph from `load_onnx(..., symbolic=True)`) is
+    optimized once for every size: at prime probe sizes, read back as a program for every size,
+    and verified at each of `Load(sizes={"sequence": [1, 128, 512]})` (`--dim sequence=1,128,512`;
+    default sizes per known name) and beside them (`einsat.pipeline.symbolic`). The file it writes
+    keeps the input's `dim_param`s, and `report.sizes` has the modeled costs per size.
+
     The weights the optimizer made (folded weight-only values) as a program over the input's
     weights (`Result.recipe`, `einsat.egraph.weights.weight_recipe`: running it on other weights
     of the same shapes gives the result's weights for those) come from `run` with
@@ -143,26 +150,30 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
 def run(program, example_inputs, options: Options) -> Result:
     """`optimize` with its `Options` already made: the pipeline (`einsat.pipeline.run`), with
     `einsat.partition` for a program above the partitioning threshold."""
-    from einsat.partition.driver import optimize_partitioned
-
-    _refuse_symbolic(program)
-    return pipeline_run(program, example_inputs, options, split=optimize_partitioned)
-
-
-def _refuse_symbolic(program) -> None:
-    """A program with symbolic dims (`load_onnx(..., symbolic=True)`) is not optimized yet (#40,
-    docs/dynamic-shapes.md: the e-graph and the costs over sizes come next): one error naming
-    every symbolic input and how to pin them."""
+    from einsat.errors import EinsatError
     from einsat.ir.graph import Graph
     from einsat.ir.onnx.read import SymbolicShapesError
-    from einsat.ir.symbolic import graph_symbols, is_static
+    from einsat.ir.symbolic import is_static
+    from einsat.partition.driver import optimize_partitioned
+    from einsat.pipeline.symbolic import optimize_symbolic
 
-    if not isinstance(program, Graph) or is_static(program):
-        return
-    inputs = {n: list(program.types[n].shape) for n in program.inputs if not program.types[n].is_static}
-    symbols = graph_symbols(program)
-    raise SymbolicShapesError(
-        f"graph {program.name!r} has symbolic dims ({', '.join(symbols)}); einsat optimizes static programs "
-        f"only for now: import the model with input_shapes={{...}} (or --dim "
-        f"{' --dim '.join(f'{s}=N' for s in symbols)}), or give the symbols sizes with "
-        f"einsat.ir.symbolic.instantiate(graph, {{{', '.join(f'{s!r}: N' for s in symbols)}}})", inputs, symbols)
+    def static_run(graph, examples, o):
+        return pipeline_run(graph, examples, o, split=optimize_partitioned)
+
+    if isinstance(program, Graph) and not is_static(program):
+        return optimize_symbolic(program, example_inputs, options, static_run)
+    if isinstance(program, Graph) and options.loading.sizes:
+        raise EinsatError(f"Load(sizes=) gives the sizes of a program's symbolic dims; graph {program.name!r} has none")
+    try:
+        return static_run(program, example_inputs, options)
+    except SymbolicShapesError:
+        # an ONNX model with dim_params that nothing pinned: imported with its symbols, optimized for every size
+        if isinstance(program, Graph) or callable(program) and not hasattr(program, "graph"):
+            raise
+        from einsat.ir.onnx.io import load_onnx
+        load = options.loading
+        graph = load_onnx(program, input_shapes=load.input_shapes, fill_weights=load.fill_weights, seed=load.seed,
+                          symbolic=True)
+        return optimize_symbolic(graph, example_inputs, options, static_run)
+
+

@@ -275,9 +275,13 @@ def test_an_onnx_path_takes_the_import_options_its_errors_name(tmp_path):
     from einsat.errors import EinsatError, OnnxError
     from tests.cli.test_optimize import stripped_model
     symbolic_model(tmp_path / "sym.onnx")
-    with pytest.raises(OnnxError, match=r"input_shapes=\{'x': \(\.\.\.\)\} in Python"):
-        einsat.optimize(str(tmp_path / "sym.onnx"))
     small = Limits(nodes=500)
+    # no input_shapes: one program for every batch (#40); with them, the static program at that shape
+    every = einsat.optimize(str(tmp_path / "sym.onnx"), limits=small, load=einsat.Load(sizes={"batch": [1, 3]}))
+    assert str(every.graph.types["x"].shape[0]) == "batch" and every.graph.types["x"].shape[1:] == (8, 10, 10)
+    assert [r["sizes"] for r in every.report.sizes if r["named"]] == [{"batch": 1}, {"batch": 3}]
+    with pytest.raises(OnnxError, match=r"input_shapes"):
+        einsat.optimize(str(tmp_path / "sym.onnx"), load=einsat.Load(input_shapes={"x": (2, 8)}))
     result = einsat.optimize(str(tmp_path / "sym.onnx"), load=einsat.Load(input_shapes={"x": (2, 8, 10, 10)}),
                              limits=small)
     assert result.input.types["x"].shape == result.graph.types["x"].shape == (2, 8, 10, 10)

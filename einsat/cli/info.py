@@ -28,26 +28,43 @@ def add_model_options(p) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D1,D2,...",
                    help="fix an input's symbolic dims, e.g. input=1,3,224,224 (repeatable; default: the "
                         "shapes the model declares)")
-    p.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N",
-                   help="give a symbolic dim a size in every input that uses it, e.g. batch=1 (repeatable; default: "
-                        "none, and `einsat info` lists the symbols to give)")
+    p.add_argument("--dim", action="append", default=[], metavar="SYMBOL=N[,N...]",
+                   help="the sizes a symbolic dim takes, in every input that uses it (repeatable). One size pins it: "
+                        "batch=1 makes the program static there. Several keep it symbolic: `einsat optimize` then "
+                        "writes one program for every size, costed and verified at these, e.g. sequence=1,128,512 "
+                        "(default: a symbol not given stays symbolic, at its default sizes; `einsat info` lists "
+                        "the symbols)")
     p.add_argument("--fill-weights", choices=("random",), default=None,
                    help="give placeholder or stripped weights seeded random values (default: the file's weights)")
 
 
-def load_model(args):
-    """The model of `args.model` with `add_model_options`' options applied."""
+def load_model(args, symbolic: bool = False):
+    """The model of `args.model` with `add_model_options`' options applied; `symbolic`: a model
+    with symbolic dims left unpinned is imported with them (`load_onnx(..., symbolic=True)`)
+    instead of being refused."""
     import einsat
+    from einsat.ir.onnx.read import SymbolicShapesError
     if not args.model.exists():
         raise EinsatError(f"{args.model}: no such file")
-    return einsat.load_onnx(args.model, fill_weights=args.fill_weights, input_shapes=input_shapes_of(args) or None)
+    shapes = input_shapes_of(args) or None
+    try:
+        return einsat.load_onnx(args.model, fill_weights=args.fill_weights, input_shapes=shapes)
+    except SymbolicShapesError:
+        if not symbolic:
+            raise
+        return einsat.load_onnx(args.model, fill_weights=args.fill_weights, input_shapes=shapes, symbolic=True)
+
+
+def sizes_of(args) -> dict[str, list[int]]:
+    """The `--dim`s given several sizes: the sizes a symbolic program is costed and verified at."""
+    return {k: list(v) for k, v in parse_dims(getattr(args, "dim", [])).items() if len(v) > 1}
 
 
 def input_shapes_of(args) -> dict[str, tuple[int, ...]]:
     """`--input-shape` and `--dim` as `input_shapes`: each `--dim` pins its symbol in every input
     that uses it; an input given by `--input-shape` takes that shape."""
     shapes = parse_input_shapes(args.input_shape)
-    dims = parse_dims(getattr(args, "dim", []))
+    dims = {k: v[0] for k, v in parse_dims(getattr(args, "dim", [])).items() if len(v) == 1}
     if not dims:
         return shapes
     from einsat.ir.onnx.read import read_model, shapes_for_dims
@@ -59,16 +76,17 @@ def input_shapes_of(args) -> dict[str, tuple[int, ...]]:
     return {**from_dims, **shapes}
 
 
-def parse_dims(items: list[str]) -> dict[str, int]:
+def parse_dims(items: list[str]) -> dict[str, tuple[int, ...]]:
+    """`--dim SYMBOL=N[,N...]` as {symbol: sizes}."""
     dims = {}
     for item in items:
         name, _, value = item.rpartition("=")
         try:
-            dims[name] = int(value)
+            dims[name] = tuple(int(v) for v in value.split(","))
         except ValueError:
-            raise EinsatError(f"--dim {item!r}: expected SYMBOL=N with an integer N >= 1") from None
-        if not name or dims[name] < 1:
-            raise EinsatError(f"--dim {item!r}: expected SYMBOL=N with an integer N >= 1")
+            raise EinsatError(f"--dim {item!r}: expected SYMBOL=N or SYMBOL=N1,N2,... with integers N >= 1") from None
+        if not name or min(dims[name]) < 1:
+            raise EinsatError(f"--dim {item!r}: expected SYMBOL=N or SYMBOL=N1,N2,... with integers N >= 1")
     return dims
 
 

@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from einsat.cli.info import add_model_options, load_model
+from einsat.cli.info import add_model_options, load_model, sizes_of
 from einsat.cost.models import COST_MODELS, DEFAULT_COST
 from einsat.errors import EinsatError, VerificationError
 
@@ -177,7 +177,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     planner = Planner(budget)
     t0 = time.perf_counter()
     started = getattr(args, "started", t0)  # when `main` began (the report's total is the run's wall time)
-    graph = load_model(args)
+    graph = load_model(args, symbolic=True)  # symbols left unpinned: one program for every size (#40)
     from einsat.runtime.onnx_nodes import check_runnable
     check_runnable(graph, str(args.model))  # before the search, not at the verification
     read = time.perf_counter() - t0
@@ -241,7 +241,7 @@ def options_of(args: argparse.Namespace, budget=None):
         raise EinsatError("--allow-inconclusive and --require-proof contradict each other")
     if args.threads is not None and args.threads < 1:
         raise EinsatError(f"--threads must be positive, got {args.threads}")
-    from einsat.pipeline.options import Measure
+    from einsat.pipeline.options import Load, Measure
     measuring = Measure(threads=args.threads, profile_s=args.profile_budget, recheck=args.recheck)
     # (the command reads the model itself, --input-shape and --fill-weights applied: `load_model`)
     return Options(cost=args.cost, limits=_limits(args.nodes, args.memory_gb, args.iterations, args.search_seconds,
@@ -249,7 +249,8 @@ def options_of(args: argparse.Namespace, budget=None):
                    budget=args.budget if budget is None else budget,
                    verify=True if args.allow_inconclusive else "prove",
                    measure=None if measuring == Measure() else measuring, partition=partition,
-                   precision=args.precision, half_io=args.half_io, opset=args.opset)
+                   precision=args.precision, half_io=args.half_io, opset=args.opset,
+                   load=Load(sizes=sizes_of(args)) if sizes_of(args) else None)
 
 
 def wall_times(report, startup: float | None, read: float, write: float, started: float) -> None:

@@ -72,12 +72,17 @@ class Load:
     fill_weights: "random" gives stripped or placeholder weights seeded random values
         (`--fill-weights`);
     seed: the seed of those random weights, and of the random inputs a half precision's
-        conversion is checked on.
+        conversion is checked on;
+    sizes: {symbol: [sizes]}: a program with symbolic dims (an ONNX model whose `dim_param`s
+        `input_shapes` leaves, or a Graph from `load_onnx(..., symbolic=True)`) is optimized once
+        for every size and costed and verified at these (`--dim sequence=1,128,512`); a symbol
+        not named takes its default sizes (`einsat.pipeline.symbolic.DEFAULT_SIZES`).
     """
 
     input_shapes: Any = None
     fill_weights: str | None = None
     seed: int = 0
+    sizes: Any = None
 
     def __post_init__(self):
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):

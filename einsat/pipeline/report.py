@@ -151,6 +151,11 @@ class Report:
     # a run at a half precision: the modeled cost of the user's fp32 input, before its conversion (the
     # table's "input" is the converted program), or None
     cost_fp32: float | None = None
+    # a symbolic program (issue #40, `einsat.pipeline.symbolic`): the probe sizes it was optimized at (the
+    # table's costs are there), and per size {"sizes", "named", "cost_before", "cost_after", "verification"
+    # or "error"}: the sizes the user named (or the defaults) and those it was also verified at
+    probe: dict[str, int] | None = None
+    sizes: list[dict[str, Any]] | None = None
 
     @property
     def speedup(self) -> float:
@@ -238,6 +243,7 @@ class Report:
                                                     "so far)" if self.interrupted else "")]
         lines += [f"  {a:<{w0}}  {b:>{w1}}  {c:>{w2}}" for a, b, c in rows]
         lines.append(f"  speedup (modeled): {self.speedup:.3f}x  ({self.reduction:+.1%} cost removed)")
+        lines += self.size_lines()
         lines += self.fp32_lines()
         lines += self.measured_lines()
         if self.saturation is not None:
@@ -263,6 +269,28 @@ class Report:
         if self.memory:
             lines.append(f"  memory: {self.memory_text()}")
         return "\n".join(lines)
+
+    def size_lines(self) -> list[str]:
+        """A symbolic program: the probe sizes the table's costs are at, and the costs and checks per size."""
+        if self.probe is None:
+            return []
+        at = ", ".join(f"{k} = {v}" for k, v in self.probe.items())
+        lines = [f"  symbolic: optimized once at the probe sizes {at} (the costs above), for every size:"]
+        for r in self.sizes or []:
+            at = ", ".join(f"{k} {v}" for k, v in r["sizes"].items())
+            if "error" in r:
+                lines.append(f"    at {at}: the input does not run there ({r['error']})")
+                continue
+            text = f"    at {at}: "
+            if "cost_before" in r:
+                b, a = r["cost_before"], r["cost_after"]
+                text += f"{b:,.2f} -> {a:,.2f} {self.unit}, speedup (modeled) {b / a if a > 0 else float('inf'):.3f}x"
+            else:
+                text = f"    at {at} (drawn beside them): "
+            if "verification" in r:
+                text += f"{'; ' if 'cost_before' in r else ''}verified: {r['verification']}"
+            lines.append(text)
+        return lines
 
     def fp32_lines(self) -> list[str]:
         """A half-precision run against the user's fp32 program: the table compares the converted one."""

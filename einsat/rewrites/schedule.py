@@ -73,6 +73,18 @@ def einnet_schedule(rank=None) -> Schedule:
     return _schedule(derive_generator(rank=rank), matmul_merge_generator(), eop_fusion_generator())
 
 
+def symbolic_schedule() -> Schedule:
+    """The default schedule less what writes sizes into index expressions and regions (EinNet's
+    derivations and the eOperator fusions, PET's mutants and their corrections): the schedule of
+    a program with symbolic dims (`einsat.pipeline.symbolic`), whose result must read back as one
+    program for every size. The fully equivalent rules and the recognitions (attention, norms,
+    GELU, the sibling merge, weight folding) stay."""
+    phases = ((merge_generator(),) + tuple(default_rulesets())
+              + (attention_generator(), rmsnorm_generator(), layernorm_generator(), skipnorm_generator(),
+                 gelu_generator(), fold_generator()))
+    return Schedule(phases)
+
+
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
     phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
               + tuple(default_rulesets()) + (attention_generator(), rmsnorm_generator(), layernorm_generator(),

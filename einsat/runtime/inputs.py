@@ -133,7 +133,7 @@ def random_arrays(types: Mapping[str, TensorType], seed: int | np.random.Generat
     out = {}
     for name, t in types.items():
         if t.dtype == np.bool_:
-            out[name] = rng.random(t.shape) < 0.5
+            out[name] = np.asarray(rng.random(t.shape) < 0.5)  # an array at rank 0 too (onnxruntime takes no scalar)
         elif np.issubdtype(t.dtype, np.integer):
             limit = (bounds or {}).get(name, INT_HIGH)
             if isinstance(limit, tuple) and t.rank >= 1 and len(limit) == t.shape[-1]:

@@ -77,3 +77,14 @@ def test_token_ids_reach_the_gather_through_casts_and_reshapes():
     g = b.build(b.gather(w, b.reshape(b.cast(ids, dtype="int32"), shape=(60,)), axis=0))
     assert set(np.unique(random_inputs(g, 0)["ids"])) == {0, 1, 2}
     run(g, random_inputs(g), backend="onnxruntime")
+
+
+def test_a_rank_0_input_is_an_array_of_every_dtype():
+    """onnxruntime takes arrays only: a rank-0 bool drawn as a NumPy scalar could not be profiled
+    (`logical_and` with a scalar mask, on a BERT export)."""
+    from einsat.ir.types import TensorType
+    from einsat.runtime.inputs import random_arrays
+    got = random_arrays({"b": TensorType((), np.bool_), "i": TensorType((), np.int64), "f": TensorType((), np.float32)})
+    for name, a in got.items():
+        assert isinstance(a, np.ndarray) and a.shape == (), (name, type(a))
+    assert got["b"].dtype == np.bool_

@@ -175,3 +175,12 @@ def test_every_rotation_of_the_llm_exports_is_recognized(name):
     assert Counter(n.op for n in g.nodes)[Op.NEG] == 4  # rotate_half of q and k, 2 layers
     found = rotaries(saturate(g))
     assert len(found) == 4 and len({cid for cid, _ in found}) == 4
+
+
+def test_scalar_products_beside_the_chain_are_no_rotation():
+    """A product with a scalar factor (rank 0) in a rank-4 sum: read, not a rotation (the default
+    schedule's e-graph of the Llama export holds such products)."""
+    b = GraphBuilder("scalar")
+    x = b.input("x", (1, 2, 3, 4))
+    y = b.add(x, b.mul(b.weight("two", np.array(2.0, np.float32)), x))
+    assert not rotaries(saturate(b.build(y)))

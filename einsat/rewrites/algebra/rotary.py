@@ -65,9 +65,9 @@ def _slices_of(r: Reader, cid, start, stop):
 def _rotate_halves(r: Reader, cid):
     """x for each rotate_half(x) = Concat(Neg(x[.., h:]), x[.., :h]) along the last axis in the class."""
     t = r.type(cid)
-    d = t.shape[-1]
-    if not isinstance(d, int) or d % 2:
+    if t is None or t.rank == 0 or not isinstance(t.shape[-1], int) or t.shape[-1] % 2:
         return
+    d = t.shape[-1]
     h = d // 2
     for c in r.same(cid):
         for n in r.nodes(c, Op.CONCAT):

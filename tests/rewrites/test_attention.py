@@ -263,3 +263,43 @@ def test_the_default_schedule_expands_the_input_s_attention_not_the_generator_s(
             assert expanded >= 1
         else:
             assert report.rules["attention"].matches >= 1 and expanded == 0
+
+
+def _attention_classes(g) -> int:
+    """Classes holding an attention after one round of the attention generator alone."""
+    s = Session(Limits(iterations=1, nodes=500_000, time_s=600))
+    s.add_graph(g)
+    s.run(Schedule((attention_generator(),)))
+    return sum(any(n.op is Op.ATTENTION for n in c.nodes) for c in s.export().classes.values())
+
+
+def _bundled_llm(name):
+    from tests.ir.test_hf_llm_models import feeds
+    from tests.ir.test_models import MODELS
+    inputs = feeds(name)
+    return einsat.load_onnx(MODELS / f"hf_{name}.onnx", fill_weights="random",
+                            input_shapes={k: v.shape for k, v in inputs.items()})
+
+
+@pytest.mark.parametrize("name", [f"{m}_{p}_{e}" for m in ("llama", "qwen2", "mistral") for p in ("prefill", "decode")
+                                  for e in ("dynamo", "legacy")])
+def test_every_softmax_of_the_llm_exports_is_an_attention(name):
+    """Each export form's attention (dynamo: the scale on the scores, a finite mask, GQA's K/V
+    repeated by Unsqueeze/Expand/Reshape; legacy: √scale on q and kᵀ, a -inf mask, the isnan
+    guard) is found: one attention class per softmax."""
+    g = _bundled_llm(name)
+    softmaxes = sum(n.op is Op.SOFTMAX for n in g.nodes)
+    assert softmaxes == 2 and _attention_classes(g) == softmaxes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, shapes, heads_layers", [
+    ("hf_bert_base", {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, 12),
+    ("hf_distilbert", {"input_ids": (1, 128), "attention_mask": (1, 128)}, 6),
+    ("hf_vit_b16", {"pixel_values": (1, 3, 224, 224)}, 12),
+    ("hf_gpt2", {"input_ids": (1, 128), "attention_mask": (1, 128)}, 12),
+])
+def test_every_softmax_of_the_encoder_exports_is_an_attention(name, shapes, heads_layers):
+    from tests.ir.test_models import MODELS
+    g = einsat.load_onnx(MODELS / f"{name}.onnx", fill_weights="random", input_shapes=shapes)
+    assert sum(n.op is Op.SOFTMAX for n in g.nodes) == heads_layers == _attention_classes(g)

@@ -184,3 +184,25 @@ def test_scalar_products_beside_the_chain_are_no_rotation():
     x = b.input("x", (1, 2, 3, 4))
     y = b.add(x, b.mul(b.weight("two", np.array(2.0, np.float32)), x))
     assert not rotaries(saturate(b.build(y)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["llama_prefill_dynamo", "qwen2_decode_legacy"])
+def test_optimized_for_the_default_cost_an_llm_writes_rotary_embedding_and_runs(name):
+    """The whole pipeline (default schedule and cost, bounded by work): every rotation is kept as
+    the op, the result is proved equal, and the written file holds RotaryEmbedding and matches the
+    input on onnxruntime."""
+    from tests.ir.test_hf_llm_models import feeds
+    from tests.work_bounded import by_work
+    g, _ = _llm(name)
+    inputs = feeds(name)
+    result = einsat.optimize(g, inputs, cost="h100", **by_work(iterations=2))
+    assert result.report.verification.status == "proved"
+    kept = Counter(n.op for n in result.graph.nodes)
+    assert kept[Op.ROTARY] == 4 and not kept[Op.NEG], kept
+    model = to_onnx(result.graph)
+    onnx.checker.check_model(model)
+    assert Counter(n.op_type for n in model.graph.node)["RotaryEmbedding"] == 4
+    want = einsat.run(g, inputs)
+    for name_, theirs in zip(g.outputs, ort_run(model, inputs)):
+        np.testing.assert_allclose(theirs, want[name_], rtol=1e-4, atol=1e-5)

@@ -177,6 +177,13 @@ def test_every_rotation_of_the_llm_exports_is_recognized(name):
     assert len(found) == 4 and len({cid for cid, _ in found}) == 4
 
 
+def test_every_rotation_of_the_static_four_layer_llama_is_recognized():
+    from tests.ir.test_models import MODELS
+    g = einsat.load_onnx(MODELS / "hf_llama4_prefill_legacy_static.onnx", fill_weights="random")
+    assert Counter(n.op for n in g.nodes)[Op.NEG] == 8
+    assert len({cid for cid, _ in rotaries(saturate(g))}) == 8
+
+
 def test_scalar_products_beside_the_chain_are_no_rotation():
     """A product with a scalar factor (rank 0) in a rank-4 sum: read, not a rotation (the default
     schedule's e-graph of the Llama export holds such products)."""

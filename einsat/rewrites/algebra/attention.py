@@ -26,7 +26,16 @@ over the last axis, it reads, in the e-graph:
   whole rows of p, and for finite v the rows of p @ v it zeroes are those NaN in attention's
   result: the class gets `where(isnan(attention(..)), 0, attention(..))` (a scalar 0);
 
-and unions the class with `attention(q, k, v, mask; scale)`. Scales are float32 attributes: in a
+- kt as the dynamo exports write a 3-D bmm's operand: Reshape(Transpose(Reshape(k))) with both
+  reshapes changing the batch dims only (each [S, D] matrix whole and in order): k itself;
+
+and unions the class with `attention(q, k, v, mask; scale)`. GQA (`grouped_terms`, on the
+attentions of the previous step): where k and v are HF's repeat_kv of K/V [B, A, S, D]
+(Reshape(Expand(Unsqueeze(x, 2) -> [B, A, G, S, D]) -> [B, A·G, S, D]): head h reads K/V head
+h // G), the class also gets Reshape(attention(Reshape(q, [B, A, G, Sq, D]), Unsqueeze(k), Unsqueeze(v),
+mask'), [B, H, Sq, Dv]) (mask' the mask with a group axis where it has a head axis of 1): the
+rank-5 form the attention op broadcasts, which the export writes as ONNX Attention's own K/V heads,
+so the Expand copies need not be computed. Scales are float32 attributes: in a
 float64 program the rewrite fires only where the scale is exactly a float32 (0.125, 1/sqrt(64)),
 so both sides stay equal to the last bit of the scale; in float32/16 the scale's float32 rounding
 is the program's own.
@@ -329,7 +338,8 @@ def attention_terms(session, data: EGraphData) -> int:
 def attention_generator() -> Generator:
     return Generator("attention", "softmax(q @ kᵀ · s + mask) @ v = attention(q, k, v, mask; s)  (s a scalar "
                      "weight: · s, s ·, / s, or split over q and kᵀ; PyTorch's where(isnan(p), 0, p) when "
-                     "the mask is finite; else the guard on the output)", attention_terms)
+                     "the mask is finite; else the guard on the output; GQA's repeated K/V read back as the "
+                     "rank-5 grouped form)", attention_terms)
 
 
 def _expand(r: int, masked: bool) -> str:

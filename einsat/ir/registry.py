@@ -70,6 +70,8 @@ class Op(enum.Enum):
     # a residual sum and its norm, two outputs (onnxruntime's contrib Skip*LayerNormalization)
     SKIP_LAYERNORM = "skip_layernorm"
     SKIP_RMSNORM = "skip_rmsnorm"
+    # rotary position embedding (ONNX RotaryEmbedding)
+    ROTARY = "rotary"
     # reductions
     REDUCE_SUM = "reduce_sum"
     REDUCE_MEAN = "reduce_mean"

@@ -7,8 +7,9 @@ chain step a step), associativity and commutativity (back-off), the other algebr
 multi-pattern merges (first two steps only), the post rules (`post.correct`: a correction fused into
 the layout chain after it), the attention expansion, the attention generator (`algebra.attention`:
 the matmul-scale-mask-softmax-matmul chain as one op), the norm recognitions and, for onnxruntime, the
-residual sum and its norm as one skip op (`algebra.skipnorm`), every fourth step the weight folding
-generator, then EinNet's inter-expression generators.
+residual sum and its norm as one skip op (`algebra.skipnorm`), GELU, rotary (`algebra.rotary`: HF's
+q · cos + rotate_half(q) · sin as one op), every fourth step the weight folding generator, then
+EinNet's inter-expression generators.
 `Session.run` repeats steps until saturation or a limit.
 
 EinNet's derivations (`rewrites.derive`) run in the default schedule too: the search in the
@@ -35,6 +36,7 @@ from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
 from einsat.rewrites.algebra.norms import layernorm_generator, rmsnorm_generator
+from einsat.rewrites.algebra.rotary import rotary_generator
 from einsat.rewrites.algebra.skipnorm import skipnorm_generator
 from einsat.rewrites.derive.fusion import fusion_generator
 from einsat.rewrites.derive.generator import after_derivations, default_derive_generator, derive_generator
@@ -88,6 +90,7 @@ def symbolic_schedule() -> Schedule:
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
     phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
               + tuple(default_rulesets()) + (attention_generator(), rmsnorm_generator(), layernorm_generator(),
-                                             skipnorm_generator(), gelu_generator(), fold_generator(), merge_derived,
+                                             skipnorm_generator(), gelu_generator(), rotary_generator(),
+                                             fold_generator(), merge_derived,
                                              fuse_eops, fusion_generator()))
     return Schedule(tuple(p for p in phases if p is not None))

@@ -313,6 +313,19 @@ def skip_norm(draw, op: str):
 
 
 @st.composite
+def rotary(draw):
+    """rotary: x [B, H, S, D] rotated by cos and sin [B or 1, S, R/2], rotate-half or interleaved, R <= D."""
+    x = _B("rotary", draw(rs.seeds), draw(floats))
+    b, h, s, half = (draw(st.integers(1, 3)) for _ in range(4))
+    d = 2 * half + draw(st.sampled_from([0, 0, 1, 2]))
+    t = x.tensor("x", x.normal((b, h, s, d)), draw(st.booleans()))
+    cb = draw(st.sampled_from([1, b]))
+    cos = x.tensor("cos", x.normal((cb, s, half)))
+    sin = x.tensor("sin", x.normal((cb, s, half)))
+    return x.case("rotary", x.b.rotary(t, cos, sin, interleaved=draw(st.integers(0, 1))), "norm")
+
+
+@st.composite
 def softmax(draw):
     x = _B("softmax", draw(rs.seeds), draw(floats))
     shape = draw(rs.shapes(1, 4, 1, 6)) if draw(st.booleans()) else (3, draw(st.integers(65, 300)))
@@ -595,7 +608,7 @@ def strategy(op: str):
               "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
               "layernorm": layernorm, "rmsnorm": rmsnorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
-              "einsum": einsum, "lrn": lrn, "attention": attention}
+              "einsum": einsum, "lrn": lrn, "attention": attention, "rotary": rotary}
     if op in simple:
         return simple[op]()
     if op in ("skip_layernorm", "skip_rmsnorm"):

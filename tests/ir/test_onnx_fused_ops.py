@@ -27,6 +27,7 @@ FUSED = {
     Op.GELU: ("Gelu", 20, {"Div", "Erf", "Mul", "Add"}),
     Op.SOFTMAX: ("Softmax", 13, None),
     Op.RMSNORM: ("RMSNormalization", 23, {"Mul", "ReduceMean", "Add", "Sqrt", "Div"}),
+    Op.ROTARY: ("RotaryEmbedding", 23, {"Unsqueeze", "Slice", "Mul", "Sub", "Add", "Concat"}),
 }
 ONNX_FUSED_OPERATORS = {"Attention", "LayerNormalization", "RMSNormalization", "RotaryEmbedding", "Gelu",
                         "Softmax", "GroupNormalization"}
@@ -50,6 +51,8 @@ def _inputs(op):
         return [_f32(rng, 3, 16)], {}
     if op is Op.RMSNORM:
         return [_f32(rng, 2, 5, 16), _f32(rng, 16)], {}
+    if op is Op.ROTARY:
+        return [_f32(rng, 2, 4, 5, 16), _f32(rng, 2, 5, 8), _f32(rng, 2, 5, 8)], {}
     return [_f32(rng, 3, 16)], {"axis": -1}
 
 

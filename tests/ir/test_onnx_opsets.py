@@ -27,7 +27,7 @@ KNOWN_CHANGES = {
     "Attention": "no einsat op: kept opaque",
 }
 # ops new after 21 that einsat maps, read by their own schema
-NEW_AND_MAPPED = {"RMSNormalization": "rmsnorm (opset 23)"}
+NEW_AND_MAPPED = {"RMSNormalization": "rmsnorm (opset 23)", "RotaryEmbedding": "rotary (opset 23)"}
 
 
 def _signature(schema):

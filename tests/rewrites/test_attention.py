@@ -263,3 +263,130 @@ def test_the_default_schedule_expands_the_input_s_attention_not_the_generator_s(
             assert expanded >= 1
         else:
             assert report.rules["attention"].matches >= 1 and expanded == 0
+
+
+def _attention_classes(g) -> int:
+    """Classes holding an attention after one round of the attention generator alone."""
+    s = Session(Limits(iterations=1, nodes=500_000, time_s=600))
+    s.add_graph(g)
+    s.run(Schedule((attention_generator(),)))
+    return sum(any(n.op is Op.ATTENTION for n in c.nodes) for c in s.export().classes.values())
+
+
+def _bundled_llm(name):
+    from tests.ir.test_hf_llm_models import feeds
+    from tests.ir.test_models import MODELS
+    inputs = feeds(name)
+    return einsat.load_onnx(MODELS / f"hf_{name}.onnx", fill_weights="random",
+                            input_shapes={k: v.shape for k, v in inputs.items()})
+
+
+@pytest.mark.parametrize("name", [f"{m}_{p}_{e}" for m in ("llama", "qwen2", "mistral") for p in ("prefill", "decode")
+                                  for e in ("dynamo", "legacy")])
+def test_every_softmax_of_the_llm_exports_is_an_attention(name):
+    """Each export form's attention (dynamo: the scale on the scores, a finite mask, GQA's K/V
+    repeated by Unsqueeze/Expand/Reshape; legacy: √scale on q and kᵀ, a -inf mask, the isnan
+    guard) is found: one attention class per softmax."""
+    g = _bundled_llm(name)
+    softmaxes = sum(n.op is Op.SOFTMAX for n in g.nodes)
+    assert softmaxes == 2 and _attention_classes(g) == softmaxes
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, shapes, heads_layers", [
+    ("hf_bert_base", {"input_ids": (1, 128), "attention_mask": (1, 128), "token_type_ids": (1, 128)}, 12),
+    ("hf_distilbert", {"input_ids": (1, 128), "attention_mask": (1, 128)}, 6),
+    ("hf_vit_b16", {"pixel_values": (1, 3, 224, 224)}, 12),
+    ("hf_gpt2", {"input_ids": (1, 128), "attention_mask": (1, 128)}, 12),
+])
+def test_every_softmax_of_the_encoder_exports_is_an_attention(name, shapes, heads_layers):
+    from tests.ir.test_models import MODELS
+    g = einsat.load_onnx(MODELS / f"{name}.onnx", fill_weights="random", input_shapes=shapes)
+    assert sum(n.op is Op.SOFTMAX for n in g.nodes) == heads_layers == _attention_classes(g)
+
+
+# -- GQA: attention over the un-repeated K/V ---------------------------------------------------------
+
+def _gqa_program(heads_first: bool, bmm: bool, masked: bool):
+    """softmax(q @ repeat(k)ᵀ / 4 + mask) @ repeat(v), repeat = HF's repeat_kv (Unsqueeze at 2,
+    Expand, Reshape: head h reads K/V head h // G), or, `heads_first` False, the other order
+    (Unsqueeze at 1: head h reads K/V head h % A; no grouped form then). `bmm`: kᵀ as the dynamo
+    exports write it (Reshape to 3-D, Transpose, Reshape back)."""
+    rng = np.random.default_rng(5)
+    b, a, g, s, d = 2, 2, 3, 5, 4
+    bld = einsat.GraphBuilder("gqa")
+    q = bld.input("q", (b, a * g, s, d))
+    k, v = bld.input("k", (b, a, s, d)), bld.input("v", (b, a, s, d))
+
+    def repeat(x):
+        if heads_first:
+            e = bld.expand(bld.unsqueeze(x, axes=(2,)), shape=(b, a, g, s, d))
+        else:
+            e = bld.expand(bld.unsqueeze(x, axes=(1,)), shape=(b, g, a, s, d))
+        return bld.reshape(e, shape=(b, a * g, s, d))
+
+    kr, vr = repeat(k), repeat(v)
+    if bmm:
+        k3 = bld.transpose(bld.reshape(kr, shape=(b * a * g, s, d)), perm=(0, 2, 1))
+        kt = bld.reshape(k3, shape=(b, a * g, d, s))
+    else:
+        kt = bld.transpose(kr, perm=(0, 1, 3, 2))
+    scores = bld.div(bld.matmul(q, kt), bld.const(4.0, name="sqrt_d"))
+    feeds = {n: rng.standard_normal(t).astype(np.float32) for n, t in
+             (("q", (b, a * g, s, d)), ("k", (b, a, s, d)), ("v", (b, a, s, d)))}
+    if masked:
+        scores = bld.add(scores, bld.input("mask", (b, 1, 1, s)))
+        feeds["mask"] = np.where(rng.random((b, 1, 1, s)) < 0.3, -1e4, 0.0).astype(np.float32)
+    return bld.build(bld.matmul(bld.softmax(scores, axis=-1), vr)), feeds
+
+
+def _grouped(data):
+    return [n for c in data.classes.values() for n in c.nodes
+            if n.op is Op.ATTENTION and data.classes[n.children[0]].type.rank == 5]
+
+
+@pytest.mark.parametrize("bmm", [False, True], ids=["transpose", "bmm"])
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
+def test_gqa_attends_to_the_unrepeated_kv_and_computes_the_same(bmm, masked):
+    from einsat.cost.model import RooflineCost
+    from einsat.extract import extract
+    g, feeds = _gqa_program(True, bmm, masked)
+    s = Session(Limits(iterations=2, nodes=100_000, time_s=600))
+    s.add_graph(g)
+    s.run(Schedule((attention_generator(),)))
+    data = s.export()
+    (node,) = _grouped(data)
+    assert [data.classes[k].type.shape for k in node.children[1:3]] == [(2, 2, 1, 5, 4)] * 2
+    result = extract(data, RooflineCost("h100"), method="greedy")
+    ops = [n.op for n in result.graph.nodes]
+    assert Op.ATTENTION in ops and Op.EXPAND not in ops and Op.SOFTMAX not in ops, ops
+    want = einsat.run(g, feeds)[g.outputs[0]]
+    np.testing.assert_allclose(einsat.run(result.graph, feeds)[result.graph.outputs[0]], want, rtol=1e-5, atol=1e-6)
+
+
+def test_kv_repeated_in_the_other_head_order_gets_no_grouped_form():
+    g, _ = _gqa_program(False, False, True)
+    s = Session(Limits(iterations=2, nodes=100_000, time_s=600))
+    s.add_graph(g)
+    s.run(Schedule((attention_generator(),)))
+    data = s.export()
+    assert any(n.op is Op.ATTENTION for c in data.classes.values() for n in c.nodes)
+    assert not _grouped(data)
+
+
+@pytest.mark.parametrize("name", [f"{m}_{p}_{e}" for m in ("llama", "qwen2", "mistral") for p in ("prefill", "decode")
+                                  for e in ("dynamo", "legacy")])
+def test_every_llm_export_s_attention_reads_the_unrepeated_kv(name):
+    """Prefill (both exporters) and dynamo decode repeat K/V (repeat_kv): each attention gets its
+    grouped form; the legacy decode exports fold the groups into the query rows already."""
+    g = _bundled_llm(name)
+    s = Session(Limits(iterations=2, nodes=500_000, time_s=600))
+    s.add_graph(g)
+    s.run(Schedule((attention_generator(),)))
+    data = s.export()
+    atts = [n for c in data.classes.values() for n in c.nodes if n.op is Op.ATTENTION]
+    kv_heads = {data.classes[n.children[1]].type.shape[1] for n in atts if data.classes[n.children[1]].type.rank == 4}
+    if name.endswith("decode_legacy"):
+        assert not _grouped(data) and kv_heads == {2}
+    else:
+        assert len(_grouped(data)) == 2

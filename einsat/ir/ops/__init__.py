@@ -22,6 +22,7 @@ from einsat.ir.ops import (  # noqa: F401
     opaque,
     pooling,
     reduce,
+    rotary,  # rotary position embedding (Llama's), made by rewrites
     skip_norm,  # a residual sum and its norm (onnxruntime's contrib ops)
     slicing,
     special,

@@ -26,7 +26,16 @@ over the last axis, it reads, in the e-graph:
   whole rows of p, and for finite v the rows of p @ v it zeroes are those NaN in attention's
   result: the class gets `where(isnan(attention(..)), 0, attention(..))` (a scalar 0);
 
-and unions the class with `attention(q, k, v, mask; scale)`. Scales are float32 attributes: in a
+- kt as the dynamo exports write a 3-D bmm's operand: Reshape(Transpose(Reshape(k))) with both
+  reshapes changing the batch dims only (each [S, D] matrix whole and in order): k itself;
+
+and unions the class with `attention(q, k, v, mask; scale)`. GQA (`grouped_terms`, on the
+attentions of the previous step): where k and v are HF's repeat_kv of K/V [B, A, S, D]
+(Reshape(Expand(Unsqueeze(x, 2) -> [B, A, G, S, D]) -> [B, A·G, S, D]): head h reads K/V head
+h // G), the class also gets Reshape(attention(Reshape(q, [B, A, G, Sq, D]), Unsqueeze(k), Unsqueeze(v),
+mask'), [B, H, Sq, Dv]) (mask' the mask with a group axis where it has a head axis of 1): the
+rank-5 form the attention op broadcasts, which the export writes as ONNX Attention's own K/V heads,
+so the Expand copies need not be computed. Scales are float32 attributes: in a
 float64 program the rewrite fires only where the scale is exactly a float32 (0.125, 1/sqrt(64)),
 so both sides stay equal to the last bit of the scale; in float32/16 the scale's float32 rounding
 is the program's own.
@@ -193,12 +202,106 @@ def _forms(r: _Reader, cid: int):
                                     if tq is None or tk is None or tq.rank < 2 or tk.rank < 2:
                                         continue
                                     ks = [n.children[0] for n in r.nodes(kt, Op.TRANSPOSE)
-                                          if n.attrs["perm"] == _swap_last(tk.rank)] or [None]
+                                          if n.attrs["perm"] == _swap_last(tk.rank)] + _batch_reshaped(r, kt)
+                                    ks = ks or [None]
                                     scale = _scale_attr(f0 * f1 * f2, t.dtype)
                                     if scale is None:
                                         continue
                                     out.extend((q, k, kt, v, m, scale, zero) for k in ks)
     return out
+
+
+def _batch_reshaped(r: _Reader, kt) -> list:
+    """k for kt = Reshape(Transpose(Reshape(k), last two swapped)) where both reshapes change the
+    batch dims only (the dynamo exports' 3-D bmm of kᵀ): kt = transpose(k) over the last two
+    axes, each [S, D] matrix kept whole and in order by the reshapes."""
+    tk = r.type(kt)
+    out = []
+    for n1 in r.nodes(kt, Op.RESHAPE):
+        y = n1.children[0]
+        ty = r.type(y)
+        if ty is None or ty.rank < 2 or ty.shape[-2:] != tk.shape[-2:]:
+            continue
+        for n2 in r.nodes(y, Op.TRANSPOSE):
+            z = n2.children[0]
+            if n2.attrs["perm"] != _swap_last(ty.rank):
+                continue
+            for n3 in r.nodes(z, Op.RESHAPE):
+                k = n3.children[0]
+                t4 = r.type(k)
+                if t4 is not None and t4.rank == tk.rank and tuple(t4.shape) == tuple(tk.shape[:-2]) + \
+                        (tk.shape[-1], tk.shape[-2]) and r.type(z).shape[-2:] == t4.shape[-2:] and k not in out:
+                    out.append(k)
+    return out
+
+
+def _repeated(r: _Reader, kc):
+    """(u, groups) for each K/V repeated over query-head groups in the class: HF's repeat_kv,
+    Reshape(Expand(u [B, A, 1, S, D] -> [B, A, G, S, D]) -> [B, A·G, S, D])."""
+    tk = r.type(kc)
+    if tk is None or tk.rank != 4:
+        return
+    for c in r.same(kc):
+        for n in r.nodes(c, Op.RESHAPE):
+            e = n.children[0]
+            te = r.type(e)
+            if te is None or te.rank != 5 or te.shape[2] < 2:
+                continue
+            b, heads, groups, s, d = te.shape
+            if tuple(tk.shape) != (b, heads * groups, s, d):
+                continue
+            for x in r.nodes(e, Op.EXPAND):
+                u = x.children[0]
+                tu = r.type(u)
+                if tu is not None and tuple(tu.shape) == (b, heads, 1, s, d):
+                    yield u, groups
+
+
+def _grouped_mask(r: _Reader, m, heads):
+    """The mask for the grouped form's scores [B, A, G, Sq, Sk], or False where it has none."""
+    if m is None:
+        return None
+    tm = r.type(m)
+    if tm.rank <= 2 or (tm.rank == 3 and tm.shape[0] == 1):
+        return m  # broadcast over every leading dim alike
+    if tm.rank == 4 and tm.shape[1] == 1:
+        return Term(Op.UNSQUEEZE, (m,), {"axes": (1,)})
+    return False
+
+
+def grouped_terms(session, r: _Reader, cid) -> int:
+    """GQA over the un-repeated K/V: attention(q, repeat(k), repeat(v), m) [B, H, Sq, Dv] =
+    Reshape(attention(Reshape(q, [B, A, G, Sq, D]), k [B, A, 1, Sk, D], v .., m'), [B, H, Sq, Dv]),
+    head h = a·G + g reading K/V head a, as repeat_kv's Expand and Reshape order them."""
+    t = r.type(cid)
+    if t is None or t.rank != 4:
+        return 0
+    unions = 0
+    for a in r.nodes(cid, Op.ATTENTION):
+        q, k, v = a.children[:3]
+        m = a.children[3] if len(a.children) > 3 and a.children[3] >= 0 else None
+        tq = r.type(q)
+        if tq is None or tq.rank != 4 or tq.shape[:2] != t.shape[:2]:
+            continue
+        mask = _grouped_mask(r, m, t.shape[1])
+        if mask is False:
+            continue
+        for uk, gk in _repeated(r, k):
+            for uv, gv in _repeated(r, v):
+                tu = r.type(uk)
+                if gk != gv or r.type(uv).shape[:2] != tu.shape[:2] or tu.shape[1] * gk != t.shape[1] \
+                        or tu.shape[0] != tq.shape[0]:
+                    continue
+                b, heads = tq.shape[0], tu.shape[1]
+                qg = Term(Op.RESHAPE, (q,), {"shape": (b, heads, gk, *tq.shape[2:])})
+                att = Term(Op.ATTENTION, (qg, uk, uv, mask), dict(a.attrs))
+                session.union(cid, Term(Op.RESHAPE, (att,), {"shape": tuple(t.shape)}))
+                unions += 1
+                break
+            else:
+                continue
+            break
+    return unions
 
 
 def attention_terms(session, data: EGraphData) -> int:
@@ -207,6 +310,9 @@ def attention_terms(session, data: EGraphData) -> int:
                   for n in cls.nodes if n.op is Op.TRANSPOSE}
     unions = 0
     for cid in sorted(data.classes):
+        if not any(r.type(n.children[0]) is not None and r.type(n.children[0]).rank == 5
+                   for c in r.nodes(cid, Op.RESHAPE) for n in r.nodes(c.children[0], Op.ATTENTION)):
+            unions += grouped_terms(session, r, cid)
         have = {(n.children, n.attrs["scale"], None) for n in r.nodes(cid, Op.ATTENTION)}
         have |= {(a.children, a.attrs["scale"], w.children[1]) for w in r.nodes(cid, Op.WHERE)
                  for a in r.nodes(w.children[2], Op.ATTENTION)}
@@ -232,7 +338,8 @@ def attention_terms(session, data: EGraphData) -> int:
 def attention_generator() -> Generator:
     return Generator("attention", "softmax(q @ kᵀ · s + mask) @ v = attention(q, k, v, mask; s)  (s a scalar "
                      "weight: · s, s ·, / s, or split over q and kᵀ; PyTorch's where(isnan(p), 0, p) when "
-                     "the mask is finite; else the guard on the output)", attention_terms)
+                     "the mask is finite; else the guard on the output; GQA's repeated K/V read back as the "
+                     "rank-5 grouped form)", attention_terms)
 
 
 def _expand(r: int, masked: bool) -> str:

@@ -83,7 +83,7 @@ def symbolic_schedule() -> Schedule:
     GELU, the sibling merge, weight folding) stay."""
     phases = ((merge_generator(),) + tuple(default_rulesets())
               + (attention_generator(), rmsnorm_generator(), layernorm_generator(), skipnorm_generator(),
-                 gelu_generator(), fold_generator()))
+                 gelu_generator(), rotary_generator(), fold_generator()))
     return Schedule(phases)
 
 

@@ -231,15 +231,17 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
         def price(values):
             chosen = _selection(problem, ids, col, np.asarray(values))
             return program_cost(chosen) if chosen is not None and problem.is_acyclic(chosen) else None
+    combinatorial = lower_bound(problem)
     watch = IlpWatch(budget, progress, math.inf if stall_nodes is None else stall_nodes,
                      math.inf if stall_nodes is None else ilp_watch.ROOT_STALL_CHECKS, price=price,
-                     unit=getattr(problem.model, "unit", "") if program_cost is not None else "")
+                     unit=getattr(problem.model, "unit", "") if program_cost is not None else "",
+                     weak_bound=-math.inf if stall_nodes is None else combinatorial)
     watch.attach(h)
     h.run()
 
     status = h.getModelStatus()
     info = h.getInfo()
-    bound = lower_bound(problem)
+    bound = combinatorial
     if np.isfinite(info.mip_dual_bound):
         bound = max(bound, float(info.mip_dual_bound))
     selection, found = start, start_cost

@@ -27,7 +27,8 @@ the two, so the ILP is never worse than its start. What it returns is bounded by
 clock: it is not solved above `MAX_CANDIDATES` candidates (the start is kept), and it stops when
 optimal (relative gap `REL_GAP`), after `MAX_NODES` branch-and-bound nodes,
 or when no better program came for a number of nodes, or of HiGHS's checks while still at the
-root node (`ilp_watch.IlpWatch`): the same e-graph gives the same program whatever the
+root node, or while its root bound stayed flat below `lower_bound`'s (an LP too weak to prove
+anything: "stopped: LP bound weak") (`ilp_watch.IlpWatch`): the same e-graph gives the same program whatever the
 machine's load. The time limit and the run's budget only stop it early, and then the status
 says "time limit" (or "interrupted"). When it stops short of optimal the relative gap
 (cost - bound) / cost is reported, with the better of HiGHS's bound and `lower_bound`'s.

@@ -11,7 +11,7 @@ import pytest
 import einsat
 from einsat.budget import Budget
 from einsat.egraph import Limits, Session, StopReason
-from einsat.extract.ilp_watch import IlpWatch
+from einsat.extract.ilp_watch import FLAT_CHECKS, IlpWatch
 from einsat.ir import GraphBuilder
 from einsat.rewrites.schedule import default_schedule
 
@@ -131,6 +131,46 @@ def test_the_ilp_watch_waits_as_many_nodes_as_the_incumbent_took():
         e = Event(nodes=nodes)
         watch._on_interrupt(e)
         assert e.interrupted == stops
+
+
+def bound_event(dual: float, nodes: int = 0) -> "Event":
+    e = Event(nodes)
+    e.data_out.mip_dual_bound = dual
+    return e
+
+
+def test_the_ilp_watch_stops_at_the_root_when_the_lp_bound_stays_below_the_lower_bound():
+    """HiGHS's root bound flat below the combinatorial lower bound (`weak_bound`) for
+    `FLAT_CHECKS` checks, no better program than the start: the solve stops, by work (checks)."""
+    watch = IlpWatch(weak_bound=8.0)
+    watch._on_solution(Event())  # the start, handed to HiGHS
+
+    def check(w, dual, nodes=0):
+        e = bound_event(dual, nodes)
+        w._on_interrupt(e)
+        return e.interrupted
+
+    assert not check(watch, float("-inf"))  # no LP yet
+    assert not any(check(watch, 6.0 + k / 100) for k in range(FLAT_CHECKS + 5))  # still rising: cut rounds at work
+    assert [check(watch, 6.5) for _ in range(FLAT_CHECKS + 1)] == [False] * FLAT_CHECKS + [True]  # a rise, then flat
+    assert watch.reason == "stopped: LP bound weak"
+
+    strong = IlpWatch(weak_bound=8.0)  # flat at or above the lower bound: the LP can prove something
+    strong._on_solution(Event())
+    assert not any(check(strong, 8.0) for _ in range(3 * FLAT_CHECKS))
+    better = IlpWatch(weak_bound=8.0)  # a better program than the start came at the root: solved on
+    better._on_solution(Event())
+    check(better, 6.5)
+    found = Event()
+    found.data_out.objective_function_value = 9.5
+    better._on_solution(found)
+    assert not any(check(better, 6.5) for _ in range(3 * FLAT_CHECKS)) and better.reason is None
+    off_root = IlpWatch(weak_bound=8.0)  # past the root the node bounds decide
+    off_root._on_solution(Event())
+    assert not any(check(off_root, 6.5, nodes=1) for _ in range(3 * FLAT_CHECKS))
+    unbounded = IlpWatch()  # no lower bound given: never
+    unbounded._on_solution(Event())
+    assert not any(check(unbounded, -1e9) for _ in range(3 * FLAT_CHECKS))
 
 
 @pytest.mark.parametrize("cancel,reason", [(True, "interrupted"), (False, "time limit")])

@@ -27,7 +27,8 @@ the two, so the ILP is never worse than its start. What it returns is bounded by
 clock: it is not solved above `MAX_CANDIDATES` candidates (the start is kept), and it stops when
 optimal (relative gap `REL_GAP`), after `MAX_NODES` branch-and-bound nodes,
 or when no better program came for a number of nodes, or of HiGHS's checks while still at the
-root node (`ilp_watch.IlpWatch`): the same e-graph gives the same program whatever the
+root node, or while its root bound stayed flat below `lower_bound`'s (an LP too weak to prove
+anything: "stopped: LP bound weak") (`ilp_watch.IlpWatch`): the same e-graph gives the same program whatever the
 machine's load. The time limit and the run's budget only stop it early, and then the status
 says "time limit" (or "interrupted"). When it stops short of optimal the relative gap
 (cost - bound) / cost is reported, with the better of HiGHS's bound and `lower_bound`'s.
@@ -231,15 +232,17 @@ def solve_ilp(problem: Problem, start: Selection, time_limit: float = 10.0, budg
         def price(values):
             chosen = _selection(problem, ids, col, np.asarray(values))
             return program_cost(chosen) if chosen is not None and problem.is_acyclic(chosen) else None
+    combinatorial = lower_bound(problem)
     watch = IlpWatch(budget, progress, math.inf if stall_nodes is None else stall_nodes,
                      math.inf if stall_nodes is None else ilp_watch.ROOT_STALL_CHECKS, price=price,
-                     unit=getattr(problem.model, "unit", "") if program_cost is not None else "")
+                     unit=getattr(problem.model, "unit", "") if program_cost is not None else "",
+                     weak_bound=-math.inf if stall_nodes is None else combinatorial)
     watch.attach(h)
     h.run()
 
     status = h.getModelStatus()
     info = h.getInfo()
-    bound = lower_bound(problem)
+    bound = combinatorial
     if np.isfinite(info.mip_dual_bound):
         bound = max(bound, float(info.mip_dual_bound))
     selection, found = start, start_cost

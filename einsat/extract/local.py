@@ -11,7 +11,10 @@ e-classes and of the paid groups. A switch is costed incrementally (the e-classe
 needs or frees, and their groups) and rejected if it closes a cycle: a new cycle must pass
 through the switched e-node, so one search below its children decides. Besides single
 switches, the outputs of one multi-output op (a merged matmul's split) are tried together:
-merging Q, K and V pays off only when all three e-classes switch at once. Each accepted move
+merging Q, K and V pays off only when all three e-classes switch at once; and with them, one
+needed e-class switched to an e-node that uses an output of that op no one needs yet (a merged
+convolution whose second output replaces a separate convolution: ResNet-18's shortcut, which
+neither switch pays for alone). Each accepted move
 lowers the cost, so the search ends; it also stops after `max_evals` moves tried (a count, not
 a time: the result is deterministic).
 """
@@ -86,6 +89,10 @@ def improve(problem: Problem, selection: Selection, complete: Selection,
     for c in problem.candidates:
         if problem.group_size[c.group] > 1:
             groups.setdefault(c.group, []).append(c.index)
+    users: dict[int, list[int]] = {}  # e-class -> the candidates that use it
+    for c in problem.candidates:
+        for k in sorted(set(c.children)):
+            users.setdefault(k, []).append(c.index)
     budget = [max_evals]
     improved = True
     while improved and budget[0] > 0:
@@ -99,7 +106,31 @@ def improve(problem: Problem, selection: Selection, complete: Selection,
             moves = [(c, i) for c, i in moves if state.rc.get(c, 0)]
             if len(moves) > 1:
                 improved |= _try(state, moves, budget)
+            improved |= _free_outputs(state, groups[g], users, budget)
     return {c: full[c] for c in problem.order(full)}
+
+
+def _free_outputs(state: _State, group: list[int], users: dict[int, list[int]], budget: list[int]) -> bool:
+    """The needed outputs of a multi-output op switched to it together with one needed e-class
+    switched to an e-node that uses one of its unneeded outputs (a value paid for with the op)."""
+    p = state.p
+    outs = [(p.candidates[i].cls, i) for i in group]
+    base = [(c, i) for c, i in outs if state.rc.get(c, 0)]
+    if not base:
+        return False
+    mine = {c for c, _ in outs}
+    for c, i in outs:
+        if state.rc.get(c, 0) or state.reaches(state.kids[i], c):
+            continue
+        old = state.full[c]
+        state.full[c] = i  # unneeded: its choice costs nothing until a move needs it
+        for u in users.get(c, ()):
+            pc = p.candidates[u].cls
+            if pc not in mine and state.rc.get(pc, 0) and state.full[pc] != u:
+                if _try(state, base + [(pc, u)], budget):
+                    return True
+        state.full[c] = old
+    return False
 
 
 def _try(state: _State, moves: list[tuple[int, int]], budget: list[int]) -> bool:

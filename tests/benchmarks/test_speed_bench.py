@@ -19,6 +19,7 @@ def row(sat="saturated", ext="optimal", pieces=None):
 def test_a_clock_anywhere_is_not_an_end_by_work():
     assert by_work(row())
     assert by_work(row(sat="node_limit", ext="stopped improving"))
+    assert by_work(row(ext="stopped: LP bound weak, start kept"))  # the weak-LP stop is a work bound
     assert not by_work(row(sat="time_limit"))
     assert not by_work(row(ext="time limit, start kept"))
     assert not by_work(row(pieces=["saturated", "time limit"]))

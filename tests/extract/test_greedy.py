@@ -78,3 +78,21 @@ def test_local_search_switches_all_outputs_of_a_merged_op_together():
     separate = {x: 0, a: 1, b: 3}
     assert problem.cost(separate) == 6
     assert problem.cost(improve(problem, separate, separate)) == 5.5 == brute_force(problem)
+
+
+def test_local_search_uses_an_unneeded_output_of_a_merged_op():
+    # A = a(x) [4] | M.0,  F = f(x) [9] | M.1,  C = c(x) [4] | g(F) [0.5],  M a two-output op [4],
+    # outputs A and C. No single switch pays (A to M.0 costs the same, C to g(F) adds M) and the
+    # merged op's move has one needed output: only A to M.0 with C to g(M.1) gives 4.5 (ResNet-18's
+    # merged shortcut convolution, whose second output replaced a separate convolution)
+    x, a, f, c = range(4)
+    merged = [ENode(Op.ADD, (x, x, x), {"cost": 4.0}, output=k) for k in range(2)]
+    data = make({x: [leaf("x")], a: [node(4, x), merged[0]], f: [node(9, x, x), merged[1]],
+                 c: [node(4, x, x, x, x), node(0.5, f)]}, roots=[a, c])
+    problem = Problem(data, AttrCost())
+    tree, _ = greedy_tree(problem)
+    start = {x: 0, a: 1, c: 5}
+    assert [problem.candidates[i].cls for i in (1, 5)] == [a, c] and problem.cost(start) == 8
+    better = improve(problem, start, tree)
+    assert problem.cost(better) == 4.5 == brute_force(problem)
+    assert problem.is_acyclic(better)

@@ -287,6 +287,8 @@ class Report:
                 text += f"{b:,.2f} -> {a:,.2f} {self.unit}, speedup (modeled) {b / a if a > 0 else float('inf'):.3f}x"
             else:
                 text = f"    at {at} (drawn beside them): "
+            if r.get("measured_speedup"):
+                text += f"; measured {r['measured_speedup']:.3f}x"
             if "verification" in r:
                 text += f"{'; ' if 'cost_before' in r else ''}verified: {r['verification']}"
             lines.append(text)

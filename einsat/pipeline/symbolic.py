@@ -23,7 +23,9 @@ once for every size:
    at all symbols 1 and at an odd size, each instantiated and verified as a static run is; the
    verdict is the weakest. A mismatch at any size returns the input.
 4. **Cost per size.** The report has the modeled cost of the input and of the result at every
-   named size (`Report.sizes`).
+   named size (`Report.sizes`); a result modeled slower over them in all is not returned. With a
+   model that measures its target (cost "cpu"), the two are also timed side by side at every
+   named size, and a result the input beats beyond noise at any of them is not returned.
 """
 
 from __future__ import annotations
@@ -290,6 +292,31 @@ def generalize(result: Graph, source: Graph, sizes: Mapping[str, int], recipe: G
     return out
 
 
+def _measured_per_size(model, graph: Graph, out: Graph, rows: list[dict], options) -> str | None:
+    """With a model that measures its target (cost "cpu"): the input and the result timed side by
+    side at every named size (the static run judged them at the probe only); why the input is
+    returned when the input is measured faster beyond noise at one of them, else None."""
+    from einsat.pipeline import measure
+
+    if not measure.measured(model):
+        return None
+    reps = options.measuring.check_reps or measure.CHECK_REPS
+    for row in rows:
+        if not row["named"] or "error" in row:
+            continue
+        before, after = instantiate(graph, row["sizes"]), instantiate(out, row["sizes"])
+        try:
+            # the reversed comparison: is the input faster than the result beyond noise here?
+            comparison, _ = measure.checked(model, after, before, reps, options.measuring.recheck)
+        except Exception as e:  # noqa: BLE001 - a program the target cannot run is not returned
+            return f"at {shown(row['sizes'])} the programs could not be measured on {model.target}: {e}"
+        row["measured_speedup"] = 1 / comparison.speedup if comparison.speedup else None
+        if comparison.faster:
+            return (f"at {shown(row['sizes'])} the input was measured faster than the result beyond noise "
+                    f"({comparison}, the input as the candidate)")
+    return None
+
+
 def shown(sizes: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sizes.items())
 
@@ -352,6 +379,8 @@ def optimize_symbolic(graph: Graph, example_inputs, options, run_static) -> Any:
         rows.append(row)
         if reason and out is not graph:
             break
+    if not reason and out is not graph:
+        reason = _measured_per_size(model, graph, out, rows, options)
     costed = [r for r in rows if "cost_before" in r]
     before_sum, after_sum = sum(r["cost_before"] for r in costed), sum(r["cost_after"] for r in costed)
     if not reason and out is not graph and after_sum > before_sum:

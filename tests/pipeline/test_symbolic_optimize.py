@@ -150,3 +150,35 @@ def test_an_exported_llm_optimizes_with_no_input_shape_for_every_size(name, tmp_
         x = feeds(g, sizes, k)
         for out, a, b in zip(g.outputs, after.run(list(g.outputs), x), before.run(list(g.outputs), x)):
             assert_fp32_close(a, b, f"{name} at {sizes}: {out}")
+
+
+def test_with_a_measured_model_a_result_the_input_beats_at_one_named_size_is_not_returned(monkeypatch):
+    """cost "cpu" judges the result at the probe in the static run; at each named size the input and
+    the result are timed again, and the input beating the result beyond noise at one returns the
+    input. The timings are stood in for here (a Comparison per size), so the test holds on any load."""
+    from einsat.pipeline import measure
+    from einsat.pipeline import symbolic as sym_run
+    from einsat.runtime.profiler import Comparison
+
+    g = split_of_concat(B, 5)
+    result = einsat.optimize(g, load=einsat.Load(sizes={"batch": [2, 6]}))  # a result that differs from g
+    assert result.graph.op_counts() != g.op_counts()
+    calls = []
+
+    def checked(model, baseline, candidate, reps, recheck=False):
+        batch = candidate.types["a"].shape[0]
+        calls.append(batch)
+        input_faster = batch == 6  # the input (the candidate here) beats the result at batch 6 only
+        return Comparison(1.0, 0.5 if input_faster else 1.5, (1, 1), (1, 1), reps, reps, 0.001, (0, 0),
+                          input_faster), None
+
+    monkeypatch.setattr(measure, "measured", lambda model: True)
+    monkeypatch.setattr(measure, "checked", checked)
+    rows = [{"sizes": {"batch": 2}, "named": True}, {"sizes": {"batch": 6}, "named": True},
+            {"sizes": {"batch": 1}, "named": False}]
+    options = einsat.pipeline.Options()
+    why = sym_run._measured_per_size(options.model(), g, result.graph, rows, options)
+    assert calls == [2, 6] and "at batch 6 the input was measured faster" in why
+    assert rows[0]["measured_speedup"] == pytest.approx(1.5)  # the result 1.5x faster at batch 2
+    rows[1].pop("measured_speedup")
+    assert sym_run._measured_per_size(options.model(), g, result.graph, rows[:1], options) is None

@@ -196,6 +196,7 @@ def test_an_ilp_stopped_at_its_root_by_work_gives_the_same_program_twice(monkeyp
     same_program(quiet.graph, loaded.graph)
 
 
+@pytest.mark.slow  # ~4 s of HiGHS, twice; the weak-bound stop's counting is tested fast in tests/test_budget.py
 def test_an_ilp_stopped_on_a_weak_lp_bound_gives_the_same_program_twice(monkeypatch, busy):
     """The weak-LP stop on a real HiGHS solve (a lower bound above any LP bound stands in for
     ResNet-18's 913 µs beside its LP's 366): it stops at the root by work, says so, and a second

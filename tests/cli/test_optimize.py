@@ -208,6 +208,7 @@ def assert_self_contained_report(path):
     assert "modeled cost" in html and "verification" in html
 
 
+@pytest.mark.slow  # ~5 s: a whole bounded search on the demo model
 def test_fill_weights_on_optimize(tmp_path, capsys):
     from einsat.cli.demo import demo_model_path
     # bounded by work alone (a 4 s budget on a loaded machine returned the input unsearched, "identical")

@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 
 from benchmarks.meta import ROOT, meta_line, run_meta
-from benchmarks.peers_bench import rounds
+from benchmarks.peers_bench import rounds, session  # the same sessions as the peers bench
 
 RESULTS = ROOT / "benchmarks" / "results"
 CACHE = ROOT / ".peers-cache"
@@ -133,18 +133,6 @@ def run_einsat(tool: str, src: Path, out: Path, sizes: list[dict[str, int]], bud
             "verified": [(r["sizes"], r.get("verification")) for r in report.sizes or []],
             "modeled_speedup": None if report.kept_input or not report.cost_after else
             report.cost_before / report.cost_after, "model": str(report.model)}
-
-
-def session(path: Path, threads: int):
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
 def compare(src: Path, files: dict[str, Path], sizes: list[dict], reps: int) -> dict:

@@ -166,6 +166,7 @@ def main(argv=None) -> int:
     names = args.models or list(found)
     out_json = RESULTS / "speed.json"
     rows = json.loads(out_json.read_text())["rows"] if out_json.exists() and args.models else {}
+    meta = run_meta()  # before the runs: its load average is the one "at the start"
     for name in names:
         path, shapes = found[name]
         print(f"{name} ...", flush=True)
@@ -173,7 +174,6 @@ def main(argv=None) -> int:
         r = rows[name]
         print(f"  {r.get('wall_s', 0):.1f} s" + (f"  error: {r['error']}" if "error" in r else
                                                  f"  by work: {r['by_work']}"), flush=True)
-    meta = run_meta()
     out_json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     (RESULTS / "speed.md").write_text(
         "# The optimizer's own time at default settings (benchmarks/speed_bench.py)\n\n"

@@ -197,8 +197,8 @@ def fmt(r: dict | None) -> str:
     return "–" if not r else f"{r['ratio']:.3f}x ({r['p10']:.2f}-{r['p90']:.2f})"
 
 
-def write(rows: list[dict], meta: dict, tools: list[str]) -> None:
-    (RESULTS / "dynamic.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+def write(rows: list[dict], meta: dict, tools: list[str], name: str = "dynamic") -> None:
+    (RESULTS / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     lines = ["# One file for every size: einsat on models with dynamic axes (`python -m benchmarks.dynamic_bench`)", "",
              meta_line(meta), "",
              "Measured: each speed-up is the median over interleaved rounds of the per-round ratio model time / "
@@ -234,7 +234,7 @@ def write(rows: list[dict], meta: dict, tools: list[str]) -> None:
                     f"modeled {info['modeled_speedup']:.3f}x" if info.get("modeled_speedup") else "optimized")
                 lines.append(f"| {row['name']} | {t} | {info['seconds']:.1f} | {what} | "
                              f"{'yes' if info.get('keeps_dim_params') else 'NO'} |")
-    (RESULTS / "dynamic.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
 
 
 def main() -> None:
@@ -242,6 +242,8 @@ def main() -> None:
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--tools", nargs="*", choices=TOOLS, default=list(TOOLS))
     parser.add_argument("--budget", type=float, default=60.0, help="einsat's budget per run (s)")
+    parser.add_argument("--results", default="dynamic",
+                        help="the results files' name in benchmarks/results (default dynamic: .md and .json)")
     parser.add_argument("--reps", type=int, default=9, help="the fewest interleaved rounds per size and thread count")
     args = parser.parse_args()
     meta = run_meta(tools=args.tools, budget=args.budget)
@@ -250,8 +252,8 @@ def main() -> None:
         for name, path in models(args.only):
             print(name, flush=True)
             rows.append(bench_model(name, path, Path(tmp), args.tools, args.budget, args.reps))
-            write(rows, meta, args.tools)
-    print((RESULTS / "dynamic.md").read_text())
+            write(rows, meta, args.tools, args.results)
+    print((RESULTS / f"{args.results}.md").read_text())
 
 
 if __name__ == "__main__":

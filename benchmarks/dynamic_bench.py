@@ -36,7 +36,8 @@ import numpy as np
 import onnx
 
 from benchmarks.meta import ROOT, meta_line, run_meta
-from benchmarks.peers_bench import rounds, session  # the same sessions as the peers bench
+from benchmarks.peers_bench import feeds as peers_feeds
+from benchmarks.peers_bench import rounds, session  # the same sessions and inputs as the peers bench
 
 RESULTS = ROOT / "benchmarks" / "results"
 CACHE = ROOT / ".peers-cache"
@@ -91,25 +92,8 @@ def sizes_of(model: onnx.ModelProto) -> list[dict[str, int]]:
 
 
 def feeds(model: onnx.ModelProto, sizes: dict[str, int], seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs at `sizes`: masks all ones, token types zeros, other integers token ids in [0, 100),
-    floats standard normal (seeded). A dim named by an expression (`past_sequence + 1`) is evaluated."""
-    rng = np.random.default_rng(seed)
-    init = {i.name for i in model.graph.initializer}
-    out = {}
-    for inp in model.graph.input:
-        if inp.name in init:
-            continue
-        t = inp.type.tensor_type
-        shape = [d.dim_value if not d.dim_param else int(eval(d.dim_param, {}, dict(sizes)))  # noqa: S307 - 'a + 1'
-                 for d in t.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
-        if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
-            value = (np.ones(shape) if "mask" in inp.name else np.zeros(shape) if "type" in inp.name
-                     else rng.integers(0, 100, shape))
-            out[inp.name] = value.astype(dtype)
-        else:
-            out[inp.name] = rng.standard_normal(shape).astype(dtype)
-    return out
+    """Inputs at `sizes` (the peers bench's inputs: masks all ones, token types zeros, token ids)."""
+    return peers_feeds(model, seed, sizes)
 
 
 def run_einsat(tool: str, src: Path, out: Path, sizes: list[dict[str, int]], budget: float) -> dict:

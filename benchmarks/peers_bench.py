@@ -150,9 +150,13 @@ def fix_dims(model: onnx.ModelProto, dims: dict[str, int]) -> onnx.ModelProto:
     return m
 
 
-def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs for `model`'s (static) inputs: masks all ones, token types zeros, other integers token
-    ids in [0, 100), floats standard normal (seeded)."""
+def feeds(model: onnx.ModelProto, seed: int = 0, sizes: dict[str, int] | None = None) -> dict[str, np.ndarray]:
+    """Inputs for `model`'s inputs: masks all ones, token types zeros, other integers token ids in
+    [0, 100), floats standard normal (seeded). `sizes`: the symbols' values, for inputs with
+    `dim_param`s (an expression such as `past_sequence + 1` is evaluated, `read.parse_dim`)."""
+    from einsat.ir.dims import evaluate
+    from einsat.ir.onnx.read import parse_dim
+
     rng = np.random.default_rng(seed)
     init = {i.name for i in model.graph.initializer}
     out = {}
@@ -160,7 +164,8 @@ def feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
         if inp.name in init:
             continue
         t = inp.type.tensor_type
-        shape = [d.dim_value for d in t.shape.dim]
+        shape = [evaluate(parse_dim(d.dim_param), sizes) if d.dim_param and sizes is not None else d.dim_value
+                 for d in t.shape.dim]
         dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)
         if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
             value = (np.ones(shape) if "mask" in inp.name else np.zeros(shape) if "type" in inp.name

@@ -250,7 +250,7 @@ def options_of(args: argparse.Namespace, budget=None):
                    verify=True if args.allow_inconclusive else "prove",
                    measure=None if measuring == Measure() else measuring, partition=partition,
                    precision=args.precision, half_io=args.half_io, opset=args.opset,
-                   load=Load(sizes=sizes_of(args)) if sizes_of(args) else None)
+                   load=Load(sizes=sizes) if (sizes := sizes_of(args)) else None)
 
 
 def wall_times(report, startup: float | None, read: float, write: float, started: float) -> None:

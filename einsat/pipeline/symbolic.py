@@ -350,7 +350,6 @@ def optimize_symbolic(graph: Graph, example_inputs, options, run_static) -> Any:
             out = generalize(result.graph, graph, probe, result.recipe)
         except NotGeneral as e:
             reason = f"the program optimized at the probe sizes ({shown(probe)}) is not one for every size: {e}"
-    checks = []
     extra = [{s: 1 for s in symbols}, {s: (3 if s == "batch" else 13) for s in symbols}]
     for s in extra:
         for f, (leader, offset) in FOLLOWS.items():
@@ -372,7 +371,6 @@ def optimize_symbolic(graph: Graph, example_inputs, options, run_static) -> Any:
             try:
                 v = verify_equivalent(before, after, seed=k, require_proof=options.verify == "prove")
                 row["verification"] = v.status
-                checks.append(v)
             except EinsatError as e:
                 reason = f"at {shown(sizes)} the generalized program does not match the input: {e}"
                 row["verification"] = "MISMATCH"

@@ -113,10 +113,22 @@ def run_einsat(tool: str, src: Path, out: Path, sizes: list[dict[str, int]], bud
     report = result.report
     per_size = [{"sizes": r["sizes"], "before_us": r["cost_before"], "after_us": r["cost_after"]}
                 for r in report.sizes or [] if "cost_before" in r]
-    return {"seconds": seconds, "kept_input": report.kept_input, "modeled_per_size": per_size, "probe": report.probe,
+    return {"seconds": seconds, "kept_input": report.kept_input, "given": given_text(report),
+            "modeled_per_size": per_size, "probe": report.probe,
             "verified": [(r["sizes"], r.get("verification")) for r in report.sizes or []],
             "modeled_speedup": None if report.kept_input or not report.cost_after else
             report.cost_before / report.cost_after, "model": str(report.model)}
+
+
+def given_text(report) -> str | None:
+    """What `einsat.pipeline.given` did (cost "cpu"): the given file written unchanged, or einsat's
+    writing measured against it, in a few words; None when the two files were not compared."""
+    g = report.given
+    if not g:
+        return None
+    if not g["compared"]:
+        return f"not timed against the given file ({g['why']})"
+    return "the given file written unchanged" if g["kept"] else "einsat's file written (not slower than the given one)"
 
 
 def compare(src: Path, files: dict[str, Path], sizes: list[dict], reps: int) -> dict:
@@ -216,6 +228,7 @@ def write(rows: list[dict], meta: dict, tools: list[str], name: str = "dynamic")
             else:
                 what = "input returned" if info["kept_input"] else (
                     f"modeled {info['modeled_speedup']:.3f}x" if info.get("modeled_speedup") else "optimized")
+                what += f"; {info['given']}" if info.get("given") else ""
                 lines.append(f"| {row['name']} | {t} | {info['seconds']:.1f} | {what} | "
                              f"{'yes' if info.get('keeps_dim_params') else 'NO'} |")
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")

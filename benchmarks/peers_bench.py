@@ -230,7 +230,9 @@ def markdown(results: dict) -> str:
             cell = " / ".join(fmt_ratio(timing.get(str(t))) for t in THREADS)
             if tool == "ort" and tr.get("opt_level") is not None:
                 cell += f" (level {tr['opt_level']})"
-            if tool.startswith("einsat") and tr.get("returned_input"):
+            if tool.startswith("einsat") and tr.get("given_kept"):
+                cell += " (the export written unchanged)"
+            elif tool.startswith("einsat") and tr.get("returned_input"):
                 cell += " (input returned)"
             cells.append(cell)
         modeled = r["tools"].get("einsat_default", {}).get("modeled_speedup")
@@ -297,6 +299,7 @@ def run_einsat(src: Path, out: Path, cost: str | None, budget: float) -> dict:
     result.save(out)
     report = result.report
     return {"seconds": seconds, "returned_input": bool(report.kept_input), "kept_input": report.kept_input,
+            "given_kept": bool(report.given and report.given.get("kept")),
             "modeled_speedup": None if report.kept_input or not report.cost_after else
             report.cost_before / report.cost_after, "model": str(report.model)}
 

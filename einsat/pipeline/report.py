@@ -156,6 +156,10 @@ class Report:
     # or "error"}: the sizes the user named (or the defaults) and those it was also verified at
     probe: dict[str, int] | None = None
     sizes: list[dict[str, Any]] | None = None
+    # cost "cpu" on an ONNX file: einsat's writing timed against the file as given (`einsat.pipeline.given`):
+    # {"compared": False, "why"} or {"compared": True, "kept", "file", "per_size": [{"sizes", "speedup",
+    # "given_faster", "comparison"}], "seconds"}; None when not compared
+    given: dict[str, Any] | None = None
 
     @property
     def speedup(self) -> float:
@@ -336,6 +340,8 @@ class Report:
                             if m.get("measured_at") else ""))
         if self.kept_input:
             lines.append(f"  returned: the INPUT program ({self.kept_input})")
+        from einsat.pipeline.given import given_lines
+        lines.extend(given_lines(self))
         return lines
 
     def _repr_html_(self) -> str:

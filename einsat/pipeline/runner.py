@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import einsat.budget as _budget
 from einsat.ir.graph import Graph
@@ -44,12 +44,27 @@ class Result:
     recipe: Graph | None = None  # with Options(recipe=True): the result's new weights from the input's
     opset: int | None = None     # optimize(opset=): the cap `save` writes under (None: the newest onnxruntime opens)
     contrib: bool = False        # the run's cost model is onnxruntime's (cost "cpu"): `save` may write its contrib ops
+    # cost "cpu" on an ONNX file: the file as given, where it was measured faster than einsat's writing
+    # of the result (`einsat.pipeline.given`; `report.given` says what was compared); `save` writes it
+    given: bytes | None = field(default=None, repr=False)
 
     def save(self, path) -> None:
         """Write the optimized program to `path` as ONNX under the run's opset cap (atomically),
-        with onnxruntime's com.microsoft ops where the run's target is onnxruntime (`contrib`)."""
+        with onnxruntime's com.microsoft ops where the run's target is onnxruntime (`contrib`);
+        the given file unchanged where it was measured faster than that (`given`)."""
+        if self.given is not None:
+            from einsat.ir.onnx.export import write_atomically
+            write_atomically(self.given, path)
+            return
         from einsat.ir.onnx.io import save_onnx
         save_onnx(self.graph, path, opset=self.opset, contrib=self.contrib)
+
+    def onnx_bytes(self) -> bytes:
+        """The file `save` writes, as bytes."""
+        if self.given is not None:
+            return self.given
+        from einsat.ir.onnx.io import to_onnx
+        return to_onnx(self.graph, opset=self.opset, contrib=self.contrib).SerializeToString()
 
     def __iter__(self):  # `graph, report = einsat.optimize(g)`
         return iter((self.graph, self.report))
@@ -163,7 +178,8 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
                     measured=measured, kept_input=state.kept_input)
     state.notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
     made = None
-    if state.options.recipe and result is extraction.graph:  # the input returned (never slower) makes no weights
+    # the input returned (never slower, or unsearched when the budget was spent loading) makes no weights
+    if state.options.recipe and result is extraction.graph and state.data is not None:
         from einsat.egraph.weights import weight_recipe
         new = {k: c for k, c in extraction.weight_classes.items() if k not in graph.weights}
         made = weight_recipe(state.data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")

@@ -319,6 +319,13 @@ def save_onnx(graph: Graph, path: str | os.PathLike, opset: int | None = None, c
         data = model.SerializeToString()
     except ValueError as e:  # protobuf's 2 GB limit
         raise OnnxError(f"graph {graph.name!r}: cannot serialize the model ({e})") from None
+    write_atomically(data, path)
+
+
+def write_atomically(data: bytes, path: str | os.PathLike) -> None:
+    """Write `data` to `path` through a temporary file in the same directory moved into place:
+    a failure leaves nothing at `path`."""
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".einsat-", suffix=".onnx.tmp", dir=directory)

@@ -1,0 +1,182 @@
+"""The file as given: under a cost model that measures onnxruntime (cost "cpu"), the file `save`
+would write is timed against the ONNX file the user gave, and where the given file is measured
+faster beyond noise, it is the one written, unchanged.
+
+einsat reads a file into its own program (constants folded, BatchNorm folded into convolutions,
+views simplified) and writes its program back in its own way; onnxruntime then applies its own
+graph fusions to whichever file it opens, and those differ. On BERT's legacy export onnxruntime
+fuses eight SkipLayerNormalizations in einsat's leaner writing and none in the export, a kernel
+measured slower on the development machine (docs/dynamic-shapes.md): a run that returned its input
+still wrote a file 0.95x as fast as the one it was given. The optimizer's own side-by-side check
+compares programs in einsat's writing (`pipeline.measure`); this one compares the files, at the
+run's shapes, and for a symbolic program at each size the user named (`Load(sizes=)`), so the
+file written is never measured slower than the one given on the target it was measured for.
+
+Which file must show that it is faster depends on what the run returns. An optimized result was
+measured faster than einsat's writing of the input; it is written unless the given file is
+measured faster than it beyond noise at some size. When the run returned its input, einsat's
+writing of it replaces the given file only where it is measured faster beyond noise at every
+size (BatchNorm folded into MobileNet's convolutions runs 2.4x); otherwise the file is the one
+given, byte for byte.
+
+The check is skipped, and the report says why, where the given file is not the same program
+(`Load(fill_weights=)` replaced its weights; a half-precision run), cannot be written as it is
+(`opset=` below the file's opset, external weight files) or is not an ONNX file at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import onnx
+
+log = logging.getLogger("einsat.optimize")
+
+SOURCES = (str, bytes, bytearray, memoryview, onnx.ModelProto)
+
+
+def is_file(program) -> bool:
+    """Whether `program` is an ONNX model given as a path, bytes or a ModelProto."""
+    import os
+    return isinstance(program, SOURCES) or isinstance(program, os.PathLike)
+
+
+def _file_opset(model: onnx.ModelProto) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+
+
+def _external(model: onnx.ModelProto) -> bool:
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+
+
+def why_not(model: onnx.ModelProto, options) -> str | None:
+    """Why the given file cannot stand for the result, or None when it can."""
+    if options.loading.fill_weights is not None:
+        return "Load(fill_weights=) gave it other weights"
+    if options.precision != "fp32":
+        return f"the run converts it to {options.precision}"
+    if options.opset is not None and _file_opset(model) > options.opset:
+        return f"its opset {_file_opset(model)} is above opset={options.opset}"
+    if _external(model):
+        return "its weights are in external files"
+    return None
+
+
+def keep_given(result, source, options, left_s: float | None = None):
+    """`result` with `result.given` set to the given file's bytes where that file is measured faster
+    than the one `result.save` would write beyond noise (at every named size of a symbolic program,
+    the first that says so decides); `result.report.given` says what was compared. Does nothing
+    unless the run's model measures onnxruntime (cost "cpu"). `left_s`: the seconds the run's
+    budget has left (None: no budget); the comparison is skipped, and the report says so, when
+    its rounds would take more (estimated from the run's own side-by-side check)."""
+    from einsat.ir.onnx.read import read_model
+    from einsat.pipeline import measure
+
+    model = options.model()
+    if not measure.measured(model) or model.target != "onnxruntime" or result.input is None:
+        return result
+    start = time.perf_counter()
+    given, label = read_model(source)
+    report = result.report
+    reps = options.measuring.check_reps or measure.CHECK_REPS
+    named = [r for r in report.sizes or [] if r.get("named") and "error" not in r]
+    rows = [r["sizes"] for r in named] or [None]
+    skip = why_not(given, options)
+    if skip is None and left_s is not None:
+        # two files, warm-up and rounds at every size (a verdict of faster, confirmed by a second block,
+        # ends the comparison); a size's run estimated from the run's check at its own shapes (the probe's
+        # for a symbolic program), scaled by the modeled cost there
+        each_ms = (report.measured or {}).get("baseline_ms")
+        scale = sum(r["cost_before"] for r in named) / report.cost_before if named and report.cost_before else 1.0
+        need = None if each_ms is None else 2 * (reps + 3) * each_ms / 1e3 * scale + 2 * (reps + 3) * each_ms / 1e3
+        if left_s <= 0 or need is not None and need > left_s:
+            skip = (f"the budget had {max(left_s, 0):.1f} s left"
+                    + ("" if need is None else f", the comparison needs about {need:.1f} s"))
+    if skip:
+        report.given = {"compared": False, "why": skip}
+        return result
+    given_bytes = given.SerializeToString()
+    written = result.onnx_bytes()
+    # which file must show it is faster: einsat's optimized result (measured faster than its writing of
+    # the input) stands unless the given file beats it; einsat's writing of the input it returned replaces
+    # the given file only where it is faster beyond noise at every size
+    returned_input = bool(report.kept_input)
+    compared: list[dict[str, Any]] = []
+    kept = None
+    for sizes in rows:
+        try:
+            if returned_input:
+                c = compare_files(result.input, sizes, given_bytes, written, written, reps, model.threads)
+                einsat_speedup, decides = c.speedup, not c.faster
+            else:
+                c = compare_files(result.input, sizes, written, given_bytes, written, reps, model.threads)
+                einsat_speedup, decides = 1 / c.speedup if c.speedup else 0.0, c.faster
+        except Exception as e:  # noqa: BLE001 - a file onnxruntime cannot run here is not timed; said so
+            report.given = {"compared": False, "why": f"onnxruntime could not run the two files: {e}"}
+            return result
+        compared.append({"sizes": sizes, "einsat_speedup": einsat_speedup, "comparison": c.to_dict()})
+        if decides:
+            kept = sizes or {}
+            break
+    report.given = {"compared": True, "kept": kept is not None, "returned_input": returned_input, "file": label,
+                    "per_size": compared, "seconds": time.perf_counter() - start}
+    report.times["given"] = report.given["seconds"]
+    if kept is not None:
+        at = " at " + shown(kept) if kept else ""
+        log.warning("%s: %s%s: the given file is written unchanged", label,
+                    "einsat's writing of the input it returned was not measured faster" if returned_input
+                    else "the given file was measured faster than einsat's result", at)
+        result.given = given_bytes
+    return result
+
+
+def shown(sizes) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sizes.items())
+
+
+def compare_files(graph, sizes, baseline: bytes, candidate: bytes, written: bytes, reps: int, threads: int):
+    """Two files timed side by side on onnxruntime (`runtime.profiler.compare_programs`: interleaved,
+    a verdict of faster confirmed on new sessions) on the same random inputs: those of `graph` (the
+    run's input program) at `sizes` (None: its own shapes). `written` is the one einsat wrote (its
+    session leaves off the optimizers onnxruntime gets wrong on einsat's programs); the other runs
+    as onnxruntime runs it for the user."""
+    from einsat.ir.graph import Graph
+    from einsat.ir.symbolic import instantiate
+    from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
+    from einsat.runtime.inputs import random_inputs
+    from einsat.runtime.profiler import compare_programs, wall_runner
+
+    at: Graph = instantiate(graph, sizes) if sizes else graph
+    feeds = random_inputs(at, 0)
+
+    def runner(data: bytes, seed: int):
+        session = new_session(data, threads=threads, disabled_optimizers=unsafe_optimizers(at) if data is written
+                              else ())
+        names = {i.name for i in session.get_inputs()}
+        mine = {k: v for k, v in feeds.items() if k in names}
+        return wall_runner(lambda: session.run(None, mine))
+
+    return compare_programs(baseline, candidate, reps=reps, runner=runner, threads=threads)
+
+
+def given_lines(report) -> list[str]:
+    """The report's lines on the given file (`report.given`), empty when it was not compared."""
+    g = getattr(report, "given", None)
+    if not g:
+        return []
+    if not g["compared"]:
+        return [f"  file: einsat's writing was not timed against the given file ({g['why']})"]
+    measured = "; ".join(f"{row['einsat_speedup']:.3f}x" + (f" at {shown(row['sizes'])}" if row["sizes"] else "")
+                         for row in g["per_size"])
+    if g["kept"] and g["returned_input"]:
+        return [f"  file: the GIVEN FILE is written unchanged: einsat returned its input, and its writing of it was "
+                f"not measured faster beyond noise (einsat's file against the given one: {measured})"]
+    if g["kept"]:
+        return [f"  file: the GIVEN FILE is written unchanged: measured faster than einsat's result beyond noise "
+                f"(einsat's file against it: {measured})"]
+    if g["returned_input"]:
+        return [f"  file: einsat's writing of the input, measured faster than the given file beyond noise at every "
+                f"size: {measured}"]
+    return [f"  file: einsat's result measured against the given file: {measured} (not slower beyond noise)"]

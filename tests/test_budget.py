@@ -259,3 +259,17 @@ def test_a_budget_too_small_for_any_search_returns_the_input_at_once(monkeypatch
     assert "too little for any search" in report.kept_input and report.speedup == 1.0
     assert report.extraction.method == "none" and report.verification.status == "identical"
     assert "too little for any search" in str(report)
+
+
+def test_a_run_asked_for_its_weight_recipe_on_a_budget_too_small_returns_none(monkeypatch):
+    """A partitioned half-precision run asks each piece for its weight recipe (`Options(recipe=True)`);
+    a piece whose budget was spent loading has no e-graph to read weights from, and made none: its
+    recipe is None, as for any returned input (it raised AttributeError on the missing e-graph)."""
+    from einsat.optimize import run
+    from einsat.pipeline import Options, phases, runner
+
+    monkeypatch.setattr(phases, "saturate_phase", lambda state: pytest.fail("searched on a spent budget"))
+    g = block()
+    result = run(g, None, Options(budget=runner.MIN_SEARCH_S / 2, recipe=True))
+    assert "too little for any search" in result.report.kept_input
+    assert result.recipe is None and str(result.graph) == str(g)

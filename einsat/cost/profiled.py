@@ -149,7 +149,7 @@ class ConvNeighbours:
         """The profile's measured convolutions of each kind, where it holds `NEIGHBOUR_MIN`."""
         points: dict[str, list] = {}
         for key, e in db.entries.items():
-            op = Op(e["signature"]["op"])
+            op = entry_op(e)
             t = float(e.get(db.mode, e["us"]))
             if op not in CONV_OPS or t <= 0:
                 continue
@@ -171,11 +171,22 @@ class ConvNeighbours:
         return float(np.exp(logt[k] + FLOP_SLOPE * (q[0] - feats_all[k, 0])))
 
 
+def entry_op(entry) -> Op | None:
+    """A profile entry's op; None for an op this einsat does not have (a profile file is shared by
+    every einsat on the machine, and a newer one may have timed ops this one does not know)."""
+    try:
+        return Op(entry["signature"]["op"])
+    except ValueError:
+        return None
+
+
 def timed_entries(db: ProfileDB):
-    """(family, FLOPs, bytes, time in the profile's mode) of each entry; entries that issue no
-    kernel count as "view"."""
+    """(family, FLOPs, bytes, time in the profile's mode) of each entry of an op einsat knows;
+    entries that issue no kernel count as "view"."""
     for e in db.entries.values():
-        op = Op(e["signature"]["op"])
+        op = entry_op(e)
+        if op is None:
+            continue
         fam = "view" if e.get("kernels", 1) == 0 else family(op)
         yield fam, float(e.get("flops", 0)), float(e.get("bytes", 0)), float(e.get(db.mode, e["us"]))
 

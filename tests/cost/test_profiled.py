@@ -246,3 +246,17 @@ def test_on_the_h100_profile_neighbours_beat_the_conv_roofline_for_shapes_it_lac
     within = lambda errs: float(np.mean(np.abs(np.exp(np.array(errs)) - 1) <= 0.25))  # noqa: E731
     assert within(near_err) >= 2 * within(roof_err)
     assert np.median(np.abs(near_err)) < 0.6 * np.median(np.abs(roof_err))
+
+
+def test_a_profile_entry_of_an_op_this_einsat_lacks_is_left_out_of_the_fits():
+    """A profile file is shared by every einsat on the machine: an entry written by a newer one, of
+    an op this one does not have, is skipped by the fits (it raised ValueError and ended the run)."""
+    from einsat.cost.profiled import ConvNeighbours
+    db, _, _ = calibration_profile(np.random.default_rng(2))
+    conv_db, _ = conv_profile(np.random.default_rng(11), count=40)
+    want, want_conv = CalibratedRoofline.fit(db).families, ConvNeighbours.fit(conv_db).kinds.keys()
+    for d in (db, conv_db):
+        entry = dict(next(iter(d.entries.values())))
+        d.entries["from-a-newer-einsat"] = {**entry, "signature": {**entry["signature"], "op": "no_such_op"}}
+    assert CalibratedRoofline.fit(db).families == want
+    assert ConvNeighbours.fit(conv_db).kinds.keys() == want_conv

@@ -156,6 +156,7 @@ class Report:
     # or "error"}: the sizes the user named (or the defaults) and those it was also verified at
     probe: dict[str, int] | None = None
     sizes: list[dict[str, Any]] | None = None
+    costed_over_sizes: bool = False  # the table's costs are sums over the named sizes (else at the probe)
     # cost "cpu" on an ONNX file: einsat's writing timed against the file as given (`einsat.pipeline.given`):
     # {"compared": False, "why"} or {"compared": True, "kept", "file", "per_size": [{"sizes", "speedup",
     # "given_faster", "comparison"}], "seconds"}; None when not compared
@@ -279,7 +280,8 @@ class Report:
         if self.probe is None:
             return []
         at = ", ".join(f"{k} = {v}" for k, v in self.probe.items())
-        lines = [f"  symbolic: optimized once at the probe sizes {at} (the costs above), for every size:"]
+        costs = "the costs above: summed over the named sizes" if self.costed_over_sizes else "the costs above"
+        lines = [f"  symbolic: optimized once at the probe sizes {at} ({costs}), for every size:"]
         for r in self.sizes or []:
             at = ", ".join(f"{k} {v}" for k, v in r["sizes"].items())
             if "error" in r:

@@ -182,3 +182,30 @@ def test_with_a_measured_model_a_result_the_input_beats_at_one_named_size_is_not
     assert rows[0]["measured_speedup"] == pytest.approx(1.5)  # the result 1.5x faster at batch 2
     rows[1].pop("measured_speedup")
     assert sym_run._measured_per_size(options.model(), g, result.graph, rows[:1], options) is None
+
+
+def test_the_search_costs_a_candidate_summed_over_the_named_sizes():
+    """Issue #40 item 2: the search's cost of an application at the probe is the model's cost of it
+    at each named size, summed (`OverSizes`), so the table's costs are the sums of the per-size
+    costs the report lists, for the input and for the result."""
+    from einsat.cost.models import cost_model
+    from einsat.pipeline.symbolic import OverSizes
+
+    g = split_of_concat(B, 5)
+    sizes = {"batch": [2, 6, 40]}
+    result = einsat.optimize(g, load=einsat.Load(sizes=sizes))
+    report = result.report
+    named = [r for r in report.sizes if r["named"]]
+    assert report.costed_over_sizes and len(named) == 3
+    assert report.cost_before == pytest.approx(sum(r["cost_before"] for r in named), rel=1e-9)
+    assert report.cost_after == pytest.approx(sum(r["cost_after"] for r in named), rel=1e-9)
+    assert "summed over the named sizes" in str(report)
+    # one application: the model's costs at batch 2, 6 and 40, from the types at the probe
+    model = cost_model("h100")
+    over = OverSizes(model, g, report.probe, [r["sizes"] for r in named])
+    at_probe = instantiate(g, report.probe)
+    node = next(n for n in at_probe.nodes if n.op.value == "concat")
+    want = sum(model.node_cost(n.op, n.attrs, *s.node_types(n))
+               for s in (instantiate(g, r["sizes"]) for r in named) for n in s.nodes if n.op.value == "concat")
+    assert over.node_cost(node.op, node.attrs, *at_probe.node_types(node)) == pytest.approx(want, rel=1e-12)
+    assert want != pytest.approx(3 * model.node_cost(node.op, node.attrs, *at_probe.node_types(node)))

@@ -397,8 +397,10 @@ def shown(sizes: Mapping[str, int]) -> str:
 def optimize_symbolic(graph: Graph, example_inputs, options, run_static) -> Any:
     """Optimize the symbolic `graph` (see the module docstring); `run_static(graph, examples,
     options)` optimizes a static program (the pipeline). Returns a `Result` whose graph is symbolic."""
+    from einsat.ir.precision import convert, half_dtype
     from einsat.pipeline.runner import Result
-    from einsat.pipeline.verification import verify_equivalent
+    from einsat.pipeline.verification import precision_verification, verify_equivalent
+    from einsat.verify.precision import verify_conversion
 
     start = time.perf_counter()
     symbols = graph_symbols(graph)
@@ -414,7 +416,7 @@ def optimize_symbolic(graph: Graph, example_inputs, options, run_static) -> Any:
     # the search costs a candidate over the named sizes (a model that measures its target profiles and
     # checks at the probe, and side by side at each size below)
     search_cost = options.cost
-    if named and not measure.measured(model) and options.precision == "fp32":
+    if named and not measure.measured(model) and options.precision != "tf32":
         search_cost = OverSizes(model, graph, probe, named)
     # the default schedule less the generators that write sizes into expressions (eOperators, PET's regions)
     inner = options.replace(load=None, budget=None if budget is None else 0.7 * budget, cost=search_cost,
@@ -424,10 +426,15 @@ def optimize_symbolic(graph: Graph, example_inputs, options, run_static) -> Any:
     report = result.report
     report.probe = dict(probe)
     report.costed_over_sizes = isinstance(search_cost, OverSizes)
-    out, reason = graph, report.kept_input
+    # the input as the run takes it: at a half precision its conversion (the static run's "input
+    # (converted)"), which a half run returns where it returns its input; checked against the fp32
+    # program within the precision's bound (`verify.precision`), as the static run is
+    half = half_dtype(options.precision) is not None
+    taken = convert(graph, options.precision, options.half_io) if half else graph
+    out, reason = taken, report.kept_input
     if not reason:
         try:
-            out = generalize(result.graph, graph, probe, result.recipe)
+            out = generalize(result.graph, taken, probe, result.recipe)
         except NotGeneral as e:
             reason = f"the program optimized at the probe sizes ({shown(probe)}) is not one for every size: {e}"
     extra = [{s: 1 for s in symbols}, {s: (3 if s == "batch" else 13) for s in symbols}]
@@ -444,29 +451,34 @@ def optimize_symbolic(graph: Graph, example_inputs, options, run_static) -> Any:
             row["error"] = str(e)
             rows.append(row)
             continue
-        after = instantiate(out, sizes) if out is not graph else before
+        start_at = instantiate(taken, sizes) if half else before
+        after = instantiate(out, sizes) if out is not taken else start_at
         if row["named"]:
-            row["cost_before"], row["cost_after"] = model.graph_cost(before), model.graph_cost(after)
-        if out is not graph and options.verify:
+            row["cost_before"], row["cost_after"] = model.graph_cost(start_at), model.graph_cost(after)
+        if out is not taken and options.verify:
             try:
-                v = verify_equivalent(before, after, seed=k, require_proof=options.verify == "prove")
+                if half:
+                    conversion = verify_conversion(before, after, options.precision, seed=k)
+                    v = precision_verification(conversion, options.verify)
+                else:
+                    v = verify_equivalent(before, after, seed=k, require_proof=options.verify == "prove")
                 row["verification"] = v.status
             except EinsatError as e:
                 reason = f"at {shown(sizes)} the generalized program does not match the input: {e}"
                 row["verification"] = "MISMATCH"
         rows.append(row)
-        if reason and out is not graph:
+        if reason and out is not taken:
             break
-    if not reason and out is not graph:
-        reason = _measured_per_size(model, graph, out, rows, options)
+    if not reason and out is not taken:
+        reason = _measured_per_size(model, taken, out, rows, options)
     costed = [r for r in rows if "cost_before" in r]
     before_sum, after_sum = sum(r["cost_before"] for r in costed), sum(r["cost_after"] for r in costed)
-    if not reason and out is not graph and after_sum > before_sum:
+    if not reason and out is not taken and after_sum > before_sum * (1 + 1e-9):  # not the sums' rounding
         # one program for all sizes, chosen by its cost over them: the probe's choice must not lose there
         reason = (f"the program optimized at the probe sizes is modeled slower than the input over the named sizes "
                   f"({after_sum:,.2f} against {before_sum:,.2f} {model.unit} in all)")
-    if reason and out is not graph:
-        out = graph
+    if reason and out is not taken:
+        out = taken
         for r in rows:
             r.pop("verification", None)
             if "cost_before" in r:

@@ -209,3 +209,31 @@ def test_the_search_costs_a_candidate_summed_over_the_named_sizes():
                for s in (instantiate(g, r["sizes"]) for r in named) for n in s.nodes if n.op.value == "concat")
     assert over.node_cost(node.op, node.attrs, *at_probe.node_types(node)) == pytest.approx(want, rel=1e-12)
     assert want != pytest.approx(3 * model.node_cost(node.op, node.attrs, *at_probe.node_types(node)))
+
+
+def test_a_half_precision_run_of_a_symbolic_program_is_checked_against_fp32_at_every_size(tmp_path):
+    """Issue #40 item 6: precision="fp16" on a symbolic program converts it, optimizes the conversion
+    at the probe, and checks the result against the fp32 program within the precision's bound at
+    every size (`verify.precision`), as a static half run is checked; the written file keeps its dims
+    and runs on onnxruntime at other sizes."""
+    b = GraphBuilder("mlp")
+    rng = np.random.default_rng(0)
+    x = b.input("x", (B, 64))
+    h = b.relu(b.matmul(x, b.weight("w1", (rng.standard_normal((64, 64)) * 0.1).astype(np.float32))))
+    g = b.build(b.matmul(h, b.weight("w2", (rng.standard_normal((64, 16)) * 0.1).astype(np.float32))))
+    result = einsat.optimize(g, precision="fp16", load=einsat.Load(sizes={"batch": [8, 32]}))
+    assert not result.report.kept_input, result.report.kept_input
+    assert "cast" in result.graph.op_counts() and not result.graph.types["x"].is_static
+    assert any(t.dtype == np.float16 for t in result.graph.types.values())
+    checked = [r for r in result.report.sizes if "verification" in r]
+    assert [r["sizes"]["batch"] for r in checked] == [8, 32, 1, 3]
+    assert all(r["verification"] == "proved" for r in checked)
+    result.save(tmp_path / "half.onnx")
+    model = onnx.load(tmp_path / "half.onnx")
+    assert dim_params(model.graph.input) == {"x": ["batch", 64]}
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for batch in (2, 5):
+        xs = {"x": rng.standard_normal((batch, 64)).astype(np.float32)}
+        (got,) = session.run(None, xs)
+        want = einsat.run(g, xs)[g.outputs[0]]
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-2 * float(np.abs(want).max()))

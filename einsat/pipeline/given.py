@@ -20,8 +20,10 @@ size (BatchNorm folded into MobileNet's convolutions runs 2.4x); otherwise the f
 given, byte for byte.
 
 The check is skipped, and the report says why, where the given file is not the same program
-(`Load(fill_weights=)` replaced its weights; a half-precision run), cannot be written as it is
-(`opset=` below the file's opset, external weight files) or is not an ONNX file at all.
+(`Load(fill_weights=)` replaced its weights; a half-precision run) or cannot be written as it is
+(`opset=` below the file's opset, external weight files). Under a budget, a size whose rounds
+would not fit in what is left is not timed, and the file that needs no proof is written: the
+given one where the run returned its input, else the result.
 """
 
 from __future__ import annotations
@@ -65,12 +67,14 @@ def why_not(model: onnx.ModelProto, options) -> str | None:
 
 
 def keep_given(result, source, options, left_s: float | None = None):
-    """`result` with `result.given` set to the given file's bytes where that file is measured faster
-    than the one `result.save` would write beyond noise (at every named size of a symbolic program,
-    the first that says so decides); `result.report.given` says what was compared. Does nothing
-    unless the run's model measures onnxruntime (cost "cpu"). `left_s`: the seconds the run's
-    budget has left (None: no budget); the comparison is skipped, and the report says so, when
-    its rounds would take more (estimated from the run's own side-by-side check)."""
+    """`result` with `result.given` set to the given file's bytes where that file wins (the module
+    docstring: an optimized result stands unless the given file is measured faster beyond noise at
+    some size; einsat's writing of an input it returned must be measured faster at every size);
+    `result.report.given` says what was compared. Does nothing unless the run's model measures
+    onnxruntime (cost "cpu"). `left_s`: the seconds the run's budget has left (None: no budget).
+    A size whose rounds would not fit in what is left (estimated from the run's own side-by-side
+    check, scaled by the modeled cost at that size) is not measured, and the file that needs no
+    proof is written: the given one where the run returned its input, else the result."""
     from einsat.ir.onnx.read import read_model
     from einsat.pipeline import measure
 
@@ -80,37 +84,37 @@ def keep_given(result, source, options, left_s: float | None = None):
     start = time.perf_counter()
     given, label = read_model(source)
     report = result.report
-    reps = options.measuring.check_reps or measure.CHECK_REPS
-    named = [r for r in report.sizes or [] if r.get("named") and "error" not in r]
-    rows = [r["sizes"] for r in named] or [None]
     skip = why_not(given, options)
-    if skip is None and left_s is not None:
-        # two files, warm-up and rounds at every size (a verdict of faster, confirmed by a second block,
-        # ends the comparison); a size's run estimated from the run's check at its own shapes (the probe's
-        # for a symbolic program), scaled by the modeled cost there
-        each_ms = (report.measured or {}).get("baseline_ms")
-        scale = sum(r["cost_before"] for r in named) / report.cost_before if named and report.cost_before else 1.0
-        need = None if each_ms is None else 2 * (reps + 3) * each_ms / 1e3 * scale + 2 * (reps + 3) * each_ms / 1e3
-        if left_s <= 0 or need is not None and need > left_s:
-            skip = (f"the budget had {max(left_s, 0):.1f} s left"
-                    + ("" if need is None else f", the comparison needs about {need:.1f} s"))
     if skip:
         report.given = {"compared": False, "why": skip}
         return result
+    reps = options.measuring.check_reps or measure.CHECK_REPS
+    named = [r for r in report.sizes or [] if r.get("named") and "error" not in r]
+    rows = [(r["sizes"], r.get("cost_before")) for r in named] or [(None, report.cost_before)]
+    each_ms = (report.measured or {}).get("baseline_ms")  # the input at the run's (or the probe's) shapes
+
+    def need_s(cost) -> float:  # two files, warm-up and rounds, and a confirming block
+        if each_ms is None or not cost or not report.cost_before:
+            return 0.0
+        return 2 * 2 * (reps + 3) * each_ms * cost / report.cost_before / 1e3
+
     given_bytes = given.SerializeToString()
     written = result.onnx_bytes()
-    # which file must show it is faster: einsat's optimized result (measured faster than its writing of
-    # the input) stands unless the given file beats it; einsat's writing of the input it returned replaces
-    # the given file only where it is faster beyond noise at every size
     returned_input = bool(report.kept_input)
     compared: list[dict[str, Any]] = []
-    kept = None
-    for sizes in rows:
+    kept, why = None, None
+    for sizes, cost in rows:
+        if left_s is not None and time.perf_counter() - start + need_s(cost) > left_s:
+            at = f" at {shown(sizes)}" if sizes else ""
+            why = (f"the budget left too little to time the files{at} (about {need_s(cost):.1f} s): "
+                   + ("the given file is written" if returned_input else "einsat's result stands"))
+            kept = (sizes or {}) if returned_input else None
+            break
         try:
-            if returned_input:
+            if returned_input:  # is einsat's writing of the input faster?
                 c = compare_files(result.input, sizes, given_bytes, written, written, reps, model.threads)
                 einsat_speedup, decides = c.speedup, not c.faster
-            else:
+            else:  # is the given file faster than einsat's result?
                 c = compare_files(result.input, sizes, written, given_bytes, written, reps, model.threads)
                 einsat_speedup, decides = 1 / c.speedup if c.speedup else 0.0, c.faster
         except Exception as e:  # noqa: BLE001 - a file onnxruntime cannot run here is not timed; said so
@@ -120,14 +124,17 @@ def keep_given(result, source, options, left_s: float | None = None):
         if decides:
             kept = sizes or {}
             break
-    report.given = {"compared": True, "kept": kept is not None, "returned_input": returned_input, "file": label,
-                    "per_size": compared, "seconds": time.perf_counter() - start}
-    report.times["given"] = report.given["seconds"]
+    if not compared:
+        report.given = {"compared": False, "kept": kept is not None, "why": why}
+    else:
+        report.given = {"compared": True, "kept": kept is not None, "returned_input": returned_input, "file": label,
+                        "per_size": compared, "stopped": why, "seconds": time.perf_counter() - start}
+        report.times["given"] = report.given["seconds"]
     if kept is not None:
         at = " at " + shown(kept) if kept else ""
         log.warning("%s: %s%s: the given file is written unchanged", label,
-                    "einsat's writing of the input it returned was not measured faster" if returned_input
-                    else "the given file was measured faster than einsat's result", at)
+                    why or ("einsat's writing of the input it returned was not measured faster" if returned_input
+                            else "the given file was measured faster than einsat's result"), at if not why else "")
         result.given = given_bytes
     return result
 
@@ -167,16 +174,19 @@ def given_lines(report) -> list[str]:
     if not g:
         return []
     if not g["compared"]:
+        if g.get("kept"):
+            return [f"  file: the GIVEN FILE is written unchanged, not timed ({g['why']})"]
         return [f"  file: einsat's writing was not timed against the given file ({g['why']})"]
     measured = "; ".join(f"{row['einsat_speedup']:.3f}x" + (f" at {shown(row['sizes'])}" if row["sizes"] else "")
                          for row in g["per_size"])
+    stopped = f"; then {g['stopped']}" if g.get("stopped") else ""
     if g["kept"] and g["returned_input"]:
         return [f"  file: the GIVEN FILE is written unchanged: einsat returned its input, and its writing of it was "
-                f"not measured faster beyond noise (einsat's file against the given one: {measured})"]
+                f"not measured faster beyond noise (einsat's file against the given one: {measured}{stopped})"]
     if g["kept"]:
         return [f"  file: the GIVEN FILE is written unchanged: measured faster than einsat's result beyond noise "
                 f"(einsat's file against it: {measured})"]
     if g["returned_input"]:
         return [f"  file: einsat's writing of the input, measured faster than the given file beyond noise at every "
                 f"size: {measured}"]
-    return [f"  file: einsat's result measured against the given file: {measured} (not slower beyond noise)"]
+    return [f"  file: einsat's result measured against the given file: {measured} (not slower beyond noise{stopped})"]

@@ -117,15 +117,25 @@ def test_the_given_file_stands_for_the_result_only_where_it_is_the_same_program(
     assert "external" in given.why_not(model, cpu_options())
 
 
-def test_a_budget_too_small_for_the_rounds_skips_the_comparison_and_says_so(tmp_path, monkeypatch):
+@pytest.mark.parametrize("returned_input", [False, True])
+def test_a_budget_too_small_for_the_rounds_writes_the_file_that_needs_no_proof(tmp_path, monkeypatch, returned_input):
+    """Rounds that would not fit in the budget's seconds left are not run: a returned input's file is
+    then the given one (it cannot be slower than itself), an optimized result stands (it was measured
+    faster than einsat's writing of the input)."""
     src = tmp_path / "m.onnx"
-    write_model(src, batch=4)
+    data = write_model(src, batch=4)
     result = einsat.optimize(str(src))
     result.report.measured = {"baseline_ms": 100.0}  # the run's own check: 100 ms a run
+    result.report.kept_input = "stood in" if returned_input else None
     monkeypatch.setattr(given, "compare_files", lambda *a: pytest.fail("compared past the budget"))
     given.keep_given(result, str(src), cpu_options(), left_s=5.0)
-    assert not result.report.given["compared"] and "needs about 7.2 s" in result.report.given["why"]
-    assert "not timed against the given file (the budget had 5.0 s left" in given.given_lines(result.report)[0]
+    g = result.report.given
+    assert not g["compared"] and "the budget left too little to time the files (about 7.2 s)" in g["why"]
+    (line,) = given.given_lines(result.report)
+    if returned_input:
+        assert result.given == data and "the GIVEN FILE is written unchanged, not timed" in line
+    else:
+        assert result.given is None and "einsat's result stands" in line
 
 
 def test_two_files_are_timed_on_the_same_inputs_at_each_size(tmp_path):

@@ -7,7 +7,8 @@ views simplified) and writes its program back in its own way; onnxruntime then a
 graph fusions to whichever file it opens, and those differ. On BERT's legacy export onnxruntime
 fuses eight SkipLayerNormalizations in einsat's leaner writing and none in the export, a kernel
 measured slower on the development machine (docs/dynamic-shapes.md): a run that returned its input
-still wrote a file 0.95x as fast as the one it was given. The optimizer's own side-by-side check
+still wrote a file 0.949x to 0.963x as fast as the one it was given
+(benchmarks/results/dynamic_quiet.md). The optimizer's own side-by-side check
 compares programs in einsat's writing (`pipeline.measure`); this one compares the files, at the
 run's shapes, and for a symbolic program at each size the user named (`Load(sizes=)`), so the
 file written is never measured slower than the one given on the target it was measured for.
@@ -16,7 +17,8 @@ Which file must show that it is faster depends on what the run returns. An optim
 measured faster than einsat's writing of the input; it is written unless the given file is
 measured faster than it beyond noise at some size. When the run returned its input, einsat's
 writing of it replaces the given file only where it is measured faster beyond noise at every
-size (BatchNorm folded into MobileNet's convolutions runs 2.4x); otherwise the file is the one
+size (BatchNorm folded into MobileNet-v2's convolutions ran 2.433x, benchmarks/results/peers.md);
+otherwise the file is the one
 given, byte for byte.
 
 The check is skipped, and the report says why, where the given file is not the same program

@@ -85,6 +85,7 @@ class PackedAttention(OpDef):
 
     op = Op.PACKED_ATTENTION
     tensor_core = "gemm"
+    packed_inputs = (1, 2)  # the weight and the bias: onnxruntime pre-packs them when initializers
     arity = (2, 4)
     attrs = {"num_heads": Attr("int", 1, positive, doc="N: the heads Q, K and V are split into"),
              "scale": Attr("float", None, doc="the scores' factor; 1/sqrt(D) when not given"),

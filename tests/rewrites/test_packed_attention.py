@@ -1,8 +1,9 @@
 """The packed-attention generator: self-attention over head-split projections of one input becomes
 one `packed_attention` (onnxruntime's contrib Attention).
 
-- soundness: on drawn programs (x projected three times, with biases or not, heads split by
-  Reshape + Transpose, the attention written as the exporter's chain or as einsat's op, a padding
+- soundness: on drawn programs (x projected three times, or once by a packed 2-D GEMM split three
+  ways as GPT-2's c_attn, with biases or not, heads split by Reshape + Transpose, kᵀ read from the
+  heads by one Transpose [0, 2, 3, 1] or not, the attention written as the exporter's chain or as einsat's op, a padding
   mask or none, causal or not, the heads merged back to [B, S, H] or [B·S, H]), the program
   extracted under a model that prefers the packed op holds it, computes the source's outputs in
   NumPy, and its contrib export runs on onnxruntime with the same outputs;
@@ -50,11 +51,12 @@ def packed(data):
     return [n for c in data.classes.values() for n in c.nodes if n.op is Op.PACKED_ATTENTION]
 
 
-def _program(draw, cross=False, uneven=False):
+def _program(draw, cross=False, uneven=False, packed_source=None):
     """(graph, feeds): BERT's self-attention block over x [B, S, Hin]."""
     rng = np.random.default_rng(draw(seeds))
     bsz, s, hin, heads, d = (draw(st.integers(1, 3)), draw(st.integers(2, 5)), draw(st.integers(2, 6)),
                              draw(st.integers(1, 3)), draw(st.integers(1, 4)))
+    h = heads * d
     biased, chain, masked = draw(st.booleans()), draw(st.booleans()), draw(st.booleans())
     causal = 0 if chain else int(draw(st.booleans()))
     flat = draw(st.booleans())
@@ -65,13 +67,27 @@ def _program(draw, cross=False, uneven=False):
     if cross:
         feeds["memory"] = rng.standard_normal((bsz, s, hin)).astype(np.float32)
 
-    def heads_of(src, name, dh=d):
-        p = b.matmul(src, b.weight(f"w{name}", (rng.standard_normal((hin, heads * dh)) * 0.5).astype(np.float32)))
-        if biased:
-            p = b.add(p, b.weight(f"b{name}", rng.standard_normal(heads * dh).astype(np.float32)))
-        return b.transpose(b.reshape(p, shape=(bsz, s, heads, dh)), perm=(0, 2, 1, 3))
+    if packed_source is None:  # GPT-2's c_attn: one 2-D GEMM, split
+        packed_source = not cross and not uneven and draw(st.booleans())
+    key_t = chain and draw(st.booleans())  # kᵀ straight from the heads: Transpose(.., [0, 2, 3, 1])
 
-    q, k, v = heads_of(x, "q"), heads_of(other, "k"), heads_of(other, "v", 2 * d if uneven else d)
+    def split_heads(p, dh=d, perm=(0, 2, 1, 3)):
+        return b.transpose(b.reshape(p, shape=(bsz, s, heads, dh)), perm=perm)
+
+    def projection(src, name, width):
+        w = b.weight(f"w{name}", (rng.standard_normal((hin, width)) * 0.5).astype(np.float32))
+        p = b.matmul(src, w)
+        return b.add(p, b.weight(f"b{name}", rng.standard_normal(width).astype(np.float32))) if biased else p
+
+    if packed_source:
+        flat_x = b.reshape(x, shape=(bsz * s, hin))
+        qkv = b.reshape(projection(flat_x, "qkv", 3 * h), shape=(bsz, s, 3 * h))
+        pq, pk, pv = b.split(qkv, axis=2, sizes=(h, h, h))
+    else:
+        pq, pk, pv = (projection(x, "q", h), projection(other, "k", h),
+                      projection(other, "v", 2 * h if uneven else h))
+    q, v = split_heads(pq), split_heads(pv, 2 * d if uneven else d)
+    k = split_heads(pk, perm=(0, 2, 3, 1) if key_t else (0, 2, 1, 3))
     mask = None
     if masked:  # a padding mask over the keys, computed at run time
         mask = b.input("mask", (bsz, 1, 1, s))
@@ -80,7 +96,8 @@ def _program(draw, cross=False, uneven=False):
         feeds["mask"] = np.where(keep, 0.0, -1e4).astype(np.float32)
     scale = float(np.float32(1 / np.sqrt(d)))
     if chain:
-        scores = b.mul(b.matmul(q, b.transpose(k, perm=(0, 1, 3, 2))), b.weight("scale", np.array(scale, np.float32)))
+        kt = k if key_t else b.transpose(k, perm=(0, 1, 3, 2))
+        scores = b.mul(b.matmul(q, kt), b.weight("scale", np.array(scale, np.float32)))
         if mask is not None:
             scores = b.add(scores, mask)
         y = b.matmul(b.softmax(scores, axis=-1), v)
@@ -109,6 +126,22 @@ def test_the_extracted_packed_attention_computes_the_source_on_numpy_and_onnxrun
     assert Counter((n.domain, n.op_type) for n in model.graph.node)[("com.microsoft", "Attention")] == 1
     (theirs,) = ort_run(model, feeds)
     np.testing.assert_allclose(theirs, want, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.data())
+def test_a_packed_projection_split_three_ways_keeps_its_own_weight(data):
+    """GPT-2's c_attn (x reshaped to 2-D, one GEMM, reshaped back, split into Q, K, V): the packed
+    op reads the model's weight (and bias) as they are, no concatenation."""
+    g, feeds = _program(data.draw, packed_source=True)
+    got = saturate(g)
+    (n,) = packed(got)
+    names = {cid: c.name for cid, c in got.classes.items()}
+    assert names[n.children[1]] == "wqkv"
+    assert len(n.children) < 3 or n.children[2] < 0 or names[n.children[2]] == "bqkv"
+    result = extract(got, OrtLike("h100"), method="greedy")
+    np.testing.assert_allclose(einsat.run(result.graph, feeds)[result.graph.outputs[0]],
+                               einsat.run(g, feeds)[g.outputs[0]], rtol=1e-4, atol=1e-4)
 
 
 @settings(max_examples=4, deadline=None)

@@ -142,3 +142,25 @@ def test_the_com_microsoft_op_imports_as_packed_attention():
     np.testing.assert_allclose(ours, want, rtol=1e-5, atol=1e-5)
     back = to_onnx(g, contrib=True)
     assert [(o.op_type, o.domain) for o in back.graph.node] == [("Attention", "com.microsoft")]
+
+
+def test_symbolic_batch_and_sequence_write_the_contrib_op_and_run_at_every_size():
+    """A file with dynamic axes keeps them: the mask's rank-4 shape and its rows are computed from
+    the inputs' shapes at run time."""
+    _, w, b, _ = _arrays(8, 1, 1, 6, 3, 4, None)
+    node = helper.make_node("Attention", ["x", "w", "b", "", "", "mask"], ["y"], domain="com.microsoft", num_heads=3)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", "S", 6]),
+              helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["B", 1, 1, "S"])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "S", 12])]
+    graph = helper.make_graph([node], "att", inputs, outputs,
+                              [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    g = einsat.load_onnx(helper.make_model(graph, opset_imports=opsets, ir_version=8), symbolic=True)
+    assert g.nodes[0].op is Op.PACKED_ATTENTION
+    written = to_onnx(g, contrib=True)
+    assert ("com.microsoft", "Attention") in {(n.domain, n.op_type) for n in written.graph.node}
+    assert [d.dim_param for d in written.graph.input[0].type.tensor_type.shape.dim][:2] == ["B", "S"]
+    for bsz, s in ((1, 3), (2, 7)):
+        x, _, _, mask = _arrays(bsz + s, bsz, s, 6, 3, 4, (bsz, 1, 1, s))
+        (got,) = ort_run(written, {"x": x, "mask": mask})
+        np.testing.assert_allclose(got, _reference(x, w, b, mask, 3, 0.5, 0), rtol=1e-4, atol=1e-4)

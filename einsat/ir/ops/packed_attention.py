@@ -16,7 +16,8 @@ float-min is the mean of v and one of -inf is NaN, as the chain's Softmax makes 
 running it: tests/ir/test_ops_packed_attention.py), so any additive mask is written as is.
 
 Export (`to_onnx`): the com.microsoft op where the export allows contrib ops (`ctx.contrib`: the
-file is written for onnxruntime, cost "cpu") and the shapes are static, float32; the bias is
+file is written for onnxruntime, cost "cpu") and the inputs are float32 (symbolic batch and
+sequence dims too); the bias is
 always written (zeros when absent: onnxruntime 1.31 crashes on an Attention without one) and a
 mask whose last two dims are not [S, S] is expanded to them (onnxruntime broadcasts only the
 leading two). Elsewhere the chain: MatMul (Add), Split, Reshape and Transpose per projection,
@@ -134,12 +135,11 @@ class PackedAttention(OpDef):
 
     # -- ONNX -------------------------------------------------------------------------------------
     def _contrib_form(self, ctx, node) -> bool:
-        """onnxruntime's kernel takes this application: contrib ops allowed, static float32 shapes."""
+        """onnxruntime's kernel takes this application: contrib ops allowed, float32 (its CPU
+        kernel's type); symbolic batch and sequence dims too (the mask's shape then computed)."""
         if not getattr(ctx, "contrib", False):
             return False
-        types = [ctx.type(i) for i in node.inputs if i]
-        return (all(isinstance(d, (int, np.integer)) for t in types for d in t.shape)
-                and all(np.dtype(t.dtype) == np.float32 for t in types))
+        return all(np.dtype(ctx.type(i).dtype) == np.float32 for i in node.inputs if i)
 
     def to_onnx(self, ctx, node):
         """The contrib op (see `_contrib_form`), else the chain (the module docstring)."""
@@ -159,10 +159,10 @@ class PackedAttention(OpDef):
             want = ms4[:2] + (s, s)
             bias = mask
             if ms4 != ms:
-                bias = ctx.node("Reshape", [mask, ctx.constant(np.asarray(ms4, np.int64), "attention_bias_shape")],
+                bias = ctx.node("Reshape", [mask, ctx.dims(ms4, "attention_bias_shape")],
                                 [ctx.fresh("attention_bias4")])[0]
             if ms4 != want:
-                bias = ctx.node("Expand", [bias, ctx.constant(np.asarray(want, np.int64), "attention_bias_rows")],
+                bias = ctx.node("Expand", [bias, ctx.dims(want, "attention_bias_rows")],
                                 [ctx.fresh("attention_bias_rows")])[0]
         ctx.node("Attention", [x, w, b, "", "", bias], list(node.outputs), domain=CONTRIB,
                  num_heads=int(node.attrs["num_heads"]), scale=float(node.attrs["scale"]),

@@ -206,7 +206,9 @@ def markdown(results: dict) -> str:
              "spin-waiting, `session.intra_op.allow_spinning=0`, every file alike). Modeled: only the "
              "column so named (einsat's own cost model, its report). "
              f"einsat `cost=\"cpu\"` ran at `threads={meta.get('deploy_threads')}`, budget "
-             f"{meta.get('budget_s')} s per run; `ort` is onnxruntime's transformers optimizer at the opt_level "
+             f"{meta.get('budget_s')} s per run"
+             f"{' (its measured verdict taken again, --recheck)' if meta.get('recheck') else ''}; "
+             "`ort` is onnxruntime's transformers optimizer at the opt_level "
              "(0 or 1) faster at 2 threads; `slim` is onnxslim "
              f"{meta.get('onnxslim', '?')}. A `–` is a file not written or not run (its error below).", ""]
     lines += ["## Geomean speed-up over the models (measured)", "", "| tool | 1 thread | 2 threads | models |",
@@ -289,10 +291,10 @@ def run_slim(src: Path, out: Path) -> None:
         raise RuntimeError(f"onnxslim exited {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
 
 
-def run_einsat(src: Path, out: Path, cost: str | None, budget: float) -> dict:
+def run_einsat(src: Path, out: Path, cost: str | None, budget: float, recheck: bool = False) -> dict:
     import einsat
 
-    kwargs = {"cost": cost, "measure": einsat.Measure(threads=DEPLOY_THREADS)} if cost == "cpu" else {}
+    kwargs = {"cost": cost, "measure": einsat.Measure(threads=DEPLOY_THREADS, recheck=recheck)} if cost == "cpu" else {}
     t0 = time.perf_counter()
     result = einsat.optimize(str(src), budget=budget, **kwargs)
     seconds = time.perf_counter() - t0
@@ -376,7 +378,8 @@ def prepare(src: Path, kind: str, work: Path) -> Path:
     return path
 
 
-def bench_model(name: str, src: Path, kind: str, work: Path, budget: float, reps: int, levels) -> dict:
+def bench_model(name: str, src: Path, kind: str, work: Path, budget: float, reps: int, levels,
+                recheck: bool = False) -> dict:
     row: dict = {"name": name, "from": kind, "family": family(name), "tools": {}}
     try:
         export = prepare(src, kind, work)
@@ -410,7 +413,7 @@ def bench_model(name: str, src: Path, kind: str, work: Path, budget: float, reps
     for level in levels:
         attempt("ort", f"ort{level}", lambda out, level=level: run_ort_optimizer(export, out, model_type, level))
     attempt("slim", "slim", lambda out: run_slim(export, out))
-    attempt("einsat_cpu", "einsat_cpu", lambda out: run_einsat(export, out, "cpu", budget))
+    attempt("einsat_cpu", "einsat_cpu", lambda out: run_einsat(export, out, "cpu", budget, recheck))
     attempt("einsat_default", "einsat_default", lambda out: run_einsat(export, out, None, budget))
 
     timings = {t: time_files(files, inputs, t, reps) for t in THREADS}
@@ -440,6 +443,9 @@ def main(argv=None) -> None:
     parser.add_argument("--budget", type=float, default=None, help="einsat's seconds per run (default 15; quick 8)")
     parser.add_argument("--reps", type=int, default=None,
                         help="interleaved rounds at least (default 9; quick 3; more for fast models, up to 41)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="einsat cost=cpu measures its verdict again instead of taking one kept from an "
+                             "earlier run (Measure(recheck=True))")
     parser.add_argument("--note", default=None, help="a sentence for the results file (e.g. the machine's state)")
     parser.add_argument("--rewrite", action="store_true",
                         help="only rewrite the .md from the .json (with --note: the note added to it)")
@@ -465,14 +471,15 @@ def main(argv=None) -> None:
     manifest = CACHE / "manifest.json"
     exported = json.loads(manifest.read_text()) if manifest.exists() else {}
     meta = run_meta(budget_s=budget, reps=reps, threads=list(THREADS), deploy_threads=DEPLOY_THREADS,
-                    quick=args.quick, onnxslim=slim_version, export_versions=exported.get("versions"), note=args.note)
+                    quick=args.quick, onnxslim=slim_version, export_versions=exported.get("versions"), note=args.note,
+                    recheck=args.recheck)
     results = {"meta": meta, "rows": [], "export_failed": {} if args.quick else exported.get("failed", {})}
     t0 = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix="einsat-peers-"))
     try:
         for name, src, kind in todo:
             print(f"[{time.perf_counter() - t0:6.0f} s] {name}", flush=True)
-            results["rows"].append(bench_model(name, src, kind, work, budget, reps, levels))
+            results["rows"].append(bench_model(name, src, kind, work, budget, reps, levels, args.recheck))
             results["meta"]["seconds"] = round(time.perf_counter() - t0, 1)
             args.out.with_suffix(".json").write_text(json.dumps(results, indent=1) + "\n")
             args.out.with_suffix(".md").write_text(markdown(results))

@@ -61,6 +61,8 @@ class Op(enum.Enum):
     FUSED_MATMUL = "fused_matmul"
     # scaled dot-product attention (softmax(q kᵀ · scale + mask) v), made by rewrites
     ATTENTION = "attention"
+    # self-attention of one input's packed Q/K/V projections (onnxruntime's contrib Attention)
+    PACKED_ATTENTION = "packed_attention"
     # normalization
     BATCHNORM = "batchnorm"
     LAYERNORM = "layernorm"

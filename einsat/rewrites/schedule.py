@@ -36,6 +36,7 @@ from einsat.rewrites.algebra.layout import layout_rules
 from einsat.rewrites.algebra.matmul import matmul_rules
 from einsat.rewrites.algebra.merge import merge_generator, merge_rules
 from einsat.rewrites.algebra.norms import layernorm_generator, rmsnorm_generator
+from einsat.rewrites.algebra.packed_attention import packed_attention_generator
 from einsat.rewrites.algebra.rotary import rotary_generator
 from einsat.rewrites.algebra.skipnorm import skipnorm_generator
 from einsat.rewrites.derive.fusion import fusion_generator
@@ -82,15 +83,16 @@ def symbolic_schedule() -> Schedule:
     program for every size. The fully equivalent rules and the recognitions (attention, norms,
     GELU, the sibling merge, weight folding) stay."""
     phases = ((merge_generator(),) + tuple(default_rulesets())
-              + (attention_generator(), rmsnorm_generator(), layernorm_generator(), skipnorm_generator(),
-                 gelu_generator(), rotary_generator(), fold_generator()))
+              + (attention_generator(), packed_attention_generator(), rmsnorm_generator(), layernorm_generator(),
+                 skipnorm_generator(), gelu_generator(), rotary_generator(), fold_generator()))
     return Schedule(phases)
 
 
 def _schedule(derive, merge_derived, fuse_eops) -> Schedule:
     phases = ((derive, merge_generator(), mutate_generator(), correction_fusion_generator())
-              + tuple(default_rulesets()) + (attention_generator(), rmsnorm_generator(), layernorm_generator(),
-                                             skipnorm_generator(), gelu_generator(), rotary_generator(),
+              + tuple(default_rulesets()) + (attention_generator(), packed_attention_generator(), rmsnorm_generator(),
+                                             layernorm_generator(), skipnorm_generator(), gelu_generator(),
+                                             rotary_generator(),
                                              fold_generator(), merge_derived,
                                              fuse_eops, fusion_generator()))
     return Schedule(tuple(p for p in phases if p is not None))

@@ -246,6 +246,24 @@ def attention(draw):
 
 
 @st.composite
+def packed_attention(draw):
+    """packed_attention: x [B, S, Hin] projected by w [Hin, 3·H] (+ b) into N heads, a padding mask or
+    none, causal or not."""
+    x = _B("packed_attention", draw(rs.seeds), draw(floats))
+    bsz, s, hin, heads, d = (draw(st.integers(1, 3)) for _ in range(5))
+    t = x.tensor("x", x.normal((bsz, s, hin)))
+    w = x.tensor("w", x.normal((hin, 3 * heads * d), 0.5))
+    b = x.tensor("b", x.normal((3 * heads * d,))) if draw(st.booleans()) else None
+    mask = None
+    if draw(st.booleans()):  # a padding mask: 0 or a large negative, the last key always visible
+        keep = x.rng.random((bsz, 1, 1, s)) < 0.7
+        keep[..., -1] = True
+        mask = x.tensor("mask", np.where(keep, 0.0, -1e4).astype(x.dtype))
+    y = x.b.op(Op.PACKED_ATTENTION, t, w, b, mask, num_heads=heads, causal=int(draw(st.booleans())))
+    return x.case("packed_attention", y, "norm")
+
+
+@st.composite
 def pool(draw, op: str):
     x = _B(op, draw(rs.seeds), draw(floats))
     c = draw(rs.pool_cases("max" if op == "maxpool" else "avg"))
@@ -608,7 +626,8 @@ def strategy(op: str):
               "gemm": gemm,
               "fused_matmul": fused_matmul, "global_avgpool": global_avgpool, "batchnorm": batchnorm,
               "layernorm": layernorm, "rmsnorm": rmsnorm, "softmax": softmax, "argmax": argmax, "cumsum": cumsum,
-              "einsum": einsum, "lrn": lrn, "attention": attention, "rotary": rotary}
+              "einsum": einsum, "lrn": lrn, "attention": attention, "rotary": rotary,
+              "packed_attention": packed_attention}
     if op in simple:
         return simple[op]()
     if op in ("skip_layernorm", "skip_rmsnorm"):

@@ -44,10 +44,10 @@ def test_every_generator_is_tested():
     generators = {p.name for p in default_schedule().phases if isinstance(p, Generator)}
     # test_merge.py, test_fold.py, mutate/ (test_generate.py, test_correction_fusion.py), derive/
     # (test_generator.py, test_default.py, test_fusion_chains.py), test_attention.py, test_recognize.py,
-    # test_skipnorm.py, test_rotary.py
+    # test_skipnorm.py, test_rotary.py, test_packed_attention.py
     assert generators == {"merge-siblings", "fold-weights", "pet-mutate", "correction-fusion", "einnet-derive",
                           "merge-derived-matmuls", "eop-fusion", "eop-chain-fusion", "attention", "rmsnorm",
-                          "layernorm", "gelu", "skipnorm", "rotary"}
+                          "layernorm", "gelu", "skipnorm", "rotary", "packed-attention"}
 
 
 def test_the_default_schedule_compiles():

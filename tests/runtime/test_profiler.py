@@ -9,6 +9,7 @@ import time
 import pytest
 
 from einsat.cost.profile_db import ProfileDB
+from einsat.ir.onnx.export import to_onnx
 from einsat.ir.registry import Op
 from einsat.ir.signature import signature_of
 from einsat.ir.types import TensorType
@@ -278,3 +279,16 @@ def test_the_second_block_runs_on_fresh_sessions():
 
     c = compare_programs(g, g, reps=5, warmup=2, runner=session)
     assert built == [100.0, 80.0, 100.0, 100.0] and c.rounds == 10 and not c.faster
+
+
+def test_the_packed_attention_is_timed_as_onnxruntime_s_contrib_attention():
+    """cost "cpu" profiles packed_attention like any op: its one-node model is com.microsoft
+    Attention with the packed weight and bias as initializers (pre-packed, as in a program)."""
+    sig = signature_of(Op.PACKED_ATTENTION, {"num_heads": 2},
+                       [TensorType((1, 8, 16)), TensorType((16, 48)), TensorType((48,)), TensorType((1, 1, 1, 8))])
+    g = signature_graph(sig)
+    assert g.inputs == ("in0", "in3") and set(g.weights) == {"in1", "in2"}
+    written = to_onnx(g, contrib=True)
+    assert [(n.domain, n.op_type) for n in written.graph.node] == [("", "Expand"), ("com.microsoft", "Attention")]
+    run = profile_signatures([sig], reps=3, warmup=1)
+    assert not run.failures and sig.key in run.entries and run.entries[sig.key]["raw_us"] > 0

@@ -22,9 +22,9 @@ from einsat.gpu.kernels.codegen import is_half_dtype
 from einsat.gpu.kernels.cudnn_sdpa import plan_sdpa
 from einsat.gpu.kernels.elementwise import Step, elementwise_kernel
 from einsat.gpu.kernels.reduce import softmax_kernel
-from einsat.gpu.lower.common import implements, operand, reshape, run_kernel
+from einsat.gpu.lower.common import implements, materialize, operand, reshape, run_kernel
 from einsat.gpu.lower.fused import epilogue
-from einsat.gpu.lower.linear import batched_product
+from einsat.gpu.lower.linear import batched_product, matmul
 from einsat.ir.types import TensorType
 
 
@@ -86,3 +86,25 @@ def attention(dev, node, args, out_types):
     out = dev.empty(out_t.shape, out_t.dtype)
     batched_product(dev, probs, vv, reshape(dev, out, batch + (sq, dv)))
     return [out]
+
+
+@implements("packed_attention")
+def packed_attention(dev, node, args, out_types):
+    """The packed projections x @ w on cuBLAS (the bias added by one element-wise kernel), Q, K and
+    V as strided views of them [B, N, S, D], `attention` above, and its output transposed back to
+    [B, S, H] (one copy)."""
+    x, w = args[0], args[1]
+    b = args[2] if len(args) > 2 else None
+    mask = args[3] if len(args) > 3 else None
+    out_t = out_types[0]
+    bsz, s, h = out_t.shape
+    heads = int(node.attrs["num_heads"])
+    qkv_t = TensorType((bsz, s, 3 * h), out_t.dtype)
+    (qkv,) = matmul(dev, node, [x, w], [qkv_t])
+    if b is not None:
+        qkv = epilogue(dev, qkv, [(b, operand(b))], "none", qkv_t)
+    parts = [reshape(dev, qkv[..., i * h:(i + 1) * h], (bsz, s, heads, h // heads)).transpose(0, 2, 1, 3)
+             for i in range(3)]
+    heads_t = TensorType((bsz, heads, s, h // heads), out_t.dtype)
+    (y,) = attention(dev, node, parts + ([mask] if mask is not None else []), [heads_t])
+    return [reshape(dev, materialize(dev, y.transpose(0, 2, 1, 3)), out_t.shape)]

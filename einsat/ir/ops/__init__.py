@@ -20,6 +20,7 @@ from einsat.ir.ops import (  # noqa: F401
     math,
     normalization,
     opaque,
+    packed_attention,  # attention of packed Q/K/V projections (onnxruntime's contrib Attention)
     pooling,
     reduce,
     rotary,  # rotary position embedding (Llama's), made by rewrites

@@ -17,6 +17,10 @@ def weighted_a(**kw):  # a is a weight (weight-only factors are distributed)
     return BROAD.flatmap(lambda ss: leaves({"b": ss[1], "c": ss[2]}, {"a": ss[0]}, **kw))
 
 
+def weighted_bc(**kw):  # b and c are weights (mul-assoc regroups a weight-only pair)
+    return BROAD.flatmap(lambda ss: leaves({"a": ss[0]}, {"b": ss[1], "c": ss[2]}, **kw))
+
+
 def pos(**kw):  # c stays away from zero (a divisor)
     return BROAD.flatmap(lambda ss: leaves({"a": ss[0], "b": ss[1]}, {"var_c": ss[2]}, **kw))
 
@@ -26,7 +30,7 @@ CASES = [
     Case("mul-comm", three(), lambda b, t, p: b.mul(t["a"], t["b"]), lambda b, t, p: b.mul(t["b"], t["a"])),
     Case("add-assoc", three(), lambda b, t, p: b.add(b.add(t["a"], t["b"]), t["c"]),
          lambda b, t, p: b.add(t["a"], b.add(t["b"], t["c"]))),
-    Case("mul-assoc", three(), lambda b, t, p: b.mul(b.mul(t["a"], t["b"]), t["c"]),
+    Case("mul-assoc", weighted_bc(), lambda b, t, p: b.mul(b.mul(t["a"], t["b"]), t["c"]),
          lambda b, t, p: b.mul(t["a"], b.mul(t["b"], t["c"]))),
     Case("mul-add-distrib", weighted_a(), lambda b, t, p: b.mul(t["a"], b.add(t["b"], t["c"])),
          lambda b, t, p: b.add(b.mul(t["a"], t["b"]), b.mul(t["a"], t["c"]))),
@@ -60,3 +64,26 @@ def test_a_computed_factor_is_not_distributed():
         check_goal(case, computed)
     weighted = Leaves({"b": (3,), "c": (1, 1)}, {"a": (2, 3)}, {}, 0)
     assert check_goal(case, weighted).report.rules["mul-add-distrib"].matches > 0  # and the right side is reached
+
+
+def test_mul_assoc_regroups_only_into_a_weight_only_product():
+    """`mul-assoc` is bounded by design: (a · b) · c = a · (b · c) fires when b · c is weight-only
+    (a constant pair to fold), and back, a · (b · c) = (a · b) · c, when a · b is; a chain of
+    computed factors keeps its one grouping (the rule alone never matches), so the e-graph holds
+    no enumeration of a product's groupings."""
+    import pytest
+
+    from einsat.testing.rules import Leaves, check_goal
+    forward = Case("mul-assoc", three(), lambda b, t, p: b.mul(b.mul(t["a"], t["b"]), t["c"]),
+                   lambda b, t, p: b.mul(t["a"], b.mul(t["b"], t["c"])))
+    back = Case("mul-assoc", three(), lambda b, t, p: b.mul(t["a"], b.mul(t["b"], t["c"])),
+                lambda b, t, p: b.mul(b.mul(t["a"], t["b"]), t["c"]))
+    computed = Leaves({"a": (2, 3), "b": (3,), "c": (1, 1)}, {}, {}, 0)
+    for case in (forward, back):
+        with pytest.raises(AssertionError, match="never matched"):
+            check_goal(case, computed)
+    one_weight = Leaves({"a": (2, 3), "b": (3,)}, {"c": (1, 1)}, {}, 0)  # only c weight-only: b · c computed
+    with pytest.raises(AssertionError, match="never matched"):
+        check_goal(forward, one_weight)
+    assert check_goal(forward, Leaves({"a": (2, 3)}, {"b": (3,), "c": (1, 1)}, {}, 0)).report.rules["mul-assoc"].matches
+    assert check_goal(back, Leaves({"c": (1, 1)}, {"a": (2, 3), "b": (3,)}, {}, 0)).report.rules["mul-assoc"].matches

@@ -3,6 +3,14 @@
 Broadcasting is associative and commutative, so these laws hold for any operand shapes that
 broadcast (TASO's element-wise axioms). Associativity and commutativity are explosive: they run
 in their own ruleset under a back-off scheduler (`ac_rules`).
+
+`mul-assoc` regroups only where the new inner product is weight-only ((x · s1) · s2 = x · (s1 · s2),
+s1 · (s2 · x) = (s1 · s2) · x): what a product's regrouping enables is folding its constant factors
+(a scale pair of an attention, a norm's weight into a scale) and moving one scale (the scalar rules
+of `matmul`, commutativity bring it next to the other). Unguarded, every grouping of every product
+chain entered: the pieces of the dynamo Llama exports grew to the node limit (12,000-14,000
+e-nodes, mul-assoc the busiest rule at 9,000-15,000 matches), and saturate at 215-714 e-nodes with
+the guard, with the same modeled program (benchmarks/results/speed.md).
 """
 
 from __future__ import annotations
@@ -13,7 +21,9 @@ AC = (
     Rule("add-comm", "a + b = b + a", rewrite("(Add a b)", "(Add b a)")),
     Rule("mul-comm", "a * b = b * a", rewrite("(Mul a b)", "(Mul b a)")),
     Rule("add-assoc", "(a + b) + c = a + (b + c)", birewrite("(Add (Add a b) c)", "(Add a (Add b c))")),
-    Rule("mul-assoc", "(a * b) * c = a * (b * c)", birewrite("(Mul (Mul a b) c)", "(Mul a (Mul b c))")),
+    Rule("mul-assoc", "(a * b) * c = a * (b * c)  (the new inner product weight-only)",
+         rewrite("(Mul (Mul a b) c)", "(Mul a (Mul b c))", "(const b)", "(const c)") + "\n"
+         + rewrite("(Mul a (Mul b c))", "(Mul (Mul a b) c)", "(const a)", "(const b)")),
 )
 
 RULES = (

@@ -1,5 +1,6 @@
 """Element-wise algebra: every rule sound on random shapes and reaching its goal."""
 
+import pytest
 from hypothesis import strategies as st
 
 from tests.rewrites.harness import Case, leaves, parametrize, shapes
@@ -107,3 +108,20 @@ def test_add_comm_turns_only_a_sum_with_a_weight_only_term():
     for weights in ({"a": (2, 3)}, {"b": (3,)}):
         inputs = {k: v for k, v in {"a": (2, 3), "b": (3,), "c": (1, 1)}.items() if k not in weights}
         assert check_goal(case, Leaves(inputs, weights, {}, 0)).report.rules["add-comm"].matches
+
+
+@pytest.mark.slow
+def test_a_llama_decoder_export_saturates_below_the_node_limit():
+    """The bounds by design at work on a real export (#39): the dynamo Llama decoder (170 nodes)
+    grew to the node limit (15,009 e-nodes) and stopped there; with mul-assoc and add-comm bounded
+    its default run saturates, by work, at 4,254 e-nodes (benchmarks/results/speed.md)."""
+    from pathlib import Path
+
+    import einsat
+    from benchmarks.speed_bench import BUNDLED, bundled_shapes
+
+    path = BUNDLED / "hf_llama_decode_dynamo.onnx"
+    g = einsat.load_onnx(str(path), fill_weights="random", input_shapes=bundled_shapes(Path(path)) or None)
+    s = einsat.optimize(g, verify=False).report.saturation
+    assert s.stop_reason == "saturated"
+    assert s.enodes < 6_000

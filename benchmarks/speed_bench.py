@@ -111,8 +111,17 @@ def models(extra: list[Path], workloads: list[str] = ()) -> dict[str, tuple[str,
     out |= {f"workload/{w}": (WORKLOAD + w, {}) for w in workloads}
     for d in extra:
         for p in sorted(Path(d).glob("*.onnx")):
-            out[f"{p.parent.name}/{p.stem}"] = (str(p), {})
+            if _static(p):  # the peers cache also holds symbolic exports (the dynamic bench's)
+                out[f"{p.parent.name}/{p.stem}"] = (str(p), {})
     return out
+
+
+def _static(path: Path) -> bool:
+    import onnx
+    model = onnx.load(str(path), load_external_data=False)
+    weights = {i.name for i in model.graph.initializer}
+    return not any(d.dim_param or not d.HasField("dim_value") for vi in model.graph.input if vi.name not in weights
+                   for d in vi.type.tensor_type.shape.dim)
 
 
 def child(name: str, path: str, shapes: dict, timeout: float) -> dict:

@@ -136,6 +136,19 @@ def union(a: bindings._Expr, b: bindings._Expr) -> bindings._Command:
     return bindings.ActionCommand(bindings.Union(SPAN, a, b))
 
 
+# A union asked for at the top level, applied later by one run of `PENDING_RULESET` (a session's
+# queued unions: see `Session._flush`, and PENDING_DECLARATIONS for the table and its rule)
+PENDING = "PendingUnion"
+PENDING_RULESET = "pending_unions"
+PENDING_DECLARATIONS = (f"(relation {PENDING} (Tensor Tensor))\n(ruleset {PENDING_RULESET})\n"
+                        f"(rule (({PENDING} a b)) ((union a b)) :ruleset {PENDING_RULESET})")
+
+
+def pending_union(a: bindings._Expr, b: bindings._Expr) -> bindings._Command:
+    """`a = b` as a row of the pending-union table: no rebuild until the table's rule runs."""
+    return bindings.ActionCommand(bindings.Expr_(SPAN, call(PENDING, a, b)))
+
+
 def seed_type(name: str, shape, dtype) -> list[bindings._Command]:
     """Seed the shape analysis with a value's known type."""
     return [set_fn("shape", var(name), vec(shape)), set_fn("dtype", var(name), lit(np.dtype(dtype).name))]

@@ -215,15 +215,25 @@ def align(graph: Graph, ranges: list[tuple[int, int]]) -> tuple[list[tuple[int, 
         keys = [canonical(subgraph(graph, a, b, "piece")).key for a, b in ranges]
         repeated = {k: b - a for k, (a, b) in zip(keys, ranges) if keys.count(k) > 1}
         for i, (a, b) in enumerate(ranges):
-            for j in (i - 1, i + 1):
-                if not 0 <= j < len(ranges) or keys[j] not in repeated or keys[i] in repeated:
-                    continue
-                unit = repeated[keys[j]]
+            if keys[i] in repeated:
+                continue
+            for start, key in _copies(keys, i, repeated):
+                unit = repeated[key]
+                if start and a - 1 in made and b - a <= unit and i + 1 < len(ranges) \
+                        and keys[i + 1] not in repeated and ranges[i + 1][1] - a > unit:
+                    # after a copy cut here, the next copy runs on into the next piece, itself no
+                    # copy: the two pieces are cut again
+                    at, end = a + unit, ranges[i + 1][1]
+                    if canonical(subgraph(graph, a, at, "piece")).key == key:
+                        ranges[i:i + 2] = [(a, at), (at, end)]
+                        made.add(at - 1)
+                        changed = True
+                        break
                 if b - a <= unit:
                     continue
-                at = a + unit if j < i else b - unit  # the copy starts this piece after a repetition, or ends it
-                part = (a, at) if j < i else (at, b)
-                if canonical(subgraph(graph, *part, "piece")).key == keys[j]:
+                at = a + unit if start else b - unit  # the copy starts this piece after a repetition, or ends it
+                part = (a, at) if start else (at, b)
+                if canonical(subgraph(graph, *part, "piece")).key == key:
                     ranges[i:i + 1] = [(a, at), (at, b)]
                     made.add(at - 1)
                     changed = True
@@ -231,6 +241,27 @@ def align(graph: Graph, ranges: list[tuple[int, int]]) -> tuple[list[tuple[int, 
             if changed:
                 break
     return ranges, made
+
+
+def _copies(keys: list[str], i: int, repeated: dict[str, int]) -> list[tuple[bool, str]]:
+    """The repeated pieces piece `i` may start (True) or end (False) with: its neighbours' own
+    fingerprints, then the pieces that follow its left neighbour's (precede its right
+    neighbour's) other copies, where the repetition continues into piece `i`. A 4-layer legacy
+    Llama export's last layer ran on into the final norm, one piece of 63 nodes after three
+    layers cut 53 + 16: its first 53 nodes are the layer's first piece, which follows the 16-node
+    piece everywhere else."""
+    out = []
+    if i > 0 and keys[i - 1] in repeated:
+        out.append((True, keys[i - 1]))
+    if i + 1 < len(keys) and keys[i + 1] in repeated:
+        out.append((False, keys[i + 1]))
+    if i > 0 and keys[i - 1] in repeated:
+        out += [(True, keys[p + 1]) for p in range(i - 1) if keys[p] == keys[i - 1] and keys[p + 1] in repeated
+                and keys[p + 1] != keys[i - 1]][:1]
+    if i + 1 < len(keys) and keys[i + 1] in repeated:
+        out += [(False, keys[q - 1]) for q in range(len(keys) - 1, i + 1, -1) if keys[q] == keys[i + 1]
+                and keys[q - 1] in repeated and keys[q - 1] != keys[i + 1]][:1]
+    return out
 
 
 def subgraph(graph: Graph, start: int, stop: int, name: str) -> Graph:

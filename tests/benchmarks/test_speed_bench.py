@@ -47,3 +47,21 @@ def test_a_registered_workload_is_a_model_of_the_bench():
     found = models([], ["llama_stack"])
     assert found["workload/llama_stack"] == (WORKLOAD + "llama_stack", {})
     assert "resnet18" in found  # the bundled ones are still there
+
+
+def test_an_extra_folder_gives_its_static_models_only(tmp_path):
+    """`--extra DIR`: the peers cache also holds the dynamic bench's symbolic exports, which a
+    default run refuses (they need sizes): they are not rows of this bench."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    def save(name, dims):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], name, [x], [y])
+        onnx.save(helper.make_model(graph), str(tmp_path / f"{name}.onnx"))
+
+    save("fixed", [1, 4])
+    save("symbolic", ["batch", 4])
+    found = models([tmp_path])
+    assert f"{tmp_path.name}/fixed" in found and f"{tmp_path.name}/symbolic" not in found

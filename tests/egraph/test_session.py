@@ -160,6 +160,27 @@ def test_generator_unions_new_terms():
     assert data.weights[two.leaf[1]].shape == ()
 
 
+def test_queued_unions_apply_together_with_congruence():
+    """`Session.union` queues a row of the pending-union table (no rebuild per union); the next
+    read applies every queued union, congruence included: a = b makes relu(a) and relu(b) one
+    e-node. The table is not an e-node of the count."""
+    b = GraphBuilder("g")
+    x = b.input("x", (4,))
+    a, c = b.add(x, x), b.mul(x, x)
+    g = b.build(b.relu(a), b.relu(c), a, c)
+    s = Session()
+    ra, rc, xa, xc = s.add_graph(g)
+    before = s.num_nodes()
+    assert not s.equivalent(xa, xc) and not s.equivalent(ra, rc)
+    s.union(xa, xc)
+    s.union(xa, xa)  # a no-op union queues too
+    assert s.equivalent(xa, xc)
+    assert s.equivalent(ra, rc)  # congruence after the one rebuild
+    assert s.num_nodes() == before - 1  # the two relus are one e-node now
+    data = s.export()
+    assert sum(1 for cls in data.classes.values() for n in cls.nodes if n.op is Op.RELU) == 1
+
+
 def test_a_rule_that_does_not_compile_names_its_ruleset():
     bad = Ruleset("broken", (Rule("nonsense", "?", rewrite("(NoSuchOp a)", "a")),))
     s = Session()

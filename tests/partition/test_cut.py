@@ -146,6 +146,26 @@ def test_a_layer_larger_than_a_piece_is_cut_alike_in_every_copy():
     assert_same_function(graph, stitch(graph, pieces, [p.graph for p in pieces]))
 
 
+def test_the_last_copy_of_a_layer_cut_in_two_is_cut_alike_before_the_final_norm():
+    """A layer cut into two pieces (20 + 10 nodes): the last copy ran on into the final norm,
+    one piece (140, 151) reused by nothing. `align` continues the repetition (#39): the piece
+    that follows the first piece's other copies is cut off it, so all five layers are reused."""
+    from einsat.partition.cut import align
+    graph = prenorm(layers=5)
+    pieces, cuts = partition(graph, Partitioning(piece_nodes=20, min_unit=4))
+    check_cover(graph, pieces)
+    keys = [canonical(p.graph).key for p in pieces]
+    assert [(p.start, p.stop) for p in pieces][-3:] == [(120, 140), (140, 150), (150, 151)]
+    assert keys[:10] == keys[:2] * 5 and keys[10] not in keys[:2]
+    assert cuts[-1].repeat and not cuts[-1].forced
+    assert_same_function(graph, stitch(graph, pieces, [p.graph for p in pieces]))
+    # after a copy cut off a piece, the next copy runs on past the rest into a piece that is no
+    # copy: the two are cut again
+    ranges = [(0, 20), (20, 30), (30, 50), (50, 60), (60, 80), (80, 90), (90, 110), (110, 120), (120, 145), (145, 151)]
+    out, made = align(graph, ranges)
+    assert out[-3:] == [(120, 140), (140, 150), (150, 151)] and made == {139, 149}
+
+
 def test_a_repeated_unit_is_cut_into_the_fewest_and_most_even_runs():
     from einsat.partition.cut import _chunks
     assert _chunks([1, 3, 1, 2, 1, 3, 42, 1, 3, 1, 2, 1, 1, 7], 64) == [(0, 7), (7, 14)]  # 53 + 16 nodes

@@ -46,6 +46,15 @@ CASES += [
          lambda b, t, p: fmm(b, t, p, bias=True)),
     Case("fused-matmul-residual", MM, lambda b, t, p: b.add(fmm(b, t, p, bias=True), t["z"]),
          lambda b, t, p: fmm(b, t, p, bias=True, residual=True)),
+    # the residual first: add-comm turns no sum of two computed values, so each rule reads both orders
+    Case("conv-residual-fuse", CONV, lambda b, t, p: b.add(t["z"], conv(b, t, p)),
+         lambda b, t, p: fconv(b, t, p, residual=True)),
+    Case("fused-conv-residual", CONV, lambda b, t, p: b.add(t["z"], fconv(b, t, p)),
+         lambda b, t, p: fconv(b, t, p, residual=True)),
+    Case("matmul-bias-fuse", MM, lambda b, t, p: b.add(t["c"], b.matmul(t["a"], t["b"])),
+         lambda b, t, p: fmm(b, t, p, bias=True)),
+    Case("fused-matmul-residual", MM, lambda b, t, p: b.add(t["z"], fmm(b, t, p, bias=True)),
+         lambda b, t, p: fmm(b, t, p, bias=True, residual=True)),
 ]
 
 test_sound, test_goal = parametrize(CASES)

@@ -89,7 +89,11 @@ def _inverses(r: Reader, cid):
 
 def _quotients(r: Reader, n):
     """(a, s, v) for each a / s or a · (1 / s) (s = sqrt(v)) or a · Pow(v, -0.5) in the class; s or
-    v None when the class names the other."""
+    v None when the class names the other (kept for the round: both norms ask)."""
+    return r.cached(("quotients", n), lambda: tuple(_find_quotients(r, n)))
+
+
+def _find_quotients(r: Reader, n):
     for c in r.same(n):
         for d in r.nodes(c, Op.DIV):
             yield d.children[0], d.children[1], None
@@ -156,9 +160,10 @@ def _weighted(r: Reader, cid, normalized, half: bool):
         tw = r.type(w)
         if tw is None or tw.dtype != t.dtype:
             continue
-        found = list(normalized(r, n))
+        # a class is a factor of many products (commutativity, associativity): read it once a round
+        found = list(r.cached((normalized.__name__, n), lambda: normalized(r, n)))
         if half and t.dtype.itemsize < 4:
-            found += list(_half_rms(r, n, t.dtype))
+            found += r.cached(("half", n, t.dtype.str), lambda: list(_half_rms(r, n, t.dtype)))
         for x, axis, eps in found:
             tx = r.type(x)
             if tx is not None and tx.shape == t.shape and tx.dtype == t.dtype \

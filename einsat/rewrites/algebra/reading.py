@@ -21,15 +21,33 @@ MAX_FACTORINGS = 16  # factor lists per class (a product of n factors has Catala
 
 
 class Reader:
+    """Reads one export; what it finds is kept for the reader's life (one generator round):
+    a class's nodes by op, and any result a recognizer keeps with `cached` (a class's normalized
+    forms are asked once for each product it is a factor of)."""
+
     def __init__(self, data: EGraphData):
         self.data = data
         self._same: dict[int, frozenset[int]] = {}
+        self._by_op: dict[int, dict[Op, tuple]] = {}
+        self._cache: dict = {}
 
     def type(self, cid):
         return self.data.classes[cid].type
 
-    def nodes(self, cid, op: Op):
-        return [n for n in self.data.classes[cid].nodes if n.op is op]
+    def nodes(self, cid, op: Op) -> tuple:
+        by_op = self._by_op.get(cid)
+        if by_op is None:
+            by_op = {}
+            for n in self.data.classes[cid].nodes:
+                by_op.setdefault(n.op, []).append(n)
+            by_op = self._by_op[cid] = {k: tuple(v) for k, v in by_op.items()}
+        return by_op.get(op, ())
+
+    def cached(self, key, compute):
+        """`compute()` once per `key` for this reader (a list or tuple: the caller must not change it)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
 
     def scalar(self, cid) -> float | None:
         """The value of a one-element finite float constant weight in the class, else None."""

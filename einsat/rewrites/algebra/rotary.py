@@ -123,6 +123,11 @@ def _duplicated(r: Reader, cid, depth=0, seen=None) -> bool:
     return False
 
 
+def _duplicated_once(r: Reader, cid) -> bool:
+    """`_duplicated` from the class itself, read once a round (the same caches meet many sums)."""
+    return r.cached(("duplicated", cid), lambda: _duplicated(r, cid))
+
+
 def _half(r: Reader, cache, x_type):
     """The rank-3 half cache [B', S, D/2] of the class `cache` [B', 1, S, D], as a term; None when
     its shape does not fit x [B, H, S, D]."""
@@ -150,7 +155,7 @@ def _forms(r: Reader, cid):
     t = r.type(cid)
     for a, b in r.sums(cid):
         for rot, sc in r.products(b):
-            xs = list(_rotate_halves(r, rot))
+            xs = r.cached(("rotate_half", rot), lambda: list(_rotate_halves(r, rot)))
             if not xs:
                 continue
             for x, cc in r.products(a):
@@ -175,7 +180,7 @@ def rotary_terms(session, data: EGraphData) -> int:
             tc, ts = r.type(cc), r.type(sc)
             if tc is None or ts is None or tc.dtype != t.dtype or ts.dtype != t.dtype or tc.shape != ts.shape:
                 continue
-            if not (_duplicated(r, cc) and _duplicated(r, sc)):
+            if not (_duplicated_once(r, cc) and _duplicated_once(r, sc)):
                 continue
             hc, hs = _half(r, cc, t), _half(r, sc, t)
             if hc is None or hs is None:

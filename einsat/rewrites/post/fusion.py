@@ -38,21 +38,33 @@ def _activation_rules() -> list[Rule]:
     return out
 
 
+def _either_order(add_of: str, rhs: str, cond_of) -> str:
+    """The rewrite of `(Add p q)` and of `(Add q p)` (`add_of(left, right)` builds the sum from the
+    product side and the other): `add-comm` turns only a sum with a weight-only term, so a
+    residual sum of two computed values (MobileNet's x + project(...)) is matched as written."""
+    product, other = add_of
+    return "\n".join(rewrite(f"(Add {a} {b})", rhs, cond_of(f"(Add {a} {b})"))
+                      for a, b in ((product, other), (other, product)))
+
+
 def _rules() -> tuple[Rule, ...]:
+    conv_b, fused_c, fused_m = conv("x", "w", "b"), _fused_conv("none"), _fused_mm("none", "c")
     return tuple(_activation_rules()) + (
-        Rule("conv-residual-fuse", "conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape)",
-             rewrite(f"(Add {conv('x', 'w', 'b')} z)", _fused_conv("none", z="z"),
-                     f"(= (shape z) (shape {conv('x', 'w', 'b')}))")),
-        Rule("fused-conv-residual", "fused_conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape)",
-             rewrite(f"(Add {_fused_conv('none')} z)", _fused_conv("none", z="z"),
-                     f"(= (shape z) (shape {_fused_conv('none')}))")),
-        Rule("matmul-bias-fuse", "A @ B + c = fused_matmul(A, B, c)  (c broadcasts to the output's shape)",
-             rewrite("(Add (Matmul a b) c)", _fused_mm("none", "c"),
-                     "(= (shape (Add (Matmul a b) c)) (shape (Matmul a b)))")),
+        Rule("conv-residual-fuse", "conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape; "
+             "either order)", _either_order((conv_b, "z"), _fused_conv("none", z="z"),
+                                            lambda add: f"(= (shape z) (shape {conv_b}))")),
+        Rule("fused-conv-residual",
+             "fused_conv(x, W, b) + z = fused_conv(x, W, b, z)  (z of the output's shape; either order)",
+             _either_order((fused_c, "z"), _fused_conv("none", z="z"),
+                           lambda add: f"(= (shape z) (shape {fused_c}))")),
+        Rule("matmul-bias-fuse", "A @ B + c = fused_matmul(A, B, c)  (c broadcasts to the output's shape; "
+             "either order)",
+             _either_order(("(Matmul a b)", "c"), _fused_mm("none", "c"),
+                           lambda add: f"(= (shape {add}) (shape (Matmul a b)))")),
         Rule("fused-matmul-residual",
-             "fused_matmul(A, B, c) + z = fused_matmul(A, B, c, z)  (z broadcasts to the output)",
-             rewrite(f"(Add {_fused_mm('none', 'c')} z)", _fused_mm("none", "c", "z"),
-                     f"(= (shape (Add {_fused_mm('none', 'c')} z)) (shape {_fused_mm('none', 'c')}))")),
+             "fused_matmul(A, B, c) + z = fused_matmul(A, B, c, z)  (z broadcasts to the output; either order)",
+             _either_order((fused_m, "z"), _fused_mm("none", "c", "z"),
+                           lambda add: f"(= (shape {add}) (shape {fused_m}))")),
     )
 
 

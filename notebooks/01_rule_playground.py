@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 import einsat
 from einsat import GraphBuilder
 from einsat.egraph import Limits, Rule, Ruleset, Schedule, Session, StopReason, pat
-from einsat.egraph.rules import rewrite
+from einsat.egraph.rules import birewrite, rewrite
 from einsat.extract import cost_model, extract
 from einsat.rewrites.algebra.elementwise import ac_rules
 from einsat.rewrites.schedule import default_rules, default_schedule
@@ -127,10 +127,17 @@ assert not s.equivalent(left, right)
 # %% [markdown]
 # A program where the law only applies after the product is re-associated:
 # `exp(x) * (exp(y) * z)`. The playground ruleset runs next to einsat's associativity and
-# commutativity rules (a back-off ruleset). The limits bound the run (nodes, steps, seconds);
-# the report says why it stopped and how often each rule matched.
+# commutativity rules (a back-off ruleset). einsat's own `mul-assoc` regroups only into a product
+# of weights (bounded by design: every grouping of every product chain made the e-graphs of real
+# models explode), and `x`, `y`, `z` are inputs here, so the playground adds the whole law for this
+# program. The limits bound the run (nodes, steps, seconds); the report says why it stopped and how
+# often each rule matched.
 
 # %%
+MUL_ASSOC = Rule("mul-assoc-any", "(a * b) * c = a * (b * c)",
+                 birewrite("(Mul (Mul a b) c)", "(Mul a (Mul b c))"))
+playground = Ruleset("playground", (EXP_MUL, MUL_ASSOC))
+
 b = GraphBuilder("exp_chain")
 x, y, z = (b.input(n, (4, 8), np.float64) for n in "xyz")
 program = b.build(b.mul(b.exp(x), b.mul(b.exp(y), z)))

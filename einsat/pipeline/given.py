@@ -55,12 +55,15 @@ def _external(model: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
-def why_not(model: onnx.ModelProto, options) -> str | None:
-    """Why the given file cannot stand for the result, or None when it can."""
+def why_not(model: onnx.ModelProto | None, options) -> str | None:
+    """Why the given file cannot stand for the result, or None when it can (`model` None: what the
+    options alone say, before the file is read)."""
     if options.loading.fill_weights is not None:
         return "Load(fill_weights=) gave it other weights"
     if options.precision != "fp32":
         return f"the run converts it to {options.precision}"
+    if model is None:
+        return None
     if options.opset is not None and _file_opset(model) > options.opset:
         return f"its opset {_file_opset(model)} is above opset={options.opset}"
     if _external(model):
@@ -84,9 +87,11 @@ def keep_given(result, source, options, left_s: float | None = None):
     if not measure.measured(model) or model.target != "onnxruntime" or result.input is None:
         return result
     start = time.perf_counter()
-    given, label = read_model(source)
     report = result.report
-    skip = why_not(given, options)
+    skip = why_not(None, options)
+    if not skip:
+        given, label = read_model(source)
+        skip = why_not(given, options)
     if skip:
         report.given = {"compared": False, "why": skip}
         return result

@@ -85,8 +85,8 @@ def concrete_value(v: Any, sizes: Mapping[str, int]) -> Any:
         return evaluate(v, sizes)
     if isinstance(v, TensorType):
         return TensorType([evaluate(d, sizes) if isinstance(d, SymDim) else d for d in v.shape], v.dtype)
-    if isinstance(v, tuple):
-        return tuple(concrete_value(x, sizes) for x in v)
+    if isinstance(v, (tuple, list)):
+        return type(v)(concrete_value(x, sizes) for x in v)
     if isinstance(v, Graph) and not is_static(v):
         return instantiate(v, sizes)
     return v

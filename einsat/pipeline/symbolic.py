@@ -45,7 +45,7 @@ from einsat.cost.model import CostModel
 from einsat.errors import EinsatError, InputError, ShapeError
 from einsat.ir.dims import SymDim, evaluate, sym
 from einsat.ir.graph import Graph, Node
-from einsat.ir.symbolic import graph_symbols, instantiate
+from einsat.ir.symbolic import concrete_value, graph_symbols, instantiate
 from einsat.ir.types import TensorType
 
 log = logging.getLogger("einsat.symbolic")
@@ -211,19 +211,6 @@ class Generalizer:
         return v
 
 
-def _at(v, sizes: Mapping[str, int]):
-    """A value read back by `Generalizer.value`, its dims evaluated at `sizes`."""
-    if isinstance(v, SymDim):
-        return evaluate(v, sizes)
-    if isinstance(v, tuple):
-        return tuple(_at(x, sizes) for x in v)
-    if isinstance(v, list):
-        return [_at(x, sizes) for x in v]
-    if isinstance(v, TensorType):
-        return TensorType([_at(d, sizes) for d in v.shape], v.dtype)
-    return v
-
-
 class OverSizes(CostModel):
     """The cost model of a symbolic run's search: an application of an op at the probe sizes costs
     what `inner` charges for it summed over the named sizes, its types and attributes read back
@@ -270,9 +257,9 @@ class OverSizes(CostModel):
         total = 0.0
         for sizes in self.named:
             try:
-                total += self.inner.node_cost(op, {k: _at(v, sizes) for k, v in g_attrs.items()},
-                                              [None if t is None else _at(t, sizes) for t in g_ins],
-                                              [_at(t, sizes) for t in g_outs])
+                total += self.inner.node_cost(op, {k: concrete_value(v, sizes) for k, v in g_attrs.items()},
+                                              [None if t is None else concrete_value(t, sizes) for t in g_ins],
+                                              [concrete_value(t, sizes) for t in g_outs])
             except (EinsatError, ValueError, ZeroDivisionError):  # not a program at that size: its probe cost
                 total += self.inner.node_cost(op, attrs, ins, outs)
         if key is not None:

@@ -55,6 +55,17 @@ def _external(model: onnx.ModelProto) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
+def _raw_bytes(source) -> bytes | None:
+    """The given file's bytes as the user handed them: a path's contents, or the bytes themselves."""
+    import os
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            return f.read()
+    return None
+
+
 def why_not(model: onnx.ModelProto | None, options) -> str | None:
     """Why the given file cannot stand for the result, or None when it can (`model` None: what the
     options alone say, before the file is read)."""
@@ -90,7 +101,11 @@ def keep_given(result, source, options, left_s: float | None = None):
     report = result.report
     skip = why_not(None, options)
     if not skip:
-        given, label = read_model(source)
+        # the file's own bytes where it came as bytes or a path (written back as they are), read once
+        raw = _raw_bytes(source)
+        given, label = read_model(source if raw is None else raw)
+        label = label if raw is None or isinstance(source, (bytes, bytearray, memoryview)) else str(source)
+        given_bytes = given.SerializeToString() if raw is None else raw
         skip = why_not(given, options)
     if skip:
         report.given = {"compared": False, "why": skip}
@@ -105,7 +120,6 @@ def keep_given(result, source, options, left_s: float | None = None):
             return 0.0
         return 2 * 2 * (reps + 3) * each_ms * cost / report.cost_before / 1e3
 
-    given_bytes = given.SerializeToString()
     written = result.onnx_bytes()
     returned_input = bool(report.kept_input)
     compared: list[dict[str, Any]] = []

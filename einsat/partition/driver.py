@@ -41,6 +41,7 @@ from einsat.pipeline import phases
 from einsat.pipeline.events import ProgressEvent
 from einsat.pipeline.measure import ProfileSummary
 from einsat.pipeline.options import Options, Partitioning
+from einsat.pipeline.plan import VERIFY_MARGIN
 from einsat.pipeline.report import Report
 from einsat.pipeline.runner import Result
 
@@ -115,10 +116,15 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
             executor = "serial"
     if executor == "serial":
         workers = 1
-    if state.planner.bounded:  # the pieces share what is left, a fifth kept for stitching and checks
-        piece_options = piece_options.replace(budget=state.planner.seconds("pieces",
-                                                                           rounds=math.ceil(len(own) / workers)))
-    jobs = [(pieces[k].graph, piece_options) for k in own]
+    end = None  # when the pieces' share ends (time.time()): no piece runs past it, wherever it starts
+    if state.planner.bounded:  # the copies' checks held back (`rebind_estimate`), then the pieces share what is
+        # left, a fifth kept for stitching and checks
+        state.planner.hold("rebind", rebind_estimate(graph, pieces, template, state.reference if verify else None))
+        rounds = math.ceil(len(own) / workers)
+        each = state.planner.seconds("pieces", rounds=rounds)
+        piece_options = piece_options.replace(budget=each)
+        end = time.time() + each * rounds
+    jobs = [(pieces[k].graph, piece_options, end) for k in own]
     t = time.perf_counter()
     done = [0]
 
@@ -134,6 +140,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     if executor != "serial" and hasattr(cost, "refresh"):  # a measured model: what the workers timed
         cost.refresh()
 
+    state.planner.release("rebind")
     t = time.perf_counter()
     programs: list[Graph] = []
     summaries: list[PieceSummary] = []
@@ -158,6 +165,15 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
             continue
         t1 = time.perf_counter()
         fallback = ""
+        if src != k and verify and run.seconds is not None and not run.cancelled and run.remaining() <= 0:
+            # the deadline passed (the stitched result's verification held apart): the piece as it was
+            programs.append(piece.graph)
+            summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
+                                          fingerprint=canon[k].key[:12], template=k,
+                                          cost_before=cost.graph_cost(piece.graph),
+                                          cost_after=cost.graph_cost(piece.graph), seconds=0.0,
+                                          fallback="not rebound: the budget left no time to check the copy"))
+            continue
         if src == k:
             program, seconds = res.graph, res.seconds
         else:
@@ -168,7 +184,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
                     check_copy(piece.graph, program)
             except EinsatError as e:  # a rewrite that depended on the template's weights: optimize it alone
                 fallback = f"optimized alone: the template did not apply ({str(e).splitlines()[0]})"
-                res = run_jobs([(pieces[k].graph, piece_options)], "serial")[0]
+                res = run_jobs([(pieces[k].graph, piece_options, end)], "serial")[0]
                 program, src = res.graph, k
             seconds = time.perf_counter() - t1 + (res.seconds if fallback else 0.0)
         if res.recipe is not None and res.recipe.outputs:
@@ -256,6 +272,20 @@ def joined_recipe(graph: Graph, recipes: dict[int, tuple[Graph, dict[str, str], 
                               [names[o] for o in node.outputs], dict(node.attrs)))
         outputs += [renames[k][outs[o]] for o in rec.outputs]
     return Graph(nodes, dict(sorted(inputs.items())), sorted(outputs), constants, f"{graph.name}_recipe")
+
+
+CHECK_RUNS = 3  # a copy's check runs its piece on two draws (to see its outputs vary) and its program on one
+
+
+def rebind_estimate(graph: Graph, pieces: list[Piece], template: list[int], reference) -> float:
+    """Seconds the copies' checks (`check_copy`) will take, roughly: each runs its piece twice
+    and its program once (`CHECK_RUNS`), as long as the piece's share of `graph`'s nodes of one run of the whole input
+    (`reference`: its verification runs taken ahead, `ReferenceRuns`; None: nothing is checked),
+    with the verification's margin."""
+    if reference is None:
+        return 0.0
+    copied = sum(len(p.graph.nodes) for k, p in enumerate(pieces) if template[k] != k and p.graph.outputs)
+    return VERIFY_MARGIN * CHECK_RUNS * reference.typical_seconds * copied / max(1, len(graph.nodes))
 
 
 def check_copy(piece: Graph, program: Graph) -> None:

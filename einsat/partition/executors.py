@@ -31,6 +31,8 @@ from einsat.pipeline.options import EXECUTORS, Options
 
 log = logging.getLogger(__name__)
 
+PIECE_MIN_S = 1e-3  # a piece that starts after its share ended: a budget this small returns it unsearched
+
 __all__ = ["EXECUTORS", "PieceResult", "optimize_piece", "run_jobs", "spawn_safe"]
 
 
@@ -43,16 +45,21 @@ class PieceResult:
     pid: int = 0              # the process that optimized it
 
 
-def optimize_piece(job: tuple[Graph, Options | dict]) -> PieceResult:
-    """Optimize one piece (a job: the piece and its run's `Options`, or `optimize`'s keywords):
-    a run of the pipeline, never partitioned again, with its recipe."""
+def optimize_piece(job: tuple) -> PieceResult:
+    """Optimize one piece (a job: the piece and its run's `Options`, or `optimize`'s keywords,
+    and optionally when the pieces' share of the budget ends, in `time.time()` seconds): a run of
+    the pipeline, never partitioned again, with its recipe. With an end, the piece's budget is
+    at most the seconds left to it when the piece starts (a worker's start-up and the pieces
+    before it in the queue come out of the share, not on top of it)."""
     import time
 
     from einsat.pipeline import run
 
-    graph, options = job
+    graph, options, *end = job
     if isinstance(options, dict):
         options = Options.of(**options)
+    if end and end[0] is not None and options.budget_s is not None:
+        options = options.replace(budget=max(min(options.budget_s, end[0] - time.time()), PIECE_MIN_S))
     t0 = time.perf_counter()
     result = run(graph, None, options.replace(recipe=True, partition=False))
     return PieceResult(result.graph, result.recipe, result.report, time.perf_counter() - t0, os.getpid())

@@ -19,7 +19,11 @@ phase must have a moment to return anything (`FLOORS`):
 Seconds a later phase will need are held back (`hold`) from the start: the verification's
 (the candidate's runs, `VERIFY_MARGIN` times the reference's), the measured check's
 (`check_estimate`) and, on the command line, the writing of the result (as long as the
-reading took). The phases before it see them as spent until `release`.
+reading took). The phases before it see them as spent until `release`. A partitioned run
+(`einsat.partition`) takes the whole input's verification runs before its pieces too, and also
+holds its copies' checks (`rebind_estimate`: a share of the input's run for each copied piece);
+its pieces' share ends at one time, so a piece that starts late (a worker's start-up, the queue)
+gets what is left of it, and a copy the deadline leaves no time to check stays the piece it was.
 
 Without a budget every phase gets its cap (None: unbounded), exactly as before the planner:
 a run with no budget is shaped by work limits, never by the clock of another phase.

@@ -95,7 +95,11 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
                 unsearched = _too_small(state)  # the input, said why: no search
                 parts = settings is not False and split is not None and len(state.graph.nodes) > settings.above
                 if not unsearched and parts:
-                    result = split(state.graph, options.replace(partition=settings), state)  # stitched, checked
+                    try:  # the whole input's verification runs now, the stitched result's held back
+                        phases.reference(state)
+                        result = split(state.graph, options.replace(partition=settings), state)  # stitched, checked
+                    finally:
+                        state.planner.release("verify")
                 elif not unsearched:
                     try:
                         phases.reference(state)

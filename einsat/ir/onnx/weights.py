@@ -206,6 +206,7 @@ def random_weights(model: onnx.ModelProto, seed: int = 0) -> tuple[onnx.ModelPro
     for n, (elem, shape) in types.items():
         role, fan_in = roles[n]
         values[n] = random_weight(n, shape, helper.tensor_dtype_to_np_dtype(elem), seed, role, fan_in)
+        values[n].setflags(write=False)  # made here, read only: the import keeps it without a copy
     _replace(g.node, nodes)
     _replace(g.initializer, kept)
     listed = {i.name for i in g.input}

@@ -31,6 +31,9 @@ from einsat.errors import EinsatError
 from einsat.ir.signature import Signature, atomic_write_json, signature_of
 
 FORMAT = "einsat-profile/1"
+# whether the onnxruntime sessions einsat times spin-wait between kernels (onnxruntime's
+# default): no (`runtime.profiler.ort_session` says why). Part of a CPU profile's machine key.
+SPINNING = False
 # measured on the GPU machine by einsat.gpu.profiler, committed beside it
 PROFILES_DIR = os.path.join(os.path.dirname(os.path.dirname(__file__)), "gpu", "profiles")
 MODES = ("warm_us", "us")
@@ -208,4 +211,5 @@ def cpu_machine(threads: int = 1) -> dict[str, Any]:
             versions[pkg] = "absent"
     return {"kind": "cpu", "backend": "onnxruntime", "name": cpu, "cpus": os.cpu_count() or 1,
             "system": f"{platform.system()} {platform.machine()}", "threads": threads,
-            "python": platform.python_version(), "format": FORMAT, "export": EXPORT_REVISION, **versions}
+            "python": platform.python_version(), "format": FORMAT, "export": EXPORT_REVISION,
+            "spinning": SPINNING, **versions}

@@ -174,14 +174,15 @@ def compare_files(graph, sizes, baseline: bytes, candidate: bytes, written: byte
     from einsat.ir.symbolic import instantiate
     from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
     from einsat.runtime.inputs import random_inputs
+    from einsat.cost.profile_db import SPINNING
     from einsat.runtime.profiler import compare_programs, wall_runner
 
     at: Graph = instantiate(graph, sizes) if sizes else graph
     feeds = random_inputs(at, 0)
 
     def runner(data: bytes, seed: int):
-        session = new_session(data, threads=threads, disabled_optimizers=unsafe_optimizers(at) if data is written
-                              else ())
+        session = new_session(data, threads=threads, spinning=SPINNING,  # as every session einsat times
+                              disabled_optimizers=unsafe_optimizers(at) if data is written else ())
         names = {i.name for i in session.get_inputs()}
         mine = {k: v for k, v in feeds.items() if k in names}
         return wall_runner(lambda: session.run(None, mine))

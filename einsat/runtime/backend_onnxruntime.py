@@ -48,9 +48,12 @@ def quiet_onnxruntime(ort=None) -> None:
 
 
 def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, ...] = (),
-                profile_prefix: str | None = None):
+                profile_prefix: str | None = None, spinning: bool = True):
     """An onnxruntime CPU session for a serialized model (`threads` 0: onnxruntime's default;
-    `profile_prefix`: onnxruntime's own profiler on, its JSON file named from that prefix)."""
+    `profile_prefix`: onnxruntime's own profiler on, its JSON file named from that prefix;
+    `spinning` False: its intra-op threads block between kernels instead of spin-waiting,
+    `session.intra_op.allow_spinning=0`, as the sessions einsat times are made: see
+    `runtime.profiler.ort_session`)."""
     try:
         import onnxruntime as ort
     except ImportError as e:
@@ -59,6 +62,8 @@ def new_session(model: bytes, threads: int = 0, disabled_optimizers: tuple[str, 
     options = ort.SessionOptions()
     options.log_severity_level = SILENT  # a failure reaches einsat as an exception, which says it once
     options.intra_op_num_threads = threads
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if profile_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix

@@ -44,6 +44,8 @@ def test_the_key_changes_with_the_machine_and_the_versions():
     assert m["kind"] == "cpu" and m["threads"] == 1 and m["cpus"] >= 1 and "onnxruntime" in m
     assert m["export"] == EXPORT_REVISION  # ops exported otherwise are timed anew
     assert machine_key(m) != machine_key({**m, "export": EXPORT_REVISION - 1})
+    assert m["spinning"] is False  # timed without spin-waiting (runtime.profiler.ort_session)
+    assert machine_key(m) != machine_key({**m, "spinning": True})  # entries timed spinning are not reused
 
 
 def test_the_key_is_the_running_libraries_even_when_their_metadata_cannot_be_read(monkeypatch):

@@ -292,3 +292,19 @@ def test_the_packed_attention_is_timed_as_onnxruntime_s_contrib_attention():
     assert [(n.domain, n.op_type) for n in written.graph.node] == [("", "Expand"), ("com.microsoft", "Attention")]
     run = profile_signatures([sig], reps=3, warmup=1)
     assert not run.failures and sig.key in run.entries and run.entries[sig.key]["raw_us"] > 0
+
+
+def test_the_sessions_einsat_times_do_not_spin_wait_and_others_do():
+    from einsat.ir.builder import GraphBuilder
+    from einsat.runtime.backend_onnxruntime import new_session
+    from einsat.runtime.profiler import ort_session
+
+    b = GraphBuilder("g")
+    x = b.input("x", (4, 4))
+    g = b.build(b.add(x, x))
+    key = "session.intra_op.allow_spinning"
+    timed = ort_session(g, threads=2)
+    assert timed.get_session_options().get_session_config_entry(key) == "0"
+    plain = new_session(to_onnx(g).SerializeToString(), threads=2)
+    with pytest.raises(RuntimeError):  # not set: onnxruntime's default, it spins
+        plain.get_session_options().get_session_config_entry(key)

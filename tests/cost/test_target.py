@@ -377,3 +377,39 @@ def test_failures_recorded_with_other_inputs_are_timed_again(tmp_path):
     old.add({}, failures={"y": "RuntimeError"})
     old.save()  # the stale failure on disk is not merged back either
     assert cpu_model(path=path).db.failures == {"y": "RuntimeError"}
+
+
+def test_an_entry_timed_under_load_is_timed_again_and_the_quieter_timing_kept(tmp_path):
+    from einsat.cost.target import LOADED_REF, QUIET_REFS, RETIMES
+    model = TargetCost("onnxruntime", MACHINE, tmp_path / "p.json")
+    ss = sigs(QUIET_REFS + 2)
+    quiet, busy = ss[:-1], ss[-1]
+    model.add({s.key: {**entry(s, 10.0), "ref_us": 80.0} for s in quiet}, sigs=quiet)
+    model.add({busy.key: {**entry(busy, 300.0), "ref_us": 80.0 * LOADED_REF * 2}}, sigs=[busy])
+    assert model.quiet_ref_us() == 80.0
+    assert model.missing(ss) == [busy]  # its batch's reference ran 3x the quiet one's
+    model.add({busy.key: {**entry(busy, 500.0), "ref_us": 80.0 * LOADED_REF * 3}}, sigs=[busy])  # busier still
+    assert model.db.entries[busy.key]["us"] == 300.0 and model.db.entries[busy.key]["retimed"] == 1
+    assert model.missing(ss) == [busy]
+    model.add({busy.key: {**entry(busy, 20.0), "ref_us": 82.0}}, sigs=[busy])  # quiet now: this one is kept
+    assert model.db.entries[busy.key]["us"] == 20.0 and model.db.entries[busy.key]["retimed"] == RETIMES
+    assert model.missing(ss) == []
+
+
+def test_an_entry_is_timed_again_at_most_retimes_times(tmp_path):
+    from einsat.cost.target import LOADED_REF, QUIET_REFS, RETIMES
+    model = TargetCost("onnxruntime", MACHINE, tmp_path / "p.json")
+    ss = sigs(QUIET_REFS + 2)
+    model.add({s.key: {**entry(s, 10.0), "ref_us": 80.0} for s in ss[:-1]}, sigs=ss[:-1])
+    for _ in range(RETIMES + 1):
+        model.add({ss[-1].key: {**entry(ss[-1], 300.0), "ref_us": 80.0 * LOADED_REF * 2}}, sigs=[ss[-1]])
+    assert model.db.entries[ss[-1].key]["retimed"] == RETIMES
+    assert model.missing(ss) == []  # the machine stays busy: its timing stands
+
+
+def test_without_enough_references_no_entry_counts_as_timed_under_load(tmp_path):
+    from einsat.cost.target import QUIET_REFS
+    model = TargetCost("onnxruntime", MACHINE, tmp_path / "p.json")
+    ss = sigs(QUIET_REFS - 1)
+    model.add({s.key: {**entry(s, 10.0), "ref_us": 80.0 * (1 + k)} for k, s in enumerate(ss)}, sigs=ss)
+    assert model.quiet_ref_us() is None and model.missing(ss) == []

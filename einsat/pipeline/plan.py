@@ -48,6 +48,7 @@ PROFILE_S = 120.0      # op profiling of a measured model, by default (`Measure.
 CHOICE_S = 60.0        # the measured choice's profiling, for each of its ways
 VERIFY_MARGIN = 1.5    # the candidate's verification runs held back: this times the reference's
 CHECK_SETUP_S = 0.05   # the measured check's session set-up, per program (held back with its rounds)
+CHECK_BLOCKS = 3       # the measured check's blocks of rounds at most: a pilot, its retake, the confirmation
 
 
 class Planner:
@@ -126,7 +127,8 @@ class Planner:
 
 
 def check_estimate(predicted_us: float, reps: int, warmup: int = 3) -> float:
-    """Seconds the measured check will take, roughly: two programs each running about as long as
-    the input is predicted to (`predicted_us`), `reps` rounds and their warm-up, twice (a verdict
-    of faster is confirmed on fresh sessions), and their sessions' set-up."""
-    return 2 * 2 * ((reps + warmup) * max(0.0, predicted_us) / 1e6 + CHECK_SETUP_S)
+    """Seconds the measured check will take, at most, roughly: two programs each running about
+    as long as the input is predicted to (`predicted_us`), `reps` rounds and their warm-up, three
+    times (a block leaning faster is taken again, a verdict of faster confirmed, each on fresh
+    sessions: `runtime.profiler.compare_programs`), and their sessions' set-up."""
+    return CHECK_BLOCKS * 2 * ((reps + warmup) * max(0.0, predicted_us) / 1e6 + CHECK_SETUP_S)

@@ -63,6 +63,7 @@ OUTLIER_MADS = 5.0  # a repetition above median + this many scaled MADs is an ou
 # took 2.7 ms at its 10th percentile and 20 ms at its median with 2 threads. The count is part
 # of a CPU profile's machine key (`profile_db.cpu_machine`).
 THREADS = 1
+LEANING_P = 0.25  # a side-by-side block this close to a verdict of faster is taken again (`compare_programs`)
 
 Runner = Callable[[], float]
 REFERENCE = "(reference)"  # the key of `reference_graph`'s runner in a profiling batch
@@ -528,11 +529,23 @@ def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: 
     landed in memory, which onnxruntime kernel path it took. Two sessions of one program
     differ by more than the programs do: nasrnn's result was judged 1.12x faster over 30 rounds
     of one pair of sessions and measured 0.88x on the next pair; einnet_conv_transpose's input
-    ran 12 ms in one benchmark and 27 ms in another. So the second block draws again."""
+    ran 12 ms in one benchmark and 27 ms in another. So the second block draws again.
+
+    A first block that leans faster but is short of a verdict (p below `LEANING_P`, the
+    candidate's median lower) is taken as a pilot: the verdict is that of a new block on fresh
+    sessions, confirmed as above (the llama_legacy attention piece, measured 1.51x in 10 of 15
+    rounds at p = 0.094 while the shared machine was busy, was returned as not faster)."""
     runner = runner or (lambda g, seed: ort_runner(g, seed, threads))
     runners = {"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}
     times = interleaved(runners, reps, warmup)
     first = judge(times["baseline"], times["candidate"], backend)
+    if confirm and not first.faster and first.p_value < LEANING_P and first.candidate_ms < first.baseline_ms:
+        # leaning faster, short of a verdict (a shared machine's noise): that block was a pilot,
+        # and the verdict is taken on a block of fresh sessions instead, confirmed as any
+        runners.clear()
+        runners = {"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}
+        times = interleaved(runners, reps, warmup)
+        first = judge(times["baseline"], times["candidate"], backend)
     if not (confirm and first.faster):
         return first
     runners.clear()  # the first pair's memory goes before the second pair is built

@@ -308,3 +308,45 @@ def test_the_sessions_einsat_times_do_not_spin_wait_and_others_do():
     plain = new_session(to_onnx(g).SerializeToString(), threads=2)
     with pytest.raises(RuntimeError):  # not set: onnxruntime's default, it spins
         plain.get_session_options().get_session_config_entry(key)
+
+
+def _scripted_sessions(speeds):
+    """Runners built in order from `speeds`, each a list of the µs its runs return (its last
+    value repeated), and the list of those built."""
+    from einsat.ir.builder import GraphBuilder
+    b = GraphBuilder("g")
+    g = b.build(b.relu(b.input("x", (2,))))
+    plans, built = iter(speeds), []
+
+    def session(graph, seed):
+        values = list(next(plans))
+        built.append(values)
+        calls = itertools.count()
+        return lambda: values[min(next(calls), len(values) - 1)]
+    return g, session, built
+
+
+def test_a_block_leaning_faster_short_of_a_verdict_is_taken_again_on_fresh_sessions():
+    from einsat.runtime.profiler import LEANING_P, compare_programs
+    # warm-up 2 runs, then 5 rounds: the candidate wins 4 by a fifth, loses 1 by a hair (p = 2/32)
+    pilot = [100.0, 100.0, 100.5, 80.0, 80.0, 80.0, 80.0]
+    g, session, built = _scripted_sessions([[100.0], pilot, [100.0], [80.0], [100.0], [80.0]])
+    c = compare_programs(g, g, reps=5, warmup=2, runner=session)
+    assert len(built) == 6  # the pilot's pair, the retake's, the confirmation's
+    assert c.faster and c.rounds == 10 and c.speedup == pytest.approx(1.25)
+    # the retake alone decides: fresh sessions that show nothing give no verdict of faster
+    g, session, built = _scripted_sessions([[100.0], pilot, [100.0], [100.0]])
+    c = compare_programs(g, g, reps=5, warmup=2, runner=session)
+    assert len(built) == 4 and not c.faster and c.rounds == 5
+    assert 0.05 < 2 / 32 < LEANING_P
+
+
+def test_a_block_leaning_slower_or_without_confirmation_is_not_taken_again():
+    from einsat.runtime.profiler import compare_programs
+    g, session, built = _scripted_sessions([[100.0], [100.0, 100.0, 99.5, 120.0, 120.0, 120.0, 120.0]])
+    c = compare_programs(g, g, reps=5, warmup=2, runner=session)
+    assert len(built) == 2 and not c.faster  # leaning slower: no retake
+    pilot = [100.0, 100.0, 100.5, 80.0, 80.0, 80.0, 80.0]
+    g, session, built = _scripted_sessions([[100.0], pilot])
+    c = compare_programs(g, g, reps=5, warmup=2, runner=session, confirm=False)
+    assert len(built) == 2 and not c.faster  # a single block asked for: its verdict stands

@@ -155,25 +155,20 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
             continue
         src = template[k]
         res = results[src]
-        if res is None:  # the run was interrupted before this piece's template started
+        unchanged = None  # why the piece stays as it was, if it does
+        if res is None:
+            unchanged = "not optimized: the run was interrupted"  # before this piece's template started
+        elif src != k and verify and run.seconds is not None and not run.cancelled and run.remaining() <= 0:
+            unchanged = "not rebound: the budget left no time to check the copy"  # (the verification held apart)
+        if unchanged is not None:
             programs.append(piece.graph)
             summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
                                           fingerprint=canon[k].key[:12], template=k,
                                           cost_before=cost.graph_cost(piece.graph),
-                                          cost_after=cost.graph_cost(piece.graph), seconds=0.0,
-                                          fallback="not optimized: the run was interrupted"))
+                                          cost_after=cost.graph_cost(piece.graph), seconds=0.0, fallback=unchanged))
             continue
         t1 = time.perf_counter()
         fallback = ""
-        if src != k and verify and run.seconds is not None and not run.cancelled and run.remaining() <= 0:
-            # the deadline passed (the stitched result's verification held apart): the piece as it was
-            programs.append(piece.graph)
-            summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
-                                          fingerprint=canon[k].key[:12], template=k,
-                                          cost_before=cost.graph_cost(piece.graph),
-                                          cost_after=cost.graph_cost(piece.graph), seconds=0.0,
-                                          fallback="not rebound: the budget left no time to check the copy"))
-            continue
         if src == k:
             program, seconds = res.graph, res.seconds
         else:

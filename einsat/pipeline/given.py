@@ -170,11 +170,11 @@ def compare_files(graph, sizes, baseline: bytes, candidate: bytes, written: byte
     run's input program) at `sizes` (None: its own shapes). `written` is the one einsat wrote (its
     session leaves off the optimizers onnxruntime gets wrong on einsat's programs); the other runs
     as onnxruntime runs it for the user."""
+    from einsat.cost.profile_db import SPINNING
     from einsat.ir.graph import Graph
     from einsat.ir.symbolic import instantiate
     from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
     from einsat.runtime.inputs import random_inputs
-    from einsat.cost.profile_db import SPINNING
     from einsat.runtime.profiler import compare_programs, wall_runner
 
     at: Graph = instantiate(graph, sizes) if sizes else graph

@@ -29,9 +29,11 @@ def test_the_verification_and_the_copies_checks_are_held_before_the_pieces_share
     from einsat.pipeline import verification as checks
     log, prepared = [], []
     hold, seconds, prepare = plan.Planner.hold, plan.Planner.seconds, checks.prepare_reference
-    monkeypatch.setattr(plan.Planner, "hold", lambda self, phase, s: log.append(("hold", phase, s)) or hold(self, phase, s))
+    monkeypatch.setattr(plan.Planner, "hold",
+                        lambda self, phase, s: log.append(("hold", phase, s)) or hold(self, phase, s))
     monkeypatch.setattr(plan.Planner, "seconds",
-                        lambda self, phase, rounds=1: log.append(("grant", phase, rounds)) or seconds(self, phase, rounds))
+                        lambda self, phase, rounds=1: log.append(("grant", phase, rounds))
+                        or seconds(self, phase, rounds))
     monkeypatch.setattr(checks, "prepare_reference",
                         lambda reference, *a, **k: prepared.append(reference) or prepare(reference, *a, **k))
     result = einsat.optimize(graph, limits=LIMITS, budget=60.0, partition=SERIAL)
@@ -45,9 +47,9 @@ def test_the_verification_and_the_copies_checks_are_held_before_the_pieces_share
 
 
 def test_without_copies_nothing_is_held_for_their_checks(graph):
+    from einsat.partition import partition
     from einsat.partition.driver import rebind_estimate
     from einsat.pipeline.verification import prepare_reference
-    from einsat.partition import partition
     pieces, _ = partition(graph, SERIAL)
     runs, _ = prepare_reference(graph)
     assert rebind_estimate(graph, pieces, list(range(len(pieces))), runs) == 0.0

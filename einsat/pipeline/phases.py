@@ -287,9 +287,9 @@ def alternative(state: State) -> None:
         return stop("skipped", f"the run was stopped ({state.budget.reason}) before it")
     if planner.bounded and state.budget.remaining() <= FLOORS["extract"]:
         held = sum(planner.held.values())
-        return stop("skipped", f"the budget ({state.budget.seconds:g} s) had no room for it: "
-                               f"{max(0.0, state.budget.remaining() + held):.2f} s left, {held:.2f} s of them held for "
-                               "the verifications and side-by-side checks")
+        left = max(0.0, state.budget.remaining() + held)
+        return stop("skipped", f"the budget ({state.budget.seconds:g} s) had no room for it: {left:.2f} s left "
+                               f"before the deadline, {held:.2f} s held for the verifications and side-by-side checks")
     state.notify(ProgressEvent("extract", f"the e-graph again under the modeled cost ({alt.model})"))
     with planner.phase("extract"):
         try:
@@ -438,10 +438,11 @@ def check_alternative(state: State) -> None:
             if alt.verification is not None:
                 state.verification = alt.verification
             state.budget.verified = alt.graph
-        elif state.kept_input is not None:
+            alt.returned = "alternative"
+            return
+        if state.kept_input is not None:
             state.kept_input += f"; the modeled alternative ({alt.model}) was not returned either: {alt.kept_input}"
-    alt.returned = ("alternative" if state.result is alt.graph else
-                    "input" if state.result is state.graph else "measured choice")
+    alt.returned = "input" if state.result is state.graph else "measured choice"
 
 
 def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False):

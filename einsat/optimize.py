@@ -71,9 +71,11 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
         had not measured (the measured choice), and the result is timed against the input on
         the target (`Measure.check_reps` interleaved rounds, default 15): a result not faster
         beyond noise is not returned, the input is, and the report says so (`report.kept_input`).
-        The verdict is kept beside the profile: a later run that extracts the same result from
-        the same input reuses it (the report says when it was measured); `Measure(recheck=True)`
-        times the two programs again.
+        The e-graph is also extracted under the default modeled cost: that program, verified, is
+        timed against the input too, and of the two the faster measured faster is returned
+        (`report.alternative` says which, with both verdicts). The verdict is kept beside the
+        profile: a later run that extracts the same result from the same input reuses it (the
+        report says when it was measured); `Measure(recheck=True)` times the two programs again.
     budget: seconds for the whole run (or a `Budget`, which the caller may also cancel), given
         to its phases by one planner (`einsat.pipeline.plan`, whose table lists every phase's
         share); the command line's `--budget`. The input program runs on the verification's

@@ -30,6 +30,47 @@ from einsat.pipeline.report import SaturationSummary, Verification
 
 log = logging.getLogger("einsat.optimize")  # the logger the phases have always logged on
 
+ALT_VERIFY = "alternative verify"  # the planner's holds for the modeled alternative's verification
+ALT_CHECK = "alternative check"    # and its side-by-side check (`reference`)
+
+
+@dataclass
+class Alternative:
+    """A measured run's second candidate (issue #37): the e-graph extracted again under the
+    default modeled cost model (`einsat.optimize`'s, `cost.models.DEFAULT_COST`), verified like
+    any result and timed against the input beside the measured choice (`check`).
+
+    `status`: "extracted" (a candidate still), "compared" (timed against the input), "same as the
+    input", "same as the measured choice" (nothing more to do), "dropped" (its extraction or its
+    verification failed: never returned) or "skipped" (the budget had no room, the run was
+    stopped); `why` says why it was not compared. `returned` is the candidate the run returned:
+    "alternative", "measured choice" or "input"."""
+
+    model: str
+    status: str = "extracted"
+    why: str | None = None
+    extraction: Any = None
+    # "modeled" (the default model) and "measured" (the run's): {"model", "unit", "input", "choice", "alternative"}
+    modeled: dict = field(default_factory=dict)
+    verification: Verification | None = None
+    comparison: Any = None        # its `Comparison` against the input (None: not timed)
+    kept_input: str | None = None  # why it was not returned as faster (`never_slower`)
+    choice: Any = None            # the measured choice's `Comparison` against the input (None: not timed)
+    returned: str | None = None
+
+    @property
+    def graph(self) -> Graph | None:
+        return None if self.extraction is None else self.extraction.graph
+
+    def to_dict(self) -> dict:
+        """For the report (`Report.alternative`): plain data."""
+        def verdict(c):
+            return None if c is None else {**c.to_dict(), "measured_at": getattr(c, "measured_at", None)}
+        return {"model": self.model, "status": self.status, "why": self.why, "returned": self.returned,
+                "modeled": self.modeled, "verification": None if self.verification is None else str(self.verification),
+                "verdict": verdict(self.comparison), "kept_input": self.kept_input, "choice": verdict(self.choice),
+                "ops": None if self.graph is None else self.graph.op_counts()}
+
 
 @dataclass
 class State:
@@ -52,6 +93,7 @@ class State:
     measured: Any = None                # the check's `Comparison`
     checked_profile: Any = None         # the check's profiling of the result's fused groups (check)
     kept_input: str | None = None       # why the input is returned
+    alternative: Alternative | None = None  # a measured run's modeled extraction (`alternative`)
     extras: dict = field(default_factory=dict)
 
     @property
@@ -111,12 +153,15 @@ def load_program(program, example_inputs, load=None) -> Graph:
                       f"not {type(program).__name__}")
 
 
-def reference(state: State) -> None:
+def reference(state: State, alternative: bool = True) -> None:
     """With a deadline: the input's verification runs now, and the candidate's (as long, with a
-    margin) held back for the verify phase; with a measured model, the check's rounds too."""
+    margin) held back for the verify phase; with a measured model, the check's rounds too, and
+    with `alternative` (a run that searches one e-graph) the same again for the modeled
+    alternative's verification and check (`ALT_VERIFY`, `ALT_CHECK`)."""
     planner, o = state.planner, state.options
     if not planner.bounded:
         return
+    candidate_s = 0.0
     if o.verify:
         with planner.phase("reference"):
             state.notify(ProgressEvent("load", "running the input program on the verification's inputs"))
@@ -124,7 +169,11 @@ def reference(state: State) -> None:
             planner.hold("verify", VERIFY_MARGIN * candidate_s)
     if measure.measured(state.model):
         reps = o.measuring.check_reps or measure.CHECK_REPS
-        planner.hold("check", check_estimate(state.model.graph_cost(state.graph), reps))
+        check_s = check_estimate(state.model.graph_cost(state.graph), reps)
+        planner.hold("check", check_s)
+        if alternative:
+            planner.hold(ALT_VERIFY, VERIFY_MARGIN * candidate_s)
+            planner.hold(ALT_CHECK, check_s)
 
 
 # -- profile, saturate --------------------------------------------------------------------------
@@ -193,6 +242,7 @@ def extract_phase(state: State) -> None:
                                classes=len(data.classes)))
     if state.profiled is not None:
         choose(state)
+        alternative(state)
         return
     with state.planner.phase("extract"):
         state.extraction = extract(state, state.planner.seconds("extract"))
@@ -217,16 +267,67 @@ def choose(state: State) -> None:
     planner.spent("profile", state.profiled.seconds - timed, plan="choose")
 
 
-def extract(state: State, seconds: float | None):
-    """The run's e-graph extracted under its cost model and `Limits` (extractor, ILP size bound),
-    one ILP solve taking at most `seconds`, from the input program, under the run's budget."""
+def alternative(state: State) -> None:
+    """After the measured choice: the e-graph extracted again under the default modeled cost
+    model (`modeled_extraction`), kept as `state.alternative` unless it is the input or the
+    measured choice. Under a budget it takes the extract phase's share, and is skipped (the
+    reason said) when what is left beyond the holds of both candidates' verification and check
+    is under the extract phase's floor."""
+    from einsat.cost.models import DEFAULT_COST, cost_model
+    from einsat.pipeline.plan import FLOORS
+    planner = state.planner
+    alt = state.alternative = Alternative(model=str(DEFAULT_COST))
+
+    def stop(status: str, why: str) -> None:
+        alt.status, alt.why = status, why
+        planner.release(ALT_VERIFY)  # nothing more to verify or time: the seconds go back to the run
+        planner.release(ALT_CHECK)
+
+    if state.budget.cancelled:
+        return stop("skipped", f"the run was stopped ({state.budget.reason}) before it")
+    if planner.bounded and state.budget.remaining() <= FLOORS["extract"]:
+        held = sum(planner.held.values())
+        left = max(0.0, state.budget.remaining() + held)
+        return stop("skipped", f"the budget ({state.budget.seconds:g} s) had no room for it: {left:.2f} s left "
+                               f"before the deadline, {held:.2f} s held for the verifications and side-by-side checks")
+    state.notify(ProgressEvent("extract", f"the e-graph again under the modeled cost ({alt.model})"))
+    with planner.phase("extract"):
+        try:
+            alt.extraction = modeled_extraction(state, planner.seconds("extract"))
+        except Exception as e:  # noqa: BLE001 - a second candidate that cannot be had is not returned, said why
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            log.warning("the modeled alternative could not be extracted: %s: %s", type(e).__name__, first)
+            return stop("dropped", f"its extraction failed ({type(e).__name__}: {first})")
+    graph, choice = alt.graph, state.extraction.graph
+    modeled = cost_model(DEFAULT_COST)
+    alt.modeled = {key: {"model": m.name, "unit": m.unit, "input": m.graph_cost(state.graph),
+                         "choice": m.graph_cost(choice), "alternative": m.graph_cost(graph)}
+                   for key, m in (("modeled", modeled), ("measured", state.model))}
+    if checks.same_program(state.graph, graph):
+        return stop("same as the input", "the modeled extraction chose the input program itself")
+    if checks.same_program(choice, graph):
+        return stop("same as the measured choice", "the modeled extraction chose the measured choice's program")
+
+
+def modeled_extraction(state: State, seconds: float | None):
+    """The run's e-graph extracted under the default modeled cost model (what `einsat.optimize`
+    uses without `cost=`), as `extract` does under the run's own (tests replace this)."""
+    from einsat.cost.models import DEFAULT_COST, cost_model
+    return extract(state, seconds, cost_model(DEFAULT_COST))
+
+
+def extract(state: State, seconds: float | None, model=None):
+    """The run's e-graph extracted under its cost model (or `model`) and `Limits` (extractor, ILP
+    size bound), one ILP solve taking at most `seconds`, from the input program, under the run's
+    budget."""
     from einsat.extract import extract as extract_egraph
     limits = state.options.saturation_limits()
 
     def forward(message: str, cost: float) -> None:
         state.notify(ProgressEvent("extract", message))
 
-    return extract_egraph(state.data, state.model, method=limits.extractor, time_limit=seconds, start=state.graph,
+    return extract_egraph(state.data, state.model if model is None else model, method=limits.extractor,
+                          time_limit=seconds, start=state.graph,
                           name=state.graph.name, budget=state.budget, progress=forward,
                           ilp_candidates=limits.ilp_candidates)
 
@@ -255,10 +356,43 @@ def verify(state: State, candidate: Graph | None = None, identical: bool = True)
     state.budget.verified = candidate  # what a second Ctrl-C writes from here on (the CLI)
 
 
+def verify_alternative(state: State) -> None:
+    """The modeled alternative (`state.alternative`, a candidate still) against the input, as
+    `verify` checks any result; one that fails (or whose check is inconclusive where the result's
+    would return the input) is dropped, the reason in the report, and never returned."""
+    from einsat.errors import VerificationError
+    o, planner, alt = state.options, state.planner, state.alternative
+    planner.release(ALT_VERIFY)
+    if alt is None or alt.status != "extracted" or not o.verify:
+        return
+    if state.budget.cancelled:
+        alt.status, alt.why = "skipped", f"the run was stopped ({state.budget.reason}) before its verification"
+        return
+    with planner.phase("verify"):
+        state.notify(ProgressEvent("verify", "running the input and the modeled alternative on random inputs"))
+        try:
+            verification = checks.verify_equivalent(state.graph, alt.graph, examples=state.examples,
+                                                    require_proof=o.verify == "prove", reference_runs=state.reference)
+        except VerificationError as e:
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+            log.warning("the modeled alternative failed verification and is dropped: %s", first)
+            alt.status, alt.why = "dropped", f"it failed verification ({first})"
+            return
+    if verification.feeding_differs:
+        alt.status, alt.why = "dropped", ("its verification was inconclusive: output(s) "
+                                          f"{', '.join(map(repr, verification.feeding_differs))} agree, but the "
+                                          "values feeding their last op differ")
+        return
+    alt.verification = verification
+
+
 def check(state: State, candidate: Graph, what: str = "the result") -> None:
     """With a measured model: the input and `candidate` timed side by side on the target; a
     result not faster beyond noise is not returned (`state.result` is the input then, and
-    `kept_input` says why). The verdict is kept across runs (`measure.checked`)."""
+    `kept_input` says why). The verdict is kept across runs (`measure.checked`). Where the run
+    has a modeled alternative (`state.alternative`), it is timed against the input too, and of
+    the candidates measured faster the one with the better measured ratio is returned
+    (`check_alternative`)."""
     planner, model = state.planner, state.model
     planner.release("check")
     state.result = candidate
@@ -267,16 +401,48 @@ def check(state: State, candidate: Graph, what: str = "the result") -> None:
         state.result = state.graph
         state.kept_input = (f"the verification was inconclusive: output(s) {', '.join(map(repr, differs))} agree, "
                             "but the values feeding their last op differ")
-        return
-    if not measure.measured(model) or state.budget.cancelled:
-        return
-    with planner.phase("measure", plan="check"):
-        state.notify(ProgressEvent("measure", f"the input and {what} side by side on {model.target}"))
-        units = measure.profile(model, model.unit_signatures(candidate), planner.seconds("check"))  # its fused groups
-        state.checked_profile = units
-        state.result, state.measured, state.kept_input = never_slower(
-            model, state.graph, candidate, state.options.measuring.check_reps or measure.CHECK_REPS,
-            state.options.measuring.recheck)
+    elif measure.measured(model) and not state.budget.cancelled:
+        with planner.phase("measure", plan="check"):
+            state.notify(ProgressEvent("measure", f"the input and {what} side by side on {model.target}"))
+            units = measure.profile(model, model.unit_signatures(candidate), planner.seconds("check"))  # fused groups
+            state.checked_profile = units
+            state.result, state.measured, state.kept_input = never_slower(
+                model, state.graph, candidate, state.options.measuring.check_reps or measure.CHECK_REPS,
+                state.options.measuring.recheck)
+    if state.alternative is not None:
+        check_alternative(state)
+
+
+def check_alternative(state: State) -> None:
+    """The modeled alternative, a verified candidate still, timed against the input by the same
+    rule (`never_slower`, its verdict kept across runs); it is returned where it is measured
+    faster and the measured choice is not, or is by a smaller measured ratio."""
+    planner, model, alt = state.planner, state.model, state.alternative
+    planner.release(ALT_CHECK)
+    alt.choice = state.measured
+    if alt.status == "extracted" and state.budget.cancelled:
+        alt.status, alt.why = "skipped", f"the run was stopped ({state.budget.reason}) before its check"
+    if alt.status == "extracted":
+        with planner.phase("measure", plan="check"):
+            state.notify(ProgressEvent("measure", f"the input and the modeled alternative side by side on "
+                                                  f"{model.target}"))
+            units = measure.profile(model, model.unit_signatures(alt.graph), planner.seconds("check"))
+            state.checked_profile = units if state.checked_profile is None else state.checked_profile.also(units)
+            returned, alt.comparison, alt.kept_input = never_slower(
+                model, state.graph, alt.graph, state.options.measuring.check_reps or measure.CHECK_REPS,
+                state.options.measuring.recheck)
+        alt.status = "compared"
+        choice_faster = state.result is not state.graph
+        if returned is alt.graph and (not choice_faster or alt.comparison.speedup > state.measured.speedup):
+            state.result, state.measured, state.kept_input = alt.graph, alt.comparison, None
+            if alt.verification is not None:
+                state.verification = alt.verification
+            state.budget.verified = alt.graph
+            alt.returned = "alternative"
+            return
+        if state.kept_input is not None:
+            state.kept_input += f"; the modeled alternative ({alt.model}) was not returned either: {alt.kept_input}"
+    alt.returned = "input" if state.result is state.graph else "measured choice"
 
 
 def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False):

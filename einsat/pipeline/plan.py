@@ -18,8 +18,11 @@ phase must have a moment to return anything (`FLOORS`):
 
 Seconds a later phase will need are held back (`hold`) from the start: the verification's
 (the candidate's runs, `VERIFY_MARGIN` times the reference's), the measured check's
-(`check_estimate`) and, on the command line, the writing of the result (as long as the
-reading took). The phases before it see them as spent until `release`. A partitioned run
+(`check_estimate`), as much again for a measured run's modeled alternative (its verification
+and its check, `phases.ALT_VERIFY`, `phases.ALT_CHECK`; its extraction takes the extract phase's
+share, and it is skipped where nothing is left beyond the holds) and, on the command line, the
+writing of the result (as long as the reading took). The phases before it see them as spent
+until `release`. A partitioned run
 (`einsat.partition`) takes the whole input's verification runs before its pieces too, and also
 holds its copies' checks (`rebind_estimate`: a share of the input's run for each copied piece);
 its pieces' share ends at one time, so a piece that starts late (a worker's start-up, the queue)

@@ -161,6 +161,12 @@ class Report:
     # {"compared": False, "why"} or {"compared": True, "kept", "file", "per_size": [{"sizes", "speedup",
     # "given_faster", "comparison"}], "seconds"}; None when not compared
     given: dict[str, Any] | None = None
+    # cost "cpu" (issue #37): the e-graph extracted again under the default modeled cost model, a second
+    # candidate beside the measured choice (`einsat.pipeline.phases.Alternative.to_dict`): "model", "status",
+    # "why", "returned" ("alternative", "measured choice" or "input"), "modeled" (costs of the input, the
+    # choice and the alternative under both models), "verification", "verdict" (its side-by-side comparison
+    # with the input), "kept_input", "choice" (the measured choice's comparison), "ops"; None: not extracted
+    alternative: dict[str, Any] | None = None
 
     @property
     def speedup(self) -> float:
@@ -311,6 +317,26 @@ class Report:
             line += ": the half-precision program is modeled SLOWER than the fp32 one"
         return [line]
 
+    def alternative_lines(self) -> list[str]:
+        """The modeled alternative (issue #37): what it was, both verdicts, and which candidate was
+        returned."""
+        a = self.alternative
+        if a is None:
+            return []
+        cost = (a.get("modeled") or {}).get("modeled")
+        modeled = (f"; modeled ({cost['model']}, {cost['unit']}): input {cost['input']:,.2f}, measured choice "
+                   f"{cost['choice']:,.2f}, alternative {cost['alternative']:,.2f}" if cost else "")
+        if a["status"] != "compared":
+            return [f"  alternative ({a['model']} cost model): {a['status']}: {a['why']}{modeled}"]
+
+        def verdict(v):
+            if v is None:
+                return "not timed"
+            faster = "faster" if v["faster"] else "not faster"
+            return f"{v['speedup']:.3f}x, {faster} ({v['wins']}/{v['rounds']} rounds)"
+        return [f"  alternative ({a['model']} cost model): measured {verdict(a['verdict'])}; measured choice "
+                f"{verdict(a['choice'])}; returned: the {a['returned'].upper()}{modeled}"]
+
     def measured_lines(self) -> list[str]:
         """The profile and the side-by-side measurement, for a model that measures its target."""
         lines = []
@@ -340,6 +366,7 @@ class Report:
                          f"({p0 / p1 if p1 else float('inf'):.3f}x)"
                          + (f"; verdict kept from {m['measured_at']} (--recheck measures again)"
                             if m.get("measured_at") else ""))
+        lines += self.alternative_lines()
         if self.kept_input:
             lines.append(f"  returned: the INPUT program ({self.kept_input})")
         from einsat.pipeline.given import given_lines

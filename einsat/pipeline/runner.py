@@ -96,7 +96,7 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
                 parts = settings is not False and split is not None and len(state.graph.nodes) > settings.above
                 if not unsearched and parts:
                     try:  # the whole input's verification runs now, the stitched result's held back
-                        phases.reference(state)
+                        phases.reference(state, alternative=False)  # the pieces' runs have their alternatives
                         result = split(state.graph, options.replace(partition=settings), state)  # stitched, checked
                     finally:
                         state.planner.release("verify")
@@ -117,6 +117,7 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
                 if run_budget.cancelled and not (run_budget.reason == "interrupted" and said):
                     phases.log.warning("%s: verifying the best program found so far", run_budget.reason)
                 phases.verify(state)
+                phases.verify_alternative(state)  # a measured run's modeled alternative (issue #37)
                 phases.check(state, state.extraction.graph)
         finally:
             state.planner.release_all()
@@ -165,10 +166,14 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
     before = model.graph_cost(graph)
     after = model.graph_cost(result) if measure.measured(model) else extraction.cost
     measured = state.measured
+    alternative = state.alternative
+    # the candidate returned: the modeled alternative where it was measured faster (issue #37)
+    source = alternative.extraction if alternative is not None and alternative.returned == "alternative" \
+        else extraction
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
         measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
                     "threads": model.machine.get("threads"),
-                    "predicted_ms": [before / 1e3, model.graph_cost(extraction.graph) / 1e3]}
+                    "predicted_ms": [before / 1e3, model.graph_cost(source.graph) / 1e3]}
     run_budget, profiled = state.budget, state.profiled
     if profiled is not None and state.checked_profile is not None:
         profiled = profiled.also(state.checked_profile)
@@ -179,13 +184,14 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
                     cost_by_op_before=model.cost_by_op(graph), cost_by_op_after=model.cost_by_op(result),
                     interrupted=run_budget.cancelled, stop=run_budget.reason, memory=watch.summary(),
                     profile={**profiled.to_dict(), "threads": model.machine.get("threads")} if profiled else None,
-                    measured=measured, kept_input=state.kept_input)
+                    measured=measured, kept_input=state.kept_input,
+                    alternative=None if alternative is None else alternative.to_dict())
     state.notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
     made = None
     # the input returned (never slower, or unsearched when the budget was spent loading) makes no weights
-    if state.options.recipe and result is extraction.graph and state.data is not None:
+    if state.options.recipe and result is source.graph and state.data is not None:
         from einsat.egraph.weights import weight_recipe
-        new = {k: c for k, c in extraction.weight_classes.items() if k not in graph.weights}
+        new = {k: c for k, c in source.weight_classes.items() if k not in graph.weights}
         made = weight_recipe(state.data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")
     return Result(result, report, graph, made, opset=state.options.opset,
                   contrib=bool(getattr(model, "contrib_ops", False)))

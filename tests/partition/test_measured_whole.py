@@ -52,6 +52,7 @@ def test_a_stitched_program_not_measured_faster_is_not_returned(tmp_path, monkey
     assert r.measured is not None and not r.measured["faster"] and r.measured_speedup == 1.0
     assert r.ops_after == graph.op_counts() and r.partition is not None
     assert "returned: the INPUT program" in str(r)
+    assert r.alternative is None  # the stitched check is single-candidate; each piece had its own (#37)
 
 
 def test_a_stitched_program_measured_faster_is_returned_with_the_wholes_figures(tmp_path, monkeypatch):

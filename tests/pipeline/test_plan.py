@@ -33,7 +33,8 @@ def block():
     return b.build(b.mul(y, b.tanh(y)))
 
 
-CALLERS = {"profile_input": "profile", "profile_candidates": "profile", "choose": "choose", "check": "check"}
+CALLERS = {"profile_input": "profile", "profile_candidates": "profile", "choose": "choose", "check": "check",
+           "check_alternative": "alternative"}  # the modeled alternative's check (#37): the check's second grant
 
 
 def caller() -> str | None:
@@ -155,16 +156,22 @@ def test_a_measured_run_keeps_every_phase_inside_a_small_budget(tmp_path, monkey
     r, (plan,) = result.report, planners
     took, granted = plan.took, plan.granted
     assert set(took) >= {"load", "reference", "profile", "saturate", "extract", "choose", "verify", "check"}
-    assert [phase for phase, *_ in plan.log if phase != "extract"] == ["profile", "saturate", "choose", "check"]
+    # a modeled alternative other than the measured choice (#37) is checked too: a second grant of the check's
+    alternative = r.alternative["status"] == "compared"
+    assert r.alternative["status"] in ("compared", "same as the measured choice", "same as the input"), r.alternative
+    assert [phase for phase, *_ in plan.log if phase != "extract"] == \
+        ["profile", "saturate", "choose", "check"] + ["check"] * alternative
     # each phase was given a share of what was left then (what later phases need held back), never more
     for phase, given, left in plan.log:
         assert given <= max(left, 0.0) * SHARES[phase] + FLOORS.get(phase, 0.0) + 1e-9, (phase, given, left)
     assert granted["profile"] <= 1.2 and plan.held == {} and plan.budget.reserved == 0
     # profiling left signatures to the roofline, and the measured choice timed some of them
     assert r.profile["left"] > 0 and r.profile["chosen"] > 0, (calls, r.profile)
-    for phase in ("profile", "choose", "check"):  # the scripted timings: what each phase's profiling took
+    grants = {**granted, "check": plan.grants["check"][0], "alternative": plan.grants["check"][-1] if alternative
+              else 0.0}
+    for phase in ("profile", "choose", "check", "alternative"):  # the scripted timings: each phase's profiling took
         spent = sum(seconds for p, _, seconds, *_ in calls if p == phase)
-        assert spent <= (granted[phase] or 0.0) + PER_SIG + 0.1, (phase, spent, granted[phase], calls)
+        assert spent <= (grants[phase] or 0.0) + PER_SIG + 0.1, (phase, spent, grants[phase], calls)
     assert all(b is not None and b <= granted["profile"] + 1e-9 for p, b, *_ in calls if p == "profile")
     assert took["choose"] > 0 and took["check"] >= CHECK_S and "measure" in r.times  # the check ran
     # saturation starts no phase once its share is spent: all but the last ran within it

@@ -413,3 +413,16 @@ def test_without_enough_references_no_entry_counts_as_timed_under_load(tmp_path)
     ss = sigs(QUIET_REFS - 1)
     model.add({s.key: {**entry(s, 10.0), "ref_us": 80.0 * (1 + k)} for k, s in enumerate(ss)}, sigs=ss)
     assert model.quiet_ref_us() is None and model.missing(ss) == []
+
+
+def test_an_entry_timed_again_for_its_kernel_shares_takes_them_however_loaded(tmp_path):
+    from einsat.cost.target import QUIET_REFS
+    model = TargetCost("onnxruntime", MACHINE, tmp_path / "p.json")
+    conv = signature_of(Op.CONV, {"stride": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1},
+                        [TensorType((1, 8, 8, 8)), TensorType((8, 8, 1, 1))])
+    ss = sigs(QUIET_REFS)
+    model.add({s.key: {**entry(s, 10.0), "ref_us": 80.0} for s in ss}, sigs=ss)
+    model.add({conv.key: {**entry(conv, 30.0), "ref_us": 80.0}}, sigs=[conv])  # before entries kept shares
+    assert model.missing([conv]) == [conv]
+    model.add({conv.key: {**entry(conv, 40.0), "ref_us": 90.0, "kernel_share": {"Conv": 1.0}}}, sigs=[conv])
+    assert model.db.entries[conv.key]["kernel_share"] == {"Conv": 1.0} and model.missing([conv]) == []

@@ -161,3 +161,27 @@ def test_the_command_line_writes_the_given_file_when_it_was_kept(tmp_path, monke
     monkeypatch.setattr(given, "keep_given", keep)
     assert main(["optimize", str(src), "-o", str(out), "--quiet"]) == 0
     assert calls == [(str(src), None)] and out.read_bytes() == data
+
+
+@pytest.mark.parametrize("as_file", [True, False])
+def test_a_budget_holds_the_files_comparison_until_the_run_ends(tmp_path, as_file):
+    """Under a budget the files' comparison runs after the pipeline, so the pipeline holds its
+    seconds back from every phase (`phases.GIVEN`, given back when it ends): on
+    resnet18 the check and the alternative's had taken the last seconds, and the given file was
+    written unchanged, untimed, where einsat's writing of the input ran faster. A Graph has no
+    given file: nothing is held for one."""
+    from einsat.budget import Budget
+    from einsat.ir.onnx.io import load_onnx
+    from einsat.pipeline import phases
+    from einsat.pipeline.plan import Planner
+
+    src = tmp_path / "m.onnx"
+    write_model(src, batch=2)
+    options = Options(cost="cpu", budget=60.0)
+    state = phases.State(options, options.model(), Planner.of(options, Budget(60.0)))
+    phases.load(state, str(src) if as_file else load_onnx(str(src)), None)
+    phases.reference(state)
+    held = state.planner.held.get(phases.GIVEN, 0.0)
+    check = state.planner.held["check"]
+    assert check > 0
+    assert held == (pytest.approx(check) if as_file else 0.0)  # two files' rounds, as the check's two programs'

@@ -110,6 +110,7 @@ def keep_given(result, source, options, left_s: float | None = None):
     if skip:
         report.given = {"compared": False, "why": skip}
         return result
+    from einsat.runtime.profiler import SAMPLE_US
     reps = options.measuring.check_reps or measure.CHECK_REPS
     named = [r for r in report.sizes or [] if r.get("named") and "error" not in r]
     rows = [(r["sizes"], r.get("cost_before")) for r in named] or [(None, report.cost_before)]
@@ -118,7 +119,7 @@ def keep_given(result, source, options, left_s: float | None = None):
     def need_s(cost) -> float:  # two files, warm-up and rounds, and a confirming block
         if each_ms is None or not cost or not report.cost_before:
             return 0.0
-        return 2 * 2 * (reps + 3) * each_ms * cost / report.cost_before / 1e3
+        return 2 * 2 * (reps + 3) * max(each_ms * cost / report.cost_before, SAMPLE_US / 1e3) / 1e3
 
     written = result.onnx_bytes()
     returned_input = bool(report.kept_input)
@@ -175,7 +176,7 @@ def compare_files(graph, sizes, baseline: bytes, candidate: bytes, written: byte
     from einsat.ir.symbolic import instantiate
     from einsat.runtime.backend_onnxruntime import new_session, unsafe_optimizers
     from einsat.runtime.inputs import random_inputs
-    from einsat.runtime.profiler import compare_programs, wall_runner
+    from einsat.runtime.profiler import compare_programs, sampled_runner
 
     at: Graph = instantiate(graph, sizes) if sizes else graph
     feeds = random_inputs(at, 0)
@@ -185,7 +186,7 @@ def compare_files(graph, sizes, baseline: bytes, candidate: bytes, written: byte
                               disabled_optimizers=unsafe_optimizers(at) if data is written else ())
         names = {i.name for i in session.get_inputs()}
         mine = {k: v for k, v in feeds.items() if k in names}
-        return wall_runner(lambda: session.run(None, mine))
+        return sampled_runner(lambda: session.run(None, mine))
 
     return compare_programs(baseline, candidate, reps=reps, runner=runner, threads=threads)
 

@@ -43,7 +43,7 @@ from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
 from einsat.ir.signature import Signature, atomic_write_json, signature_of, signatures_of_graph
 from einsat.pipeline.plan import CHOICE_S, PROFILE_S
-from einsat.runtime.profiler import Comparison, compare_programs, profile_signatures
+from einsat.runtime.profiler import SAMPLE_US, Comparison, compare_programs, profile_signatures
 
 PROFILE_BUDGET_S = PROFILE_S  # seconds of profiling per optimize run, by default
 CHOICE_ROUNDS = 3          # extractions again after timing the chosen program's unmeasured ops
@@ -371,11 +371,13 @@ def _comparison(record) -> Comparison | None:
 def checked(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS,
             recheck: bool = False) -> tuple[Comparison, str | None]:
     """`check_measured`'s verdict on `baseline` against `candidate`, taken from the verdicts
-    kept beside `model`'s profile when these two programs were compared with `reps` rounds on
-    this machine before (and `recheck` is off); otherwise measured now and kept. Returns the
+    kept beside `model`'s profile when these two programs were compared with `reps` rounds (of
+    samples of `SAMPLE_US`) on this machine before (and `recheck` is off); otherwise measured now and kept. Returns the
     verdict and when it was measured (None: now)."""
     path = verdicts_path(model)
     key = f"{program_digest(baseline)}:{program_digest(candidate)}:{reps}"
+    if model.target == "onnxruntime":  # its samples' length is part of how the verdict was measured
+        key += f":{SAMPLE_US:g}us"
     verdicts = _load_verdicts(path)
     if not recheck and isinstance(verdicts.get(key), dict):
         kept = _comparison(verdicts[key])

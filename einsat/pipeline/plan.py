@@ -131,7 +131,9 @@ class Planner:
 
 def check_estimate(predicted_us: float, reps: int, warmup: int = 3) -> float:
     """Seconds the measured check will take, at most, roughly: two programs each running about
-    as long as the input is predicted to (`predicted_us`), `reps` rounds and their warm-up, three
-    times (a block leaning faster is taken again, a verdict of faster confirmed, each on fresh
-    sessions: `runtime.profiler.compare_programs`), and their sessions' set-up."""
-    return CHECK_BLOCKS * 2 * ((reps + warmup) * max(0.0, predicted_us) / 1e6 + CHECK_SETUP_S)
+    as long as the input is predicted to (`predicted_us`; a sample runs `SAMPLE_US` at least),
+    `reps` rounds and their warm-up, three times (a block leaning faster is taken again, a
+    verdict of faster confirmed, each on fresh sessions: `runtime.profiler.compare_programs`),
+    and their sessions' set-up."""
+    from einsat.runtime.profiler import SAMPLE_US  # a sample runs a program this long at least
+    return CHECK_BLOCKS * 2 * ((reps + warmup) * max(SAMPLE_US, predicted_us) / 1e6 + CHECK_SETUP_S)

@@ -32,8 +32,9 @@ and `us` = raw − overhead, floored at `MIN_US`, the overhead timed in the same
 as the batch (timed in a phase of its own, a machine whose load rose in between put it above a
 small op's whole time).
 
-`compare_programs` times two programs side by side on the same inputs (interleaved rounds)
-and says whether the second is faster beyond noise (`Comparison`). Depends on `einsat.ir` and
+`compare_programs` times two programs side by side on the same inputs (interleaved rounds, a
+program's sample the mean of the runs that last `SAMPLE_US`) and says whether the second is
+faster beyond noise (`Comparison`). Depends on `einsat.ir` and
 `einsat.cost`'s profile database alone (and onnxruntime when it runs).
 """
 
@@ -64,6 +65,8 @@ OUTLIER_MADS = 5.0  # a repetition above median + this many scaled MADs is an ou
 # of a CPU profile's machine key (`profile_db.cpu_machine`).
 THREADS = 1
 LEANING_P = 0.25  # a side-by-side block this close to a verdict of faster is taken again (`compare_programs`)
+# a program's sample in a side-by-side round runs it this long at least (`sampled_runner`)
+SAMPLE_US = 2000.0
 
 Runner = Callable[[], float]
 REFERENCE = "(reference)"  # the key of `reference_graph`'s runner in a profiling batch
@@ -172,6 +175,33 @@ def ort_runner(graph: Graph, seed: int = 0, threads: int = THREADS) -> Runner:
     session = ort_session(graph, threads)
     feeds = random_inputs(graph, seed)
     return wall_runner(lambda: session.run(None, feeds))
+
+
+def sampled_runner(call: Callable[[], object], sample_us: float = SAMPLE_US) -> Runner:
+    """A runner whose sample is the mean time (µs) of `n` calls in a row, `n` enough for the
+    calls to take `sample_us`, sized on two calls made now. A program of 0.1 ms timed once per
+    round is mostly the timer's and the scheduler's noise: the peers bench's decode steps spread
+    0.6-2.0 over 41 rounds of single runs (benchmarks/results/peers.md at 4af8397)."""
+    first = wall_runner(call)
+    first()
+    n = max(1, math.ceil(sample_us / max(first(), 1.0)))
+    if n == 1:
+        return first
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        return (time.perf_counter() - t0) * 1e6 / n
+    return run
+
+
+def program_runner(graph: Graph, seed: int = 0, threads: int = THREADS) -> Runner:
+    """A runner of `graph` as one onnxruntime session on random inputs, sampled over runs that
+    last `SAMPLE_US` (`sampled_runner`): the side-by-side check's."""
+    session = ort_session(graph, threads)
+    feeds = random_inputs(graph, seed)
+    return sampled_runner(lambda: session.run(None, feeds))
 
 
 def weight_positions(sig: Signature) -> tuple[int, ...]:
@@ -535,7 +565,7 @@ def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: 
     candidate's median lower) is taken as a pilot: the verdict is that of a new block on fresh
     sessions, confirmed as above (the llama_legacy attention piece, measured 1.51x in 10 of 15
     rounds at p = 0.094 while the shared machine was busy, was returned as not faster)."""
-    runner = runner or (lambda g, seed: ort_runner(g, seed, threads))
+    runner = runner or (lambda g, seed: program_runner(g, seed, threads))
     runners = {"baseline": runner(baseline, seed), "candidate": runner(candidate, seed)}
     times = interleaved(runners, reps, warmup)
     first = judge(times["baseline"], times["candidate"], backend)

@@ -126,7 +126,33 @@ def test_markdown_states_measured_and_modeled_and_lists_failures():
     assert "| – | – | 0 |" in geo["slim"]
     row = next(line for line in lines if line.startswith("| bert_legacy | 20.00"))
     assert "1.100x (1.00-1.20) / 1.200x (1.10-1.30) (level 1)" in row and "(input returned)" in row
-    assert row.endswith("| 1.700x |")
+    assert row.endswith("| 1.700x | – / – |")  # no head-to-head without einsat cpu's timing
     assert "| bert_legacy | ort | 1.00e-06 | 2.00e-07 | 30 | Attention 4, Reshape 3 |" in md
     assert "- bert_legacy, slim: RuntimeError: onnxslim exited 1: boom" in md
     assert "- t5_dynamo.onnx, export script: ValueError: differs" in md
+
+
+def test_head_to_head_takes_the_best_peer_per_thread_count_from_the_same_rounds():
+    timings = {1: {"export": [10.0, 10.0, 10.0], "ort0": [9.0, 9.0, 9.0], "slim": [8.0, 8.0, 8.0],
+                   "einsat_cpu": [8.0, 4.0, 16.0]},
+               2: {"export": [10.0] * 3, "ort0": [5.0, 5.0, 5.0], "slim": [9.0] * 3, "einsat_cpu": [4.0, 5.0, 10.0]}}
+    files = dict.fromkeys(timings[1])
+    peers = {k: {str(t): pb.ratio_stats(timings[t]["export"], timings[t][k]) for t in (1, 2)} for k in ("ort0", "slim")}
+    vs = pb.head_to_head(files, timings, peers)
+    assert vs["1"]["peer"] == "slim" and vs["1"]["ratio"] == 1.0       # 8/8, 8/4, 8/16: median 1
+    assert vs["2"]["peer"] == "ort0" and vs["2"]["ratio"] == 1.0       # 5/4, 5/5, 5/10
+    assert vs["2"]["p90"] == pytest.approx(1.2) and vs["2"]["p10"] == pytest.approx(0.6)
+    assert pb.head_to_head({"export": None}, timings, peers) == {}     # einsat cpu wrote nothing
+
+
+def test_the_peer_summary_sorts_rows_by_the_bar():
+    def row(name, ratio, p90, one=1.0):
+        return {"name": name, "vs_best_peer": {"2": {"ratio": ratio, "p10": ratio - 0.1, "p90": p90, "peer": "ort1"}},
+                "tools": {"einsat_cpu": {"timing": _timing(one, 1.0)}}}
+    lines = pb.peer_summary([row("a", 1.02, 1.2), row("b", 0.97, 1.05, one=0.95), row("c", 0.9, 0.95)])
+    text = "\n".join(lines)
+    assert "(median >= 1.00x): 1;" in text
+    assert "90th percentile >= 1.00x): 1: b 0.970x (0.87-1.05, ort1);" in text
+    assert "(90th percentile < 1.00x): 1: c 0.900x (0.80-0.95, ort1)." in text
+    assert "below 0.98x its export: 1: b 0.950x." in text
+    assert pb.peer_summary([{"name": "x", "tools": {}}]) == []

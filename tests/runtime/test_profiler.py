@@ -350,3 +350,23 @@ def test_a_block_leaning_slower_or_without_confirmation_is_not_taken_again():
     g, session, built = _scripted_sessions([[100.0], pilot])
     c = compare_programs(g, g, reps=5, warmup=2, runner=session, confirm=False)
     assert len(built) == 2 and not c.faster  # a single block asked for: its verdict stands
+
+
+def test_a_sampled_runner_runs_a_short_call_long_enough_and_gives_its_mean(monkeypatch):
+    """A call of 0.2 ms sampled over 2 ms runs ten times per sample and gives their mean; a call
+    longer than the sample runs once. The clock is the test's: each call moves it 0.2 ms."""
+    import types
+
+    from einsat.runtime import profiler
+    clock = {"s": 0.0, "n": 0}
+    monkeypatch.setattr(profiler, "time", types.SimpleNamespace(perf_counter=lambda: clock["s"]))
+
+    def call():
+        clock["n"] += 1
+        clock["s"] += 2e-4
+    run = profiler.sampled_runner(call, sample_us=2000.0)
+    assert clock["n"] == 2  # two calls size the sample
+    assert run() == pytest.approx(200.0) and clock["n"] == 12
+    clock["n"] = 0
+    run = profiler.sampled_runner(call, sample_us=100.0)
+    assert run() == pytest.approx(200.0) and clock["n"] == 3  # longer than the sample: one call each

@@ -173,6 +173,7 @@ def test_a_budget_holds_the_files_comparison_until_the_run_ends(tmp_path, as_fil
     from einsat.budget import Budget
     from einsat.ir.onnx.io import load_onnx
     from einsat.pipeline import phases
+    from einsat.pipeline import plan
     from einsat.pipeline.plan import Planner
 
     src = tmp_path / "m.onnx"
@@ -184,4 +185,5 @@ def test_a_budget_holds_the_files_comparison_until_the_run_ends(tmp_path, as_fil
     held = state.planner.held.get(phases.GIVEN, 0.0)
     check = state.planner.held["check"]
     assert check > 0
-    assert held == (pytest.approx(check) if as_file else 0.0)  # two files' rounds, as the check's two programs'
+    # two files' rounds, as the check's two programs', in two blocks of the check's three
+    assert held == (pytest.approx(check * phases.GIVEN_BLOCKS / plan.CHECK_BLOCKS) if as_file else 0.0)

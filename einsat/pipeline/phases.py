@@ -21,7 +21,7 @@ from typing import Any
 from einsat.budget import hold, stop_if_interrupted_twice
 from einsat.errors import EinsatError
 from einsat.ir.graph import Graph
-from einsat.pipeline import given, measure
+from einsat.pipeline import measure
 from einsat.pipeline import verification as checks
 from einsat.pipeline.events import ProgressEvent
 from einsat.pipeline.options import Options
@@ -128,7 +128,9 @@ def load(state: State, program, example_inputs) -> None:
         state.notify(ProgressEvent("load", "reading the program"))
         state.graph = load_program(program, example_inputs, o.loading)
         # an ONNX file given as such is timed against the written one after the run (`einsat.optimize.run`)
-        state.extras["given_file"] = given.is_file(program) and given.why_not(None, o) is None
+        if not isinstance(program, Graph) and not callable(program):
+            from einsat.pipeline import given  # it imports onnx: not on a Graph's or a function's path
+            state.extras["given_file"] = given.is_file(program) and given.why_not(None, o) is None
         state.examples = checks.examples_by_name(state.graph, example_inputs)
         if o.verify:
             checks.before_search(state.graph, program, o.verify, state.examples)

@@ -172,8 +172,7 @@ def test_a_budget_holds_the_files_comparison_until_the_run_ends(tmp_path, as_fil
     given file: nothing is held for one."""
     from einsat.budget import Budget
     from einsat.ir.onnx.io import load_onnx
-    from einsat.pipeline import phases
-    from einsat.pipeline import plan
+    from einsat.pipeline import phases, plan
     from einsat.pipeline.plan import Planner
 
     src = tmp_path / "m.onnx"

@@ -371,9 +371,9 @@ def _comparison(record) -> Comparison | None:
 def checked(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS,
             recheck: bool = False) -> tuple[Comparison, str | None]:
     """`check_measured`'s verdict on `baseline` against `candidate`, taken from the verdicts
-    kept beside `model`'s profile when these two programs were compared with `reps` rounds (of
-    samples of `SAMPLE_US`) on this machine before (and `recheck` is off); otherwise measured now and kept. Returns the
-    verdict and when it was measured (None: now)."""
+    kept beside `model`'s profile when these two programs were compared with `reps` rounds (on
+    onnxruntime, of samples of `SAMPLE_US`) on this machine before (and `recheck` is off);
+    otherwise measured now and kept. Returns the verdict and when it was measured (None: now)."""
     path = verdicts_path(model)
     key = f"{program_digest(baseline)}:{program_digest(candidate)}:{reps}"
     if model.target == "onnxruntime":  # its samples' length is part of how the verdict was measured

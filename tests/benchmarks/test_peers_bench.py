@@ -156,3 +156,34 @@ def test_the_peer_summary_sorts_rows_by_the_bar():
     assert "(90th percentile < 1.00x): 1: c 0.900x (0.80-0.95, ort1)." in text
     assert "below 0.98x its export: 1: b 0.950x." in text
     assert pb.peer_summary([{"name": "x", "tools": {}}]) == []
+
+
+def test_a_file_that_is_the_export_byte_for_byte_is_not_timed(tmp_path, monkeypatch):
+    """einsat writing the given file unchanged gives the export's own rounds: 1.000x exactly, and
+    its head-to-head against a peer is the export's against it; the other files are timed."""
+    export = tmp_path / "m.onnx"
+    export.write_bytes(b"model")
+
+    def make(out, data):
+        out.write_bytes(data)
+        return {}
+    timed = []
+
+    def time_files(files, inputs, threads, reps):
+        timed.append(sorted(files))
+        return {k: [10.0, 10.0, 10.0] if k == "export" else [8.0, 8.0, 8.0] for k in files}
+    monkeypatch.setattr(pb, "prepare", lambda src, kind, work: export)
+    monkeypatch.setattr(pb.onnx, "load", lambda *a, **k: _model(["Relu"]))
+    monkeypatch.setattr(pb, "feeds", lambda model: {})
+    monkeypatch.setattr(pb, "run_outputs", lambda path, inputs: {"y": np.zeros(1)})
+    monkeypatch.setattr(pb, "run_ort_optimizer", lambda src, out, t, level: make(out, b"ort"))
+    monkeypatch.setattr(pb, "run_slim", lambda src, out: make(out, b"slim"))
+    monkeypatch.setattr(pb, "run_einsat", lambda src, out, cost, *a: make(out, b"model" if cost else b"mine"))
+    monkeypatch.setattr(pb, "time_files", time_files)
+    row = pb.bench_model("m", export, "export", tmp_path, 1.0, 3, (1,))
+    assert timed == [["einsat_default", "export", "ort1", "slim"]] * 2  # einsat cpu's file is the export
+    cpu = row["tools"]["einsat_cpu"]
+    assert cpu["same_as_export"] and cpu["timing"]["2"]["ratio"] == 1.0 and cpu["timing"]["2"]["p90"] == 1.0
+    assert row["tools"]["einsat_default"]["timing"]["2"]["ratio"] == 1.25 and "same_as_export" not in \
+        row["tools"]["einsat_default"]
+    assert row["vs_best_peer"]["2"]["ratio"] == 0.8  # the peer's 8 against the export's 10

@@ -111,3 +111,39 @@ def test_the_file_written_for_the_default_cost_has_no_more_views_than_its_input(
     after = _views(to_onnx(result.graph))
     for op in VIEWS:
         assert after[op] <= before[op], (name, op, before, after)
+
+
+def test_a_slice_of_the_whole_tensor_is_not_written_and_a_real_one_is():
+    """A Slice by steps of 1 that keeps every axis's length copies its input (a legacy decoder
+    export's `past[:, :, :, :]`, eight of them per 2-layer decode step, one at each present
+    output): dropped, also where it writes a graph output. A slice that shortens an axis, and
+    one over the whole axis by step -1 (a reversal), stay."""
+    b = GraphBuilder("slices")
+    x = b.input("x", (2, 3, 4), F)
+    r = b.relu(x)
+    whole = b.op(Op.SLICE, r, starts=(0, 0, 0), ends=(2, 3, 4))
+    part = b.op(Op.SLICE, b.exp(x), starts=(0, 1), ends=(2, 3))
+    back = b.op(Op.SLICE, b.tanh(x), starts=(-1,), ends=(-5,), axes=(2,), steps=(-1,))
+    g = b.build(b.add(whole, x), part, back, b.op(Op.SLICE, b.sigmoid(x), starts=(0,), ends=(2,)))
+    model = to_onnx(g)
+    slices = [n for n in model.graph.node if n.op_type == "Slice"]
+    assert len(slices) == 2, [n.input[0] for n in slices]  # the shortened and the reversed
+    assert not any(n.op_type == "Slice" and n.output[0] == g.outputs[3] for n in model.graph.node)
+    assert any(n.op_type == "Sigmoid" and n.output[0] == g.outputs[3] for n in model.graph.node)
+    _matches_on_onnxruntime(g, model)
+
+
+def test_a_transpose_moving_only_axes_of_size_one_is_written_as_a_reshape_and_joins_its_neighbours():
+    """[1, 1, h, d] -> [1, h, 1, d] keeps the elements in order: a Reshape, composed with the
+    Reshape before it into one; a transpose that reorders two axes of size > 1 stays."""
+    b = GraphBuilder("moves")
+    x = b.input("x", (1, 64), F)
+    heads = b.reshape(b.relu(x), shape=(1, 1, 4, 16))
+    moved = b.transpose(heads, perm=(0, 2, 1, 3))
+    swapped = b.transpose(b.reshape(b.exp(x), shape=(1, 1, 4, 16)), perm=(0, 1, 3, 2))
+    g = b.build(b.tanh(moved), b.tanh(swapped))
+    model = to_onnx(g)
+    assert _views(model) == Counter({"Reshape": 2, "Transpose": 1}), _views(model)
+    (t,) = [n for n in model.graph.node if n.op_type == "Transpose"]
+    assert [list(a.ints) for a in t.attribute] == [[0, 1, 3, 2]]
+    _matches_on_onnxruntime(g, model)

@@ -145,8 +145,9 @@ def test_a_slice_write_into_a_large_buffer_exports_no_index_table():
     g = assign_graph((1024, 2048), (("slice", 1, 0, 1, 1024),), (1024, 1024))
     model = to_onnx(g)
     assert model.ByteSize() < 10_000
+    # the kept part of x and w, joined (w's slice over its whole extent is not written: `tidy`)
     assert [n.op_type for n in model.graph.node if n.op_type in ("Slice", "Concat", "ScatterND")] == \
-        ["Slice", "Slice", "Concat"]
+        ["Slice", "Concat"]
     x = np.random.default_rng(0).standard_normal((1024, 2048)).astype(np.float32)
     w = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
     import onnxruntime as ort

@@ -1,5 +1,5 @@
-"""Minimal views in a written ONNX graph: no Identity, Transpose, Reshape or Expand that the
-program does not need (#37).
+"""Minimal views in a written ONNX graph: no Identity, Transpose, Reshape, Expand or Slice that
+the program does not need (#37).
 
 Each op exports on its own (`OpDef.to_onnx`), so two neighbours may write views that cancel or
 compose: attention's export transposes K for its MatMul where the program had just transposed
@@ -8,7 +8,8 @@ a value computed just before. onnxruntime runs each of them as a copy. `minimal_
 them from the emitted nodes, by local rewrites that keep every value's contents:
 
 - an alias (Identity; a Transpose by the identity permutation; a Reshape or Expand to the shape
-  its input has) is dropped, its readers reading its input; where its output is a graph output,
+  its input has; a Slice by steps of 1 that keeps every axis's length, as a legacy export's cache
+  update writes `past[:, :, :, :]`) is dropped, its readers reading its input; where its output is a graph output,
   the node computing its input writes that output instead (kept where its input is a graph
   input, a weight, another graph output or a value a control-flow body reads: then the copy is
   needed);
@@ -29,7 +30,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, helper, numpy_helper
 
-VIEWS = ("Identity", "Transpose", "Reshape", "Expand")
+VIEWS = ("Identity", "Transpose", "Reshape", "Expand", "Slice")
 
 
 def _attr(node: onnx.NodeProto, name: str, default=None):
@@ -111,6 +112,13 @@ class _Tidy:
             return n.input[0] if perm is not None and list(perm) == sorted(perm) else None
         if n.op_type in ("Reshape", "Expand"):
             x, y = self.shape(n.input[0]), self.shape(n.output[0])
+            return n.input[0] if x is not None and x == y else None
+        if n.op_type == "Slice":  # steps of 1 keeping every axis's length: the whole tensor
+            x, y = self.shape(n.input[0]), self.shape(n.output[0])
+            steps = n.input[4] if len(n.input) > 4 and n.input[4] else None
+            if steps is not None and (steps not in self.constants
+                                      or any(int(v) != 1 for v in np.asarray(self.constants[steps]).reshape(-1))):
+                return None
             return n.input[0] if x is not None and x == y else None
         return None
 

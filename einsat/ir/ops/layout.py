@@ -103,7 +103,21 @@ class Transpose(OpDef):
         return [onode.input[0]], {"perm": ctx.attrs(onode).get("perm")}
 
     def to_onnx(self, ctx, node):
-        ctx.node("Transpose", node.inputs, node.outputs, perm=node.attrs["perm"])
+        """A Transpose that moves only axes of size 1 (the dims of size > 1 keep their order) keeps
+        the elements in order: written as a Reshape, which onnxruntime runs without a copy and
+        `tidy.minimal_views` joins with its neighbouring Reshapes (a decode step's [1, 1, h, d] ->
+        [1, h, 1, d], eight in a 2-layer Mistral step)."""
+        perm = node.attrs["perm"]
+        try:
+            shape = ctx.type(node.inputs[0]).shape
+        except KeyError:  # a value inside a composite op's own export: no einsat type
+            shape = (None,)
+        if all(isinstance(d, (int, np.integer)) for d in shape) and \
+                [p for p in perm if shape[p] != 1] == [k for k, d in enumerate(shape) if d != 1]:
+            out = tuple(int(shape[p]) for p in perm)
+            ctx.node("Reshape", [node.inputs[0], int64s(ctx, out, "shape")], node.outputs)
+            return
+        ctx.node("Transpose", node.inputs, node.outputs, perm=perm)
 
 
 def resolve_shape(shape, in_shape) -> tuple[int, ...]:

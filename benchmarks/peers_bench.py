@@ -205,9 +205,11 @@ def peer_summary(rows: list[dict]) -> list[str]:
     if not vs:
         return []
     at_least = [n for n, v in vs if v["ratio"] >= 1.0]
-    within = [f"{n} {v['ratio']:.3f}x ({v['p10']:.2f}-{v['p90']:.2f}, {v['peer']})" for n, v in vs
-              if v["ratio"] < 1.0 <= v["p90"]]
-    beyond = [f"{n} {v['ratio']:.3f}x ({v['p10']:.2f}-{v['p90']:.2f}, {v['peer']})" for n, v in vs if v["p90"] < 1.0]
+
+    def shown(n, v) -> str:
+        return f"{n} {v['ratio']:.3f}x ({v['p10']:.2f}-{v['p90']:.2f}, {v['peer']})"
+    within = [shown(n, v) for n, v in vs if v["ratio"] < 1.0 <= v["p90"]]
+    beyond = [shown(n, v) for n, v in vs if v["p90"] < 1.0]
     slow = [f"{r['name']} {t[one]['ratio']:.3f}x" for r in rows
             if (t := r["tools"].get("einsat_cpu", {}).get("timing", {})).get(one) and t[one]["ratio"] < 0.98]
     return ["", "## einsat cost=\"cpu\" against the best peer, in the same rounds (measured)", "",
@@ -395,15 +397,15 @@ def time_files(files: dict[str, Path], inputs: dict, threads: int, reps: int,
     A file's sample in a round is the mean of the runs in a row that last `SAMPLE_US`
     (`profiler.sampled_runner`): a decode step of 0.1 ms timed once per round is mostly the
     timer's and the scheduler's noise (its ratios spread 0.6-2.0 over 41 rounds at 4af8397)."""
-    from einsat.runtime.profiler import interleaved, sampled_runner, wall_runner
+    from einsat.runtime.profiler import interleaved, sampled_runner
 
     runners, round_us = {}, 0.0
     for key, path in files.items():
         s = session(path, threads)
         wanted = {i.name for i in s.get_inputs()}
         feed = {k: v for k, v in inputs.items() if k in wanted}
-        round_us += max(SAMPLE_US, wall_runner(lambda s=s, feed=feed: s.run(None, feed))())  # sizes the rounds
         runners[key] = sampled_runner(lambda s=s, feed=feed: s.run(None, feed), SAMPLE_US)
+        round_us += max(SAMPLE_US, runners[key]())  # a first, untimed sample sizes the rounds
     return interleaved(runners, rounds(reps, round_us, seconds, most), warmup=1)
 
 
@@ -439,6 +441,12 @@ def prepare(src: Path, kind: str, work: Path) -> Path:
     path = work / f"{src.stem}.onnx"
     onnx.save(model, str(path))
     return path
+
+
+def tool_entry(row: dict, key: str) -> dict:
+    """The row's entry of the file `key`: an onnxruntime optimizer level's (`ort0`, `ort1`) under
+    `ort`'s levels, any other tool's under its name."""
+    return row["tools"]["ort"]["levels"][key] if key.startswith("ort") else row["tools"][key]
 
 
 def bench_model(name: str, src: Path, kind: str, work: Path, budget: float | None, reps: int, levels,
@@ -487,23 +495,18 @@ def bench_model(name: str, src: Path, kind: str, work: Path, budget: float | Non
     for key in same:
         for t in THREADS:
             timings[t][key] = timings[t]["export"]
-        (row["tools"]["ort"]["levels"][key] if key.startswith("ort") else row["tools"][key])["same_as_export"] = True
+        tool_entry(row, key)["same_as_export"] = True
     row["export_ms"] = {str(t): float(statistics.median(timings[t]["export"])) / 1e3 for t in THREADS}
     for key in files:
         if key == "export":
             continue
-        stats = {str(t): ratio_stats(timings[t]["export"], timings[t][key]) for t in THREADS}
-        if key.startswith("ort"):
-            row["tools"]["ort"]["levels"][key]["timing"] = stats
-        else:
-            row["tools"][key]["timing"] = stats
+        tool_entry(row, key)["timing"] = {str(t): ratio_stats(timings[t]["export"], timings[t][key]) for t in THREADS}
     ort_row = row["tools"].get("ort")
     if ort_row and ort_row.get("levels"):  # the better level at 2 threads is the row's `ort`
         best = max(ort_row["levels"], key=lambda k: ort_row["levels"][k]["timing"][str(THREADS[-1])]["ratio"])
         ort_row.update({k: v for k, v in ort_row["levels"][best].items()}, opt_level=int(best[3:]))
     row["vs_best_peer"] = head_to_head(files, timings, {
-        key: (row["tools"]["ort"]["levels"][key] if key.startswith("ort") else row["tools"][key])["timing"]
-        for key in files if key.startswith("ort") or key == "slim"})
+        key: tool_entry(row, key)["timing"] for key in files if key.startswith("ort") or key == "slim"})
     for key in files:
         if key != "export":
             files[key].unlink(missing_ok=True)

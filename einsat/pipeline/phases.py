@@ -25,7 +25,7 @@ from einsat.pipeline import measure
 from einsat.pipeline import verification as checks
 from einsat.pipeline.events import ProgressEvent
 from einsat.pipeline.options import Options
-from einsat.pipeline.plan import CHECK_BLOCKS, VERIFY_MARGIN, Planner, check_estimate
+from einsat.pipeline.plan import GIVEN_BLOCKS, VERIFY_MARGIN, Planner, check_estimate
 from einsat.pipeline.report import SaturationSummary, Verification
 
 log = logging.getLogger("einsat.optimize")  # the logger the phases have always logged on
@@ -33,7 +33,6 @@ log = logging.getLogger("einsat.optimize")  # the logger the phases have always 
 ALT_VERIFY = "alternative verify"  # the planner's holds for the modeled alternative's verification
 ALT_CHECK = "alternative check"    # and its side-by-side check (`reference`)
 GIVEN = "given"  # the planner's hold for timing the given ONNX file against the one written (`pipeline.given`)
-GIVEN_BLOCKS = 2  # its blocks of rounds at most (a verdict confirmed; no pilot): `given.keep_given`'s estimate
 
 
 @dataclass
@@ -177,14 +176,15 @@ def reference(state: State, alternative: bool = True) -> None:
             planner.hold("verify", VERIFY_MARGIN * candidate_s)
     if measure.measured(state.model):
         reps = o.measuring.check_reps or measure.CHECK_REPS
-        check_s = check_estimate(state.model.graph_cost(state.graph), reps)
+        predicted_us = state.model.graph_cost(state.graph)
+        check_s = check_estimate(predicted_us, reps)
         planner.hold("check", check_s)
         if state.extras.get("given_file") and state.model.target == "onnxruntime":
             # kept until the run ends (`Planner.release_all`): the files' comparison comes after it,
             # and on a file einsat's import alone makes faster it is the one that finds the gain
             # (resnet18: the check and the alternative's took the last seconds, the given file was
             # written unchanged untimed, 1.00x where einsat's writing of its input ran 1.28x)
-            planner.hold(GIVEN, check_s * GIVEN_BLOCKS / CHECK_BLOCKS)
+            planner.hold(GIVEN, check_estimate(predicted_us, reps, blocks=GIVEN_BLOCKS))
         if alternative:
             planner.hold(ALT_VERIFY, VERIFY_MARGIN * candidate_s)
             planner.hold(ALT_CHECK, check_s)

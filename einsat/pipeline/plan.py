@@ -52,6 +52,7 @@ CHOICE_S = 60.0        # the measured choice's profiling, for each of its ways
 VERIFY_MARGIN = 1.5    # the candidate's verification runs held back: this times the reference's
 CHECK_SETUP_S = 0.05   # the measured check's session set-up, per program (held back with its rounds)
 CHECK_BLOCKS = 3       # the measured check's blocks of rounds at most: a pilot, its retake, the confirmation
+GIVEN_BLOCKS = 2       # the given file's comparison's (`pipeline.given`): a block and its confirmation
 
 
 class Planner:
@@ -129,11 +130,11 @@ class Planner:
         self.took[key] = self.took.get(key, 0.0) + seconds
 
 
-def check_estimate(predicted_us: float, reps: int, warmup: int = 3) -> float:
+def check_estimate(predicted_us: float, reps: int, warmup: int = 3, blocks: int = CHECK_BLOCKS) -> float:
     """Seconds the measured check will take, at most, roughly: two programs each running about
     as long as the input is predicted to (`predicted_us`; a sample runs `SAMPLE_US` at least),
-    `reps` rounds and their warm-up, three times (a block leaning faster is taken again, a
-    verdict of faster confirmed, each on fresh sessions: `runtime.profiler.compare_programs`),
+    `reps` rounds and their warm-up, in `blocks` blocks (three: a block leaning faster is taken
+    again, a verdict of faster confirmed, each on fresh sessions: `runtime.profiler.compare_programs`),
     and their sessions' set-up."""
     from einsat.runtime.profiler import SAMPLE_US  # a sample runs a program this long at least
-    return CHECK_BLOCKS * 2 * ((reps + warmup) * max(SAMPLE_US, predicted_us) / 1e6 + CHECK_SETUP_S)
+    return blocks * 2 * ((reps + warmup) * max(SAMPLE_US, predicted_us) / 1e6 + CHECK_SETUP_S)

@@ -185,4 +185,4 @@ def test_a_budget_holds_the_files_comparison_until_the_run_ends(tmp_path, as_fil
     check = state.planner.held["check"]
     assert check > 0
     # two files' rounds, as the check's two programs', in two blocks of the check's three
-    assert held == (pytest.approx(check * phases.GIVEN_BLOCKS / plan.CHECK_BLOCKS) if as_file else 0.0)
+    assert held == (pytest.approx(check * plan.GIVEN_BLOCKS / plan.CHECK_BLOCKS) if as_file else 0.0)

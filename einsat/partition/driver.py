@@ -15,10 +15,13 @@
    own (and the report says why);
 4. the pieces are stitched back in order, and the whole program is verified against the input,
    as `optimize` always does;
-5. under a model that measures its target (`cost="cpu"`), the stitched program is timed against
-   the input side by side, as `optimize` times any result: pieces each measured faster do not
-   make the whole faster, and a whole not measured faster beyond noise is not returned (the
-   input is, and `report.kept_input` says why).
+5. under a model that measures its target (`cost="cpu"`), each piece's result is kept unless
+   its own check measures it slower beyond noise (`Measure(keep="not slower")`: a fused Gelu
+   gains a piece a few percent, within one piece's noise), and the stitched program is timed
+   against the input side by side, as `optimize` times any result: a whole not measured faster
+   beyond noise is not returned. Then the pieces measured faster alone, stitched, are timed as
+   a second candidate (`strict_whole`); where neither is faster the input is returned, and
+   `report.kept_input` says why.
 """
 
 from __future__ import annotations
@@ -37,11 +40,12 @@ from einsat.partition.executors import run_jobs, spawn_safe
 from einsat.partition.fingerprint import canonical
 from einsat.partition.rebind import rebind
 from einsat.partition.report import CutSummary, PartitionSummary, PieceSummary
-from einsat.pipeline import phases
+from einsat.pipeline import measure, phases
+from einsat.pipeline import verification as checks
 from einsat.pipeline.events import ProgressEvent
 from einsat.pipeline.measure import ProfileSummary
 from einsat.pipeline.options import Options, Partitioning
-from einsat.pipeline.plan import VERIFY_MARGIN
+from einsat.pipeline.plan import VERIFY_MARGIN, check_estimate
 from einsat.pipeline.report import Report
 from einsat.pipeline.runner import Result
 
@@ -101,7 +105,8 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     notify(ProgressEvent("partition", f"{len(pieces)} pieces, {len(own)} to optimize"))
 
     workers = settings.workers or _cpus()
-    measuring = dataclasses.replace(options.measuring, threads=None)  # `cost` is the model at its threads
+    # `cost` is the model at its threads; a piece's result is kept unless measured slower, and the whole judges
+    measuring = dataclasses.replace(options.measuring, threads=None, keep="not slower")
     piece_options = options.replace(cost=cost, measure=measuring, partition=False, recipe=True, progress=None,
                                     budget=None, load=None, precision="fp32", half_io=False)
     executor = settings.executor
@@ -143,11 +148,13 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     state.planner.release("rebind")
     t = time.perf_counter()
     programs: list[Graph] = []
+    strict: list[Graph] = []  # each piece's result where its own check measured it faster, else the piece
     summaries: list[PieceSummary] = []
     recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]] = {}  # piece: recipe, its inputs', outputs' names
     for k, piece in enumerate(pieces):
         if not piece.graph.outputs:  # dead code: nothing after it reads its values
             programs.append(Graph([], piece.graph.input_types(), [], {}, piece.graph.name))
+            strict.append(programs[-1])
             summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
                                           fingerprint=canon[k].key[:12], template=k,
                                           cost_before=cost.graph_cost(piece.graph), cost_after=0.0, seconds=0.0,
@@ -162,6 +169,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
             unchanged = "not rebound: the budget left no time to check the copy"  # (the verification held apart)
         if unchanged is not None:
             programs.append(piece.graph)
+            strict.append(piece.graph)
             summaries.append(PieceSummary(index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes),
                                           fingerprint=canon[k].key[:12], template=k,
                                           cost_before=cost.graph_cost(piece.graph),
@@ -190,6 +198,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
                               {o: names[o] for o in res.recipe.outputs})
         programs.append(program)
         rep = res.report
+        strict.append(program if (rep.measured or {}).get("faster") else piece.graph)
         summaries.append(PieceSummary(
             index=k, start=piece.start, stop=piece.stop, nodes=len(piece.graph.nodes), fingerprint=canon[k].key[:12],
             template=src, cost_before=cost.graph_cost(piece.graph), cost_after=cost.graph_cost(program),
@@ -207,6 +216,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     if verify:
         times["verify"] = state.times["verify"]
     phases.check(state, stitched, "the stitched result")
+    stitched, made = strict_whole(state, graph, pieces, programs, strict, stitched, made, recipes, options.recipe)
     if "measure" in state.times:
         times["measure"] = state.times["measure"]
     verification, returned, measured, kept_input = state.verification, state.result, state.measured, state.kept_input
@@ -240,6 +250,32 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
     return Result(returned, report, graph, made if returned is stitched else None, opset=options.opset,
                   contrib=bool(getattr(cost, "contrib_ops", False)))
+
+
+def strict_whole(state: phases.State, graph: Graph, pieces: list[Piece], programs: list[Graph], strict: list[Graph],
+                 stitched: Graph, made: Graph | None, recipes: dict, recipe: bool) -> tuple[Graph, Graph | None]:
+    """Where the stitched whole of every piece's kept result was measured not faster than the input,
+    the whole of only the pieces each measured faster (`strict`), verified and timed against the
+    input the same way, as a second candidate (a piece kept as not slower may be slower within its
+    noise, and the whole of them with it). Returns the stitched program the run's verdict is about
+    and its recipe. Skipped where the budget has no room for another check."""
+    if (not measure.measured(state.model) or state.result is not state.graph or state.measured is None
+            or all(a is b for a, b in zip(programs, strict))):
+        return stitched, made
+    reps = state.options.measuring.check_reps or measure.CHECK_REPS
+    if state.planner.bounded and state.budget.remaining() < check_estimate(state.model.graph_cost(graph), reps):
+        return stitched, made
+    renames: list[dict[str, str]] = []
+    whole = stitch(graph, pieces, strict, renames)
+    if checks.identical_program(graph, whole):
+        return stitched, made
+    first = state.kept_input
+    phases.verify(state, whole, identical=False)
+    phases.check(state, whole, "the stitched result of the pieces measured faster")
+    if state.kept_input is not None:
+        state.kept_input = f"{first}; nor was the whole of the pieces each measured faster: {state.kept_input}"
+    kept = {k: v for k, v in recipes.items() if strict[k] is programs[k]}
+    return whole, joined_recipe(graph, kept, renames) if recipe else None
 
 
 def joined_recipe(graph: Graph, recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]],

@@ -89,6 +89,9 @@ class Load:
             raise EinsatError(f"Load(seed=) takes an integer, not {self.seed!r}")
 
 
+KEEP_RULES = ("faster", "not slower")  # `Measure.keep`
+
+
 @dataclass(frozen=True)
 class Measure:
     """How a cost model that measures its target (cost "cpu": onnxruntime on this machine)
@@ -98,13 +101,17 @@ class Measure:
         deployed with (None: 1; `--threads`);
     profile_s: the most seconds of op profiling in the run (None: 120; `--profile-budget`);
     check_reps: interleaved rounds of the input against the result (None: 15);
-    recheck: time the two programs again even when an earlier run kept the verdict (`--recheck`).
+    recheck: time the two programs again even when an earlier run kept the verdict (`--recheck`);
+    keep: which result the check returns: "faster" (one measured faster beyond noise; the
+        default) or "not slower" (one not measured slower beyond noise: what a partitioned run
+        gives its pieces, whose stitched whole is then timed and returned only if faster).
     """
 
     threads: int | None = None
     profile_s: float | None = None
     check_reps: int | None = None
     recheck: bool = False
+    keep: str = "faster"
 
     def __post_init__(self):
         _seconds("Measure(profile_s=) (--profile-budget)", self.profile_s, zero=True)
@@ -115,6 +122,8 @@ class Measure:
                                          or self.threads < 1):
             raise EinsatError(f"Measure(threads=) (--threads) takes a positive number of intra-op threads, "
                               f"not {self.threads!r}")
+        if self.keep not in KEEP_RULES:
+            raise EinsatError(f"Measure(keep=) takes one of {', '.join(map(repr, KEEP_RULES))}, not {self.keep!r}")
 
 
 @dataclass(frozen=True)

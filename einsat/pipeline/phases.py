@@ -422,7 +422,7 @@ def check(state: State, candidate: Graph, what: str = "the result") -> None:
             state.checked_profile = units
             state.result, state.measured, state.kept_input = never_slower(
                 model, state.graph, candidate, state.options.measuring.check_reps or measure.CHECK_REPS,
-                state.options.measuring.recheck)
+                state.options.measuring.recheck, state.options.measuring.keep)
     if state.alternative is not None:
         check_alternative(state)
 
@@ -444,7 +444,7 @@ def check_alternative(state: State) -> None:
             state.checked_profile = units if state.checked_profile is None else state.checked_profile.also(units)
             returned, alt.comparison, alt.kept_input = never_slower(
                 model, state.graph, alt.graph, state.options.measuring.check_reps or measure.CHECK_REPS,
-                state.options.measuring.recheck)
+                state.options.measuring.recheck, state.options.measuring.keep)
         alt.status = "compared"
         choice_faster = state.result is not state.graph
         if returned is alt.graph and (not choice_faster or alt.comparison.speedup > state.measured.speedup):
@@ -459,9 +459,13 @@ def check_alternative(state: State) -> None:
     alt.returned = "input" if state.result is state.graph else "measured choice"
 
 
-def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False):
+def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False, keep: str = "faster"):
     """(the program to return, the measured comparison or None, why the input is returned or None);
-    the comparison is kept across runs (`measure.checked`; `recheck` measures again)."""
+    the comparison is kept across runs (`measure.checked`; `recheck` measures again). `keep`
+    (`Measure.keep`): "faster" returns `result` only when it is measured faster beyond noise,
+    "not slower" unless it is measured slower beyond noise (a partitioned run's pieces: a gain of
+    a few percent in each piece is within one piece's noise, and their stitched whole is judged
+    by the "faster" rule)."""
     if checks.same_program(graph, result):
         return graph, None, "the extraction chose the input program itself"
     try:
@@ -471,8 +475,11 @@ def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = 
         return graph, None, (f"the programs could not be measured on {model.target} ({type(e).__name__}: {first}): "
                              "the input is returned")
     comparison.measured_at = measured_at  # None: measured by this run
-    if comparison.faster:
+    if comparison.faster or (keep == "not slower" and not comparison.slower):
         return result, comparison, None
+    if keep == "not slower":
+        return graph, comparison, (f"the optimized program was measured slower beyond noise on "
+                                   f"{comparison.backend} ({comparison}): the input is returned")
     return graph, comparison, (f"the optimized program was not measured faster beyond noise on {comparison.backend} "
                                f"({comparison}): the input is returned")
 

@@ -468,7 +468,9 @@ class Comparison:
     log ratios, one-sided, at `ALPHA`: it weighs by how much each round was won, so a clear gain
     shows in 15 rounds on a loaded machine where a sign test needs more) and the candidate's
     median is at least `MARGIN` below the baseline's: a result within noise, or slower, is not
-    faster. `wins` (rounds won) is reported beside it."""
+    faster. `wins` (rounds won) is reported beside it. `slower` is the verdict the other way:
+    the candidate lost enough rounds for the sign test at `ALPHA` and its median is at least
+    `MARGIN` above the baseline's."""
 
     baseline_ms: float
     candidate_ms: float
@@ -487,6 +489,11 @@ class Comparison:
     @property
     def speedup(self) -> float:
         return self.baseline_ms / self.candidate_ms if self.candidate_ms > 0 else math.inf
+
+    @property
+    def slower(self) -> bool:
+        return (sign_test(self.rounds - self.wins, self.rounds) < self.ALPHA
+                and self.candidate_ms > (1 + self.MARGIN) * self.baseline_ms)
 
     def to_dict(self) -> dict:
         return {**asdict(self), "speedup": self.speedup}

@@ -72,3 +72,74 @@ def test_a_stitched_program_measured_faster_is_returned_with_the_wholes_figures(
     over = f"over {optimized} piece{'s' if optimized > 1 else ''}:"
     assert f"signatures on onnxruntime at 1 intra-op thread {over}" in line
     assert f"{p['measured']} measured now" in line and str(tmp_path / "p.json") in line
+
+
+def scripted_run(tmp_path, monkeypatch, piece_ratio, whole_faster):
+    """Each piece optimized on its own (no reuse), its comparisons scripted by `piece_ratio(k)`
+    (the candidate's time over the input piece's, piece k), the whole's by `whole_faster` (one
+    verdict per whole timed, in order); returns the graph, the result and what was timed."""
+    graph = stacked(layers=2, seq=8, hidden=32, heads=2)
+    timed = []
+    wholes = iter(whole_faster)
+
+    def scripted(model, baseline, candidate, reps):
+        base = [1000.0 + k for k in range(15)]
+        if baseline is graph:
+            timed.append(("whole", candidate))
+            return verdict(faster=next(wholes))
+        k = int(baseline.name.rsplit("piece", 1)[1])
+        timed.append((k, baseline, candidate))
+        return judge(base, [v * piece_ratio(k) for v in base])
+
+    monkeypatch.setattr(measure, "check_measured", scripted)
+    result = einsat.optimize(graph, cost=cpu_model(path=tmp_path / "p.json"), limits=LIMITS,
+                             partition=Partitioning(above=0, piece_nodes=64, executor="serial", reuse=False),
+                             measure=einsat.Measure(profile_s=20))
+    return graph, result, timed
+
+
+def test_pieces_within_their_noise_are_kept_and_their_stitched_whole_judged(tmp_path, monkeypatch):
+    # each piece's result 0.5% faster: not faster beyond noise, nor slower, so kept; the whole,
+    # measured faster, is returned (before, each piece returned its input and so did the run)
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.995, [True])
+    pieces = [t for t in timed if t[0] != "whole"]
+    assert {t[0] for t in pieces} == {0, 1} and [t[0] for t in timed].count("whole") == 1
+    assert result.graph is timed[-1][1] and result.graph is not graph and result.report.kept_input is None
+    assert_same_function(graph, result.graph)
+
+
+def test_pieces_measured_slower_return_their_inputs(tmp_path, monkeypatch):
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 1.5, [])
+    assert "whole" not in [t[0] for t in timed]  # the stitched pieces' inputs: the input itself, not timed
+    assert result.graph is graph and result.report.kept_input == "the extraction chose the input program itself"
+
+
+def test_a_whole_not_faster_is_followed_by_the_whole_of_the_pieces_measured_faster(tmp_path, monkeypatch):
+    # piece 0's result measured 2x faster, piece 1's 0.5% (kept as not slower); the whole of both
+    # is not measured faster, the whole of piece 0's result and piece 1's input is, and is returned
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.5 if k == 0 else 0.995, [False, True])
+    wholes = [t[1] for t in timed if t[0] == "whole"]
+    assert len(wholes) == 2 and result.graph is wholes[1] and result.report.kept_input is None
+    piece0 = next(t[2] for t in timed if t[0] == 0)
+    piece1 = next(t[1] for t in timed if t[0] == 1)
+    assert sorted(result.graph.op_counts().items()) != sorted(wholes[0].op_counts().items())
+    want = dict(piece0.op_counts())
+    for op, n in piece1.op_counts().items():
+        want[op] = want.get(op, 0) + n
+    assert result.graph.op_counts() == want
+    assert result.report.measured["faster"]
+    assert_same_function(graph, result.graph)
+
+
+def test_neither_whole_faster_returns_the_input_saying_why_for_both(tmp_path, monkeypatch):
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.5 if k == 0 else 0.995, [False, False])
+    assert [t[0] for t in timed].count("whole") == 2 and result.graph is graph
+    why = result.report.kept_input
+    assert why.startswith("the optimized program was not measured faster")
+    assert "nor was the whole of the pieces each measured faster: the optimized program was not measured" in why
+
+
+def test_pieces_all_kept_without_a_faster_one_have_one_whole_timed(tmp_path, monkeypatch):
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.995, [False])
+    assert [t[0] for t in timed].count("whole") == 1 and result.graph is graph
+    assert "nor was" not in result.report.kept_input

@@ -300,7 +300,8 @@ def test_a_cut_is_costed_on_the_bandwidth_of_the_models_device_or_its_fallbacks(
 
 def test_the_pieces_get_the_measured_models_options(monkeypatch):
     """`profile_budget`, `check_reps` and `recheck` reach every piece's `optimize` (they were
-    dropped: a partitioned run profiled each piece for the default 120 s)."""
+    dropped: a partitioned run profiled each piece for the default 120 s); a piece's check keeps
+    a result not measured slower (the stitched whole's check judges)."""
     from einsat.partition import driver
     seen = []
     real = driver.run_jobs
@@ -312,4 +313,5 @@ def test_the_pieces_get_the_measured_models_options(monkeypatch):
     monkeypatch.setattr(driver, "run_jobs", spy)
     einsat.optimize(stacked(layers=2), limits=LIMITS, partition=SERIAL,
                     measure=einsat.Measure(profile_s=7.0, check_reps=5, recheck=True))
-    assert seen and all(o.measure == einsat.Measure(profile_s=7.0, check_reps=5, recheck=True) for o in seen)
+    assert seen and all(o.measure == einsat.Measure(profile_s=7.0, check_reps=5, recheck=True, keep="not slower")
+                        for o in seen)

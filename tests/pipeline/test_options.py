@@ -152,6 +152,7 @@ def test_bad_values_are_refused_naming_the_option(keywords, message):
     (lambda: einsat.Measure(profile_s=-1), r"Measure\(profile_s=\) \(--profile-budget\) takes non-negative"),
     (lambda: einsat.Measure(check_reps=0), r"Measure\(check_reps=\) takes a positive number of rounds"),
     (lambda: einsat.Measure(threads=0), r"Measure\(threads=\) \(--threads\) takes a positive number"),
+    (lambda: einsat.Measure(keep="faster or equal"), r"Measure\(keep=\) takes one of 'faster', 'not slower'"),
     (lambda: einsat.Load(seed="3"), r"Load\(seed=\) takes an integer, not '3'"),
 ])
 def test_the_groups_refuse_bad_values_naming_the_field(make, message):

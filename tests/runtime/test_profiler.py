@@ -171,6 +171,20 @@ def test_the_verdict_needs_a_clear_majority_and_a_margin():
     assert c.baseline_spread_ms[0] <= c.baseline_ms <= c.baseline_spread_ms[1]
 
 
+def test_slower_needs_the_rounds_lost_and_a_margin():
+    base = [100.0 + k % 3 for k in range(15)]
+    assert judge(base, [v * 1.2 for v in base]).slower                  # lost every round by 20%
+    assert not judge(base, list(base)).slower                           # the same program
+    assert not judge(base, [v * 1.01 for v in base]).slower             # lost every round, within the margin
+    assert not judge(base, [v * 0.8 for v in base]).slower              # faster
+    # lost 11 of 15 rounds by 30%: p = 0.059 by the sign test, short of a verdict either way
+    lost = [v * (1.3 if k % 4 else 0.99) for k, v in enumerate(base)]
+    c = judge(base, lost)
+    assert c.rounds - c.wins == 11 and not c.slower and not c.faster
+    lost = [v * (1.3 if k % 5 else 0.99) for k, v in enumerate(base)]  # 12 of 15: p = 0.018
+    assert judge(base, lost).slower
+
+
 def test_signed_rank_test_matches_its_exact_tail():
     assert signed_rank_test([1.0] * 10) == pytest.approx(2 ** -10)      # every rank positive
     assert signed_rank_test([-1.0] * 10) == 1.0

@@ -528,9 +528,12 @@ def main(argv=None) -> None:
     parser.add_argument("--rewrite", action="store_true",
                         help="only rewrite the .md from the .json (with --note: the note added to it)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="results stem (.json and .md; default results/peers, quick: a temporary folder's)")
+                        help="results stem (.json and .md; default benchmarks/results/peers, quick: a temporary "
+                             "folder's; a relative stem is taken from the working directory)")
     args = parser.parse_args(argv)
     args.out = args.out or (Path(tempfile.gettempdir()) / "peers_quick" if args.quick else RESULTS / "peers")
+    if not args.rewrite:  # a missing folder fails now, not after the first model's minutes
+        args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.rewrite:
         results = json.loads(args.out.with_suffix(".json").read_text())
         if args.note:

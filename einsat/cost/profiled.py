@@ -371,6 +371,12 @@ class MeasuredCost(CostModel):
             return self.fallback.node_cost(op, attrs, ins, outs)
         return max(float(measured), floor)
 
+    def guessed(self, graph) -> bool:
+        """Whether a convolution of `graph` is priced by its nearest measured neighbour
+        (`ConvNeighbours`): a guess, whose difference from another guess is no measurement."""
+        return any(node.op in CONV_OPS and self.db.lookup(node.op, node.attrs, *graph.node_types(node)) is None
+                   for node in graph.nodes)
+
     def coverage(self, graph) -> float:
         """The fraction of a graph's (profiled-kind) nodes the profile measured."""
         hits = total = 0

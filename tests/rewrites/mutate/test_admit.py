@@ -5,7 +5,7 @@ import numpy as np
 from einsat import GraphBuilder, Op
 from einsat.cost.model import RooflineCost
 from einsat.rewrites.mutate import admit as admit_module
-from einsat.rewrites.mutate.admit import admit, cheaper
+from einsat.rewrites.mutate.admit import admit, cheaper, graph_cost
 from einsat.testing.mutants import batch_to_width
 from einsat.verify import find_differences
 from einsat.verify.numeric import equivalent
@@ -88,3 +88,49 @@ def test_a_target_that_runs_views_charges_the_mutant_its_views():
     assert cheaper(model, original(), mutant)  # views folded away: the core alone counts
     model.views_run = True
     assert not cheaper(model, original(), mutant)
+
+
+class _ConvTimes:
+    """A profile of convolutions by batch size (µs; None: not measured)."""
+
+    def __init__(self, times):
+        self.times = times
+
+    def lookup(self, op, attrs, ins, outs):
+        return self.times.get(ins[0].shape[0]) if op is Op.CONV else None
+
+
+def test_a_profiles_model_compares_a_guessed_convolution_by_its_roofline():
+    """A committed profile's model prices an unmeasured convolution by a guess: PET's gain is a
+    measured algorithm switch, and a measured time against a guess (or two neighbours' guesses:
+    EfficientNet's [1, 32, 112, 112] 1x1 convolution at 43.6 µs, its 16 tiles at 9.7 µs, both
+    unmeasured on the H100) is none. The two sides are then both priced by the fallback roofline,
+    under which equal FLOPs gain nothing."""
+    from einsat.cost.profiled import MeasuredCost
+    mutant = batch_to_width(4, 2, 5, 6, W, seed=0)
+    measured = MeasuredCost(_ConvTimes({4: 100.0, 2: 50.0}), RooflineCost("h100"))
+    assert not measured.guessed(original()) and not measured.guessed(mutant)
+    assert cheaper(measured, original(), mutant)  # both measured: the wide form is faster
+    guessed = MeasuredCost(_ConvTimes({4: 100.0}), RooflineCost("h100"))  # the wide form unmeasured
+    assert guessed.guessed(mutant) and not guessed.guessed(original())
+    assert graph_cost(guessed, mutant, core=True) < graph_cost(guessed, original())  # the guess alone "gains"
+    assert not cheaper(guessed, original(), mutant)
+
+
+def test_the_h100_profile_guesses_efficientnets_wide_convolution():
+    from einsat.cost.profiled import MeasuredCost
+    model = MeasuredCost("h100")
+    b = GraphBuilder("pointwise")
+    x = b.input("x", (1, 32, 112, 112))
+    wide = b.build(b.conv(x, b.weight("w", np.ones((16, 32, 1, 1), np.float32))))
+    assert model.guessed(wide)
+    key = next(k for k, e in model.db.entries.items() if e["signature"]["op"] == Op.CONV.value)
+    sig = model.db.signature(key)
+    b = GraphBuilder("measured")
+    shape_x, shape_w = sig.inputs[0].shape, sig.inputs[1].shape
+    attrs = {k: v for k, v in sig.attr_dict.items()}
+    g = b.build(b.op(Op.CONV, b.input("x", shape_x), b.weight("w", np.ones(shape_w, np.float32)),
+                     *([b.weight("bias", np.ones(sig.inputs[2].shape, np.float32))] if len(sig.inputs) > 2 else []),
+                     **attrs))
+    assert model.db.lookup(Op.CONV, g.nodes[0].attrs, *g.node_types(g.nodes[0])) is not None
+    assert not model.guessed(g)

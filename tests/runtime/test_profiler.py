@@ -250,6 +250,42 @@ def test_a_verdict_of_faster_needs_a_second_block_to_agree():
     assert c.rounds == 5 and c.faster
 
 
+def test_a_second_block_short_of_the_test_alone_confirms_a_gain_it_shows_again():
+    """The first block is won clearly; the second, on fresh sessions, shows the gain again (its
+    median 10% below the input's) but wins only 3 of 5 rounds, short of the test on its own: the
+    rounds pooled decide, and the candidate is faster. A second block whose median is within the
+    margin does not confirm."""
+    from einsat.ir.builder import GraphBuilder
+    from einsat.runtime.profiler import compare_programs
+    b = GraphBuilder("g")
+    g = b.build(b.relu(b.input("x", (2,))))
+
+    def scripted(second_block):
+        sessions = iter(["b", "c", "b", "c"])
+        runs = {"b": 0, "c": 0}
+
+        def runner(graph, seed):
+            who = next(sessions)
+
+            def run():
+                runs[who] += 1
+                k = runs[who] - 1 - 2  # the round (after 2 warm-up runs), counted over both blocks
+                if who == "b" or k < 0:
+                    return 100.0
+                if k < 5:
+                    return 80.0                            # the first block: won every round
+                return second_block[(k - 5 - 2) % 5]     # the second block, after its warm-up
+            return run
+        return runner
+
+    again = [70.0, 70.0, 90.0, 104.0, 103.0]  # median 90: 10% below, 3 of 5 rounds won
+    c = compare_programs(g, g, reps=5, warmup=2, runner=scripted(again))
+    second = judge([100.0] * 5, again)
+    assert not second.faster and c.rounds == 10 and c.faster
+    within = [99.0, 99.5, 99.0, 101.0, 102.0]  # median 99.5: within the margin
+    assert not compare_programs(g, g, reps=5, warmup=2, runner=scripted(within)).faster
+
+
 def test_a_convolution_entry_keeps_its_kernels_shares():
     """The layout ops' entries say where their one-node session's kernel time went (onnxruntime's
     own profiler): shares that add up to one, the convolution's kernel the largest; other ops'

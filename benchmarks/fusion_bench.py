@@ -32,12 +32,13 @@ MODELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "models"
 
 def chain_kind(expr: str) -> str:
     """What a fused eop computes, from its expression: a row max (softmax), a square root over a
-    row statistic (layer or RMS norm), erf or tanh (GELU), else element-wise."""
+    row statistic (layer or RMS norm), a gelu (recognized in its erf or tanh chain), erf or tanh
+    (a GELU as written), else element-wise."""
     if "(M " in expr:
         return "softmax"
     if "(sqrt " in expr:
         return "norm"
-    if "(erf " in expr or "(tanh " in expr:
+    if "(gelu " in expr or "(erf " in expr or "(tanh " in expr:
         return "gelu"
     return "elementwise"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import einsat
 from einsat.ir import Graph, GraphBuilder, Op
@@ -98,7 +98,9 @@ def test_a_program_of_onnx_ops_optimized_for_the_gpu_writes_no_views():
     model = to_onnx(result.graph)
     assert not _views(model), _views(model)
     written = Counter(node.op_type for node in model.graph.node)
-    assert written["LayerNormalization"] == 1 and written["Softmax"] == 1 and written["Erf"] == 1
+    # the GELU recognized in its erf chain is written as ONNX Gelu (onnxruntime: BiasGelu with its bias add)
+    assert written["LayerNormalization"] == 1 and written["Softmax"] == 1 and written["Gelu"] == 1
+    assert written["Erf"] == 0
     _matches_on_onnxruntime(g, model)
 
 
@@ -131,6 +133,45 @@ def test_a_slice_of_the_whole_tensor_is_not_written_and_a_real_one_is():
     assert not any(n.op_type == "Slice" and n.output[0] == g.outputs[3] for n in model.graph.node)
     assert any(n.op_type == "Sigmoid" and n.output[0] == g.outputs[3] for n in model.graph.node)
     _matches_on_onnxruntime(g, model)
+
+
+def test_a_slice_is_written_over_the_axes_it_cuts_without_steps_of_one():
+    """A cyclic shift (Swin's torch.roll, as a legacy export writes it): two Slices of one axis.
+    Written over every axis with steps of 1, onnxruntime kept them as 58 Slices in Swin; over
+    the axis they cut, without steps, it joins them into Splits (onnxslim's file ran 20). A
+    reversal keeps its steps."""
+    b = GraphBuilder("roll")
+    x = b.relu(b.input("x", (1, 8, 8, 4), F))
+    head = b.op(Op.SLICE, x, starts=(0, 3, 0, 0), ends=(1, 8, 8, 4))
+    tail = b.op(Op.SLICE, x, starts=(0, 0, 0, 0), ends=(1, 3, 8, 4))
+    back = b.op(Op.SLICE, x, starts=(-1,), ends=(-9,), axes=(2,), steps=(-1,))
+    g = b.build(b.concat(head, tail, axis=1), back)
+    model = to_onnx(g)
+    consts = {t.name: numpy_helper.to_array(t).tolist() for t in model.graph.initializer}
+    slices = [[consts[i] for i in n.input[1:]] for n in model.graph.node if n.op_type == "Slice"]
+    assert sorted(slices) == [[[0], [3], [1]], [[3], [8], [1]], [[7], [-9], [2], [-1]]], slices
+    _matches_on_onnxruntime(g, model)
+
+
+def test_a_pad_by_zero_is_not_written_and_a_real_one_is():
+    """Swin's legacy export pads each stage's map to a multiple of its window: by zero where the
+    window divides it, a Pad that copies its input (twelve in swin_legacy, kept by einsat's file
+    where onnxslim's dropped them). Dropped; a Pad that adds a border stays, and so does one
+    whose begins and ends cancel (its shape is kept, its contents move)."""
+    b = GraphBuilder("pads")
+    x = b.input("x", (1, 4, 6, 8), F)
+    zero = b.op(Op.PAD, b.relu(x), pads=(0, 0, 0, 0, 0, 0, 0, 0))
+    border = b.op(Op.PAD, b.exp(x), pads=(0, 0, 1, 1, 0, 0, 1, 1))
+    g = b.build(b.add(zero, x), border, b.op(Op.PAD, b.sigmoid(x), pads=(0,) * 8))
+    model = to_onnx(g)
+    pads = [n for n in model.graph.node if n.op_type == "Pad"]
+    assert len(pads) == 1 and pads[0].output[0] == g.outputs[1], [n.output[0] for n in pads]
+    assert any(n.op_type == "Sigmoid" and n.output[0] == g.outputs[2] for n in model.graph.node)
+    _matches_on_onnxruntime(g, model)
+    nodes = [helper.make_node("Pad", ["a", "p"], ["b"]), helper.make_node("Relu", ["b"], ["c"])]
+    shifted = numpy_helper.from_array(np.array([0, 1, 0, -1], np.int64), "p")  # a row moved down: no alias
+    kept = minimal_views(nodes, ["c"], [shifted], {"a": (3, 4), "b": (3, 4), "c": (3, 4)}, ["a"])
+    assert [n.op_type for n in kept] == ["Pad", "Relu"]
 
 
 def test_a_transpose_moving_only_axes_of_size_one_is_written_as_a_reshape_and_joins_its_neighbours():

@@ -236,10 +236,27 @@ class Slice(_Layout):
         return [onode.input[0]], attrs
 
     def to_onnx(self, ctx, node):
+        """Only the axes it cuts, and no steps input where they are all 1: onnxruntime's graph
+        optimizer joins sibling Slices of one axis into a Split only in that form (Swin's cyclic
+        shifts, every axis written, stayed 58 Slices where onnxslim's file ran 20 Splits)."""
         a = node.attrs
-        ins = [node.inputs[0], int64s(ctx, a["starts"], "starts"), int64s(ctx, a["ends"], "ends"),
-               int64s(ctx, a["axes"], "axes"), int64s(ctx, a["steps"], "steps")]
+        dims = ctx.type(node.inputs[0]).shape
+        cut = [k for k, (s, e, st, d) in enumerate(zip(a["starts"], a["ends"], a["steps"], dims))
+               if not (s == 0 and st == 1 and _same(e, d))] or list(range(len(dims)))
+        pick = lambda values: [values[k] for k in cut]  # noqa: E731
+        ins = [node.inputs[0], int64s(ctx, pick(a["starts"]), "starts"), int64s(ctx, pick(a["ends"]), "ends"),
+               int64s(ctx, pick(a["axes"]), "axes")]
+        if any(st != 1 for st in pick(a["steps"])):
+            ins.append(int64s(ctx, pick(a["steps"]), "steps"))
         ctx.node("Slice", ins, node.outputs)
+
+
+def _same(a, b) -> bool:
+    """Whether two dims (ints or symbolic) are the same; False where that cannot be told."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - a symbolic comparison without a truth value
+        return False
 
 
 @register

@@ -138,12 +138,14 @@ class Program:
         self.producer: dict[int, ENode] = {}
         self.readers: dict[int, set[int]] = defaultdict(set)
         self.order: dict[int, int] = {}  # a value's position in its source program (topological)
+        self.opaque: set[int] = set()  # values read by a source op the program does not record (multi-output)
         by_name = {cls.name: cid for cid, cls in data.classes.items() if cls.name is not None}
         for g in getattr(session, "sources", None) or ():
             for node in g.nodes:
                 out = by_name.get(node.outputs[0]) if len(node.outputs) == 1 else None
                 kids = [by_name.get(i) if i else ABSENT for i in node.inputs]
                 if out is None or any(k is None for k in kids):
+                    self.opaque.update(k for k in kids if k is not None and k != ABSENT)
                     continue
                 self.producer.setdefault(out, ENode(node.op, tuple(kids), dict(node.attrs)))
                 self.order.setdefault(out, len(self.order))
@@ -151,6 +153,7 @@ class Program:
                     if k != ABSENT:
                         self.readers[k].add(out)
         self.dead: set[int] = set()  # values no longer read once recognized ops stand for their chains
+        self.recognized: set[int] = set()  # values read as computed by a recognized op (`_read_recognized`)
         if self.producer:
             self._read_recognized([by_name[o] for g in getattr(session, "sources", None) or () for o in g.outputs
                                    if o in by_name])
@@ -173,30 +176,33 @@ class Program:
         exporter wrote it, the chain wrote Div, Erf, Add, Mul back, and where the chain's 0.5
         had moved into the next MatMul's weight (the modeled costs tie) no runtime found the
         GELU (ConvNext's 18: 0.94x on onnxruntime CPU)."""
-        swapped = False
-        for cid, node in self.producer.items():
+        outputs = set(outputs)
+        dropped: list[int] = []  # values a recognized op's value no longer reads
+        for cid, node in list(self.producer.items()):
             if node.op is Op.GELU:
                 continue
-            gelu = next((n for n in self.data.classes[cid].nodes
-                         if n.op is Op.GELU and n.children[0] not in (cid, ABSENT)), None)
-            if gelu is not None:
-                self.producer[cid] = gelu
-                swapped = True
-        if not swapped:
-            return
-        self.readers = defaultdict(set)
-        live, stack = set(), [c for c in outputs if c in self.producer]
-        while stack:
-            c = stack.pop()
-            if c in live:
+            cls = self.data.classes[cid]
+            gelu = next((n for n in cls.nodes if n.op is Op.GELU and n.children[0] not in (cid, ABSENT)), None)
+            if gelu is None or _expression(gelu, self.data, cls.type) is None:  # a chain cannot hold it
                 continue
-            live.add(c)
-            for k in self.producer[c].children:
-                if k != ABSENT:
-                    self.readers[k].add(c)
-                    if k in self.producer:
-                        stack.append(k)
-        self.dead = set(self.producer) - live
+            self.producer[cid] = gelu
+            self.recognized.add(cid)
+            for k in node.children:
+                if k != ABSENT and k not in gelu.children:
+                    self.readers[k].discard(cid)
+                    dropped.append(k)
+            self.readers[gelu.children[0]].add(cid)
+        # a value read by nothing now (nor by a source op the program does not record) that is
+        # no output is dead, and so on up
+        while dropped:
+            k = dropped.pop()
+            if k in self.dead or k in outputs or k in self.opaque or k not in self.producer or self.readers[k]:
+                continue
+            self.dead.add(k)
+            for c in self.producer[k].children:
+                if c != ABSENT:
+                    self.readers[c].discard(k)
+                    dropped.append(c)
 
     def fusable(self, cid: int, half: bool = False) -> tuple[ENode, Expr] | None:
         node = self.producer.get(cid)
@@ -371,7 +377,9 @@ def fuse_chains(session, data: EGraphData) -> int:
         if cls.name is None or cid in const or cid in program.dead:
             continue
         found = chain(cid, program, fixed)
-        forms = [] if found is None or found[2] < 2 else [found]
+        # a chain of two ops or more; or a recognized GELU alone, which stands for the exporter's
+        # chain of five and is priced as that chain's eop was (one kernel, its input and output once)
+        forms = [] if found is None or (found[2] < 2 and cid not in program.recognized) else [found]
         if found is not None and scopes(found[0]) and row_form(found[0]) is not None:
             # a norm or softmax also writing the sum it reads
             wide = chain(cid, program, fixed, shared=True, roots=frozenset(data.roots))

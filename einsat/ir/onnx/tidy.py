@@ -9,7 +9,8 @@ them from the emitted nodes, by local rewrites that keep every value's contents:
 
 - an alias (Identity; a Transpose by the identity permutation; a Reshape or Expand to the shape
   its input has; a Slice by steps of 1 that keeps every axis's length, as a legacy export's cache
-  update writes `past[:, :, :, :]`) is dropped, its readers reading its input; where its output is a graph output,
+  update writes `past[:, :, :, :]`; a Pad by zero on every side, as Swin's window padding is at
+  sizes its windows divide) is dropped, its readers reading its input; where its output is a graph output,
   the node computing its input writes that output instead (kept where its input is a graph
   input, a weight, another graph output or a value a control-flow body reads: then the copy is
   needed);
@@ -30,7 +31,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, helper, numpy_helper
 
-VIEWS = ("Identity", "Transpose", "Reshape", "Expand", "Slice")
+VIEWS = ("Identity", "Transpose", "Reshape", "Expand", "Slice", "Pad")
 
 
 def _attr(node: onnx.NodeProto, name: str, default=None):
@@ -120,6 +121,15 @@ class _Tidy:
                                       or any(int(v) != 1 for v in np.asarray(self.constants[steps]).reshape(-1))):
                 return None
             return n.input[0] if x is not None and x == y else None
+        if n.op_type == "Pad":  # by zero on every side (a shape kept by pads that cancel still shifts)
+            pads = n.input[1] if len(n.input) > 1 and n.input[1] else None
+            if pads is None:  # before opset 11 the pads are an attribute
+                values = _attr(n, "pads")
+            elif pads in self.constants:
+                values = np.asarray(self.constants[pads]).reshape(-1).tolist()
+            else:
+                return None
+            return n.input[0] if values is not None and not any(int(v) for v in values) else None
         return None
 
     def run(self) -> list[onnx.NodeProto]:

@@ -559,18 +559,19 @@ def compare_programs(baseline: Graph, candidate: Graph, reps: int = 15, warmup: 
     names what the runners run on, in the verdict.
 
     With `confirm`, a verdict of faster is checked by a second block of `reps` rounds on fresh
-    runners (new sessions): the candidate is faster only if all the rounds say so (the test
-    and the margin, on the rounds pooled) and that block's median is the margin below the
-    input's too (the gain shows again on fresh sessions), and the figures are those of all the
-    rounds. The second block need not reach the test's level on its own: wav2vec2_dynamo's
-    result, 1.05x faster in 26 of 30 rounds at p = 0.00005, was returned as not faster because
-    its second block alone fell short, and onnxruntime's optimizer's file ran 1.036x. (On the loaded development machine one block judged
-    Inception-v3's result 1.06x faster, p = 0.003, and the benchmark measured it 0.96x right
-    after.) A session keeps what it drew for its whole life: where its buffers and weights
-    landed in memory, which onnxruntime kernel path it took. Two sessions of one program
-    differ by more than the programs do: nasrnn's result was judged 1.12x faster over 30 rounds
-    of one pair of sessions and measured 0.88x on the next pair; einnet_conv_transpose's input
-    ran 12 ms in one benchmark and 27 ms in another. So the second block draws again.
+    runners (new sessions): the candidate is faster only if all the rounds say so (the test and
+    the margin, on the rounds pooled) and that block's median is the margin below the input's
+    too (the gain shows again on fresh sessions), and the figures are those of all the rounds.
+    The second block need not reach the test's level on its own: wav2vec2_dynamo's result, 1.05x
+    faster in 26 of 30 rounds at p = 0.00005, was returned as not faster because its second
+    block alone fell short, and onnxruntime's optimizer's file ran 1.036x. (On the loaded
+    development machine one block judged Inception-v3's result 1.06x faster, p = 0.003, and the
+    benchmark measured it 0.96x right after.) A session keeps what it drew for its whole life:
+    where its buffers and weights landed in memory, which onnxruntime kernel path it took. Two
+    sessions of one program differ by more than the programs do: nasrnn's result was judged
+    1.12x faster over 30 rounds of one pair of sessions and measured 0.88x on the next pair;
+    einnet_conv_transpose's input ran 12 ms in one benchmark and 27 ms in another. So the second
+    block draws again.
 
     A first block that leans faster but is short of a verdict (p below `LEANING_P`, the
     candidate's median lower) is taken as a pilot: the verdict is that of a new block on fresh

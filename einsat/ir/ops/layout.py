@@ -16,7 +16,7 @@ import numpy as np
 from einsat.ir.dims import SymDim, exact_div
 from einsat.ir.expr import Expr, Read, var
 from einsat.ir.expr.build import broadcast_read, iters, reshape_read
-from einsat.ir.ops.onnx_args import const_dims, const_ints, int64s
+from einsat.ir.ops.onnx_args import const_dims, const_ints, int64s, known_shape
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, broadcast_shapes, register
 from einsat.ir.types import TensorType
 
@@ -108,10 +108,7 @@ class Transpose(OpDef):
         `tidy.minimal_views` joins with its neighbouring Reshapes (a decode step's [1, 1, h, d] ->
         [1, h, 1, d], eight in a 2-layer Mistral step)."""
         perm = node.attrs["perm"]
-        try:
-            shape = ctx.type(node.inputs[0]).shape
-        except KeyError:  # a value inside a composite op's own export: no einsat type
-            shape = (None,)
+        shape = known_shape(ctx, node.inputs[0]) or (None,)
         if all(isinstance(d, (int, np.integer)) for d in shape) and \
                 [p for p in perm if shape[p] != 1] == [k for k, d in enumerate(shape) if d != 1]:
             out = tuple(int(shape[p]) for p in perm)

@@ -10,6 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 
+def known_shape(ctx, name: str) -> tuple | None:
+    """The einsat shape of value `name` at export, or None for a value inside a composite op's
+    own export (it has no einsat type)."""
+    try:
+        return ctx.type(name).shape
+    except KeyError:
+        return None
+
+
 def input_name(onode, k: int) -> str:
     """The name of ONNX input k, or '' when absent."""
     return onode.input[k] if k < len(onode.input) else ""

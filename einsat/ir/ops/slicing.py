@@ -13,7 +13,7 @@ from einsat.ir.dims import SymDim, prove_ge
 from einsat.ir.expr import Expr, Read, var
 from einsat.ir.expr.build import iters
 from einsat.ir.expr.nodes import add
-from einsat.ir.ops.onnx_args import const_dims, const_input, const_ints, int64s
+from einsat.ir.ops.onnx_args import const_dims, const_input, const_ints, int64s, known_shape
 from einsat.ir.registry import Attr, Op, OpDef, ShapeError, non_negative, normalize_axis, one_of, register, same_dtype
 from einsat.ir.types import TensorType
 
@@ -240,7 +240,7 @@ class Slice(_Layout):
         optimizer joins sibling Slices of one axis into a Split only in that form (Swin's cyclic
         shifts, every axis written, stayed 58 Slices where onnxslim's file ran 20 Splits)."""
         a = node.attrs
-        dims = ctx.type(node.inputs[0]).shape
+        dims = known_shape(ctx, node.inputs[0]) or (None,) * len(a["starts"])  # unknown: every axis written
         cut = [k for k, (s, e, st, d) in enumerate(zip(a["starts"], a["ends"], a["steps"], dims))
                if not (s == 0 and st == 1 and _same(e, d))] or list(range(len(dims)))
         pick = lambda values: [values[k] for k in cut]  # noqa: E731

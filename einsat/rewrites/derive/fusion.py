@@ -155,8 +155,8 @@ class Program:
         self.dead: set[int] = set()  # values no longer read once recognized ops stand for their chains
         self.recognized: set[int] = set()  # values read as computed by a recognized op (`_read_recognized`)
         if self.producer:
-            self._read_recognized([by_name[o] for g in getattr(session, "sources", None) or () for o in g.outputs
-                                   if o in by_name])
+            self._read_recognized({by_name[o] for g in getattr(session, "sources", None) or () for o in g.outputs
+                                   if o in by_name})
         if not self.producer:  # no source graphs: every e-node of a value reads its children
             for cid, cls in data.classes.items():
                 if cls.name is None:
@@ -167,16 +167,16 @@ class Program:
                         if c != ABSENT:
                             self.readers[c].add(cid)
 
-    def _read_recognized(self, outputs: list[int]) -> None:
+    def _read_recognized(self, outputs: set[int]) -> None:
         """A value the recognitions found to be a GELU (`rewrites.algebra.gelu`: the exporter's
-        erf or tanh chain) is read as computed by its gelu e-node, and the chain's own values,
+        erf chain; the tanh form has no expression, so no chain could hold it) is read as
+        computed by its gelu e-node, and the chain's own values,
         read by nothing else, drop out of the program (`dead`: no chain ends there, none counts
         them as readers). So a fused chain holds the gelu and its file writes ONNX's Gelu, which
         onnxruntime runs as one kernel (BiasGelu with the bias add before it); fused as the
         exporter wrote it, the chain wrote Div, Erf, Add, Mul back, and where the chain's 0.5
         had moved into the next MatMul's weight (the modeled costs tie) no runtime found the
         GELU (ConvNext's 18: 0.94x on onnxruntime CPU)."""
-        outputs = set(outputs)
         dropped: list[int] = []  # values a recognized op's value no longer reads
         for cid, node in list(self.producer.items()):
             if node.op is Op.GELU:

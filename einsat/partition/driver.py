@@ -20,8 +20,9 @@
    gains a piece a few percent, within one piece's noise), and the stitched program is timed
    against the input side by side, as `optimize` times any result: a whole not measured faster
    beyond noise is not returned. Then the pieces measured faster alone, stitched, are timed as
-   a second candidate (`strict_whole`); where neither is faster the input is returned, and
-   `report.kept_input` says why.
+   a second candidate (`strict_whole`); where neither is faster, the whole program optimized
+   under the default modeled cost model is the third (`modeled_whole`); where none is faster
+   the input is returned, and `report.kept_input` says why.
 """
 
 from __future__ import annotations
@@ -216,7 +217,9 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     if verify:
         times["verify"] = state.times["verify"]
     phases.check(state, stitched, "the stitched result")
+    tried = [stitched]
     stitched, made = strict_whole(state, graph, pieces, programs, strict, stitched, made, recipes, options.recipe)
+    stitched, made, alternative = modeled_whole(state, graph, options, stitched, made, tried + [stitched])
     if "measure" in state.times:
         times["measure"] = state.times["measure"]
     verification, returned, measured, kept_input = state.verification, state.result, state.measured, state.kept_input
@@ -246,7 +249,8 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
                     cost_by_op_after=cost.cost_by_op(returned), interrupted=interrupted,
                     stop=run.reason or next((r.stop for r in reports if r.stop), None), partition=summary,
                     profile={**profiled.to_dict(), "threads": cost.machine.get("threads")} if profiled else None,
-                    measured=measured, kept_input=kept_input)
+                    measured=measured, kept_input=kept_input,
+                    alternative=None if alternative is None else alternative.to_dict())
     notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {cost.unit}"))
     return Result(returned, report, graph, made if returned is stitched else None, opset=options.opset,
                   contrib=bool(getattr(cost, "contrib_ops", False)))
@@ -276,6 +280,81 @@ def strict_whole(state: phases.State, graph: Graph, pieces: list[Piece], program
         state.kept_input = f"{first}; nor was the whole of the pieces each measured faster: {state.kept_input}"
     kept = {k: v for k, v in recipes.items() if strict[k] is programs[k]}
     return whole, joined_recipe(graph, kept, renames) if recipe else None
+
+
+def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched: Graph, made: Graph | None,
+                  tried: list[Graph]) -> tuple[Graph, Graph | None, phases.Alternative | None]:
+    """Where neither stitched whole was measured faster than the input: the whole program
+    optimized again under the default modeled cost model (a partitioned run of its own: the
+    program `einsat.optimize` returns without `cost=`), verified by that run and timed against
+    the input the same way, as the run's modeled alternative (an unpartitioned measured run
+    extracts its one e-graph again under that model: `phases.alternative`). hf_gpt2's default-cost
+    file ran 1.04x its export on onnxruntime at 2 threads where the pieces' whole, measured not
+    faster, wrote the export. `tried`: the stitched wholes already timed (the alternative is not
+    timed again where it is one of them). Returns the stitched program the run's verdict is about, its recipe
+    and the alternative (None where it was not tried: a result measured faster, or a model that
+    does not measure).
+    Skipped, the reason said, where the budget has no room for that run and another check."""
+    from einsat.cost.models import DEFAULT_COST, cost_model
+    from einsat.pipeline.runner import run as pipeline_run
+    if not measure.measured(state.model) or state.result is not state.graph:
+        return stitched, made, None
+    alt = phases.Alternative(model=str(DEFAULT_COST))
+    reps = state.options.measuring.check_reps or measure.CHECK_REPS
+    check_s = check_estimate(state.model.graph_cost(graph), reps)
+    seconds = None
+    if state.budget.cancelled:
+        alt.status, alt.why = "skipped", f"the run was stopped ({state.budget.reason}) before it"
+    elif state.planner.bounded:
+        seconds = state.budget.remaining() - check_s
+        if seconds < MIN_MODELED_S:
+            alt.status, alt.why = "skipped", (f"the budget ({state.budget.seconds:g} s) had no room for it: "
+                                              f"{max(0.0, state.budget.remaining()):.2f} s left")
+    if alt.status == "skipped":
+        alt.returned = "input"
+        return stitched, made, alt
+    state.notify(ProgressEvent("optimize", f"the whole program again under the modeled cost ({alt.model})"))
+    try:
+        modeled_options = options.replace(cost=DEFAULT_COST, measure=None, budget=seconds, progress=None, load=None,
+                                          precision="fp32", half_io=False)
+        found = pipeline_run(graph, state.examples, modeled_options, split=optimize_partitioned)
+    except EinsatError as e:  # a second candidate that cannot be had is not returned, said why
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        log.warning("the modeled alternative could not be made: %s", first)
+        alt.status, alt.why, alt.returned = "dropped", f"its run failed ({first})", "input"
+        return stitched, made, alt
+    alt.extraction = found  # its `graph` is the alternative
+    modeled = cost_model(DEFAULT_COST)
+    alt.modeled = {key: {"model": m.name, "unit": m.unit, "input": m.graph_cost(graph),
+                         "choice": m.graph_cost(stitched), "alternative": m.graph_cost(found.graph)}
+                   for key, m in (("modeled", modeled), ("measured", state.model))}
+    verification = found.report.verification
+    if checks.identical_program(graph, found.graph):
+        alt.status, alt.why, alt.returned = "same as the input", "the modeled run returned the input program", "input"
+        return stitched, made, alt
+    if any(checks.same_program(whole, found.graph) for whole in tried):
+        alt.status, alt.returned = "same as the measured choice", "input"
+        alt.why = "the modeled run returned a stitched program already measured"
+        return stitched, made, alt
+    if verification is None or verification.feeding_differs:
+        alt.status, alt.returned = "dropped", "input"
+        alt.why = "its verification was inconclusive" if verification is not None else "it was not verified"
+        return stitched, made, alt
+    first, checked, choice = state.kept_input, state.verification, state.measured
+    state.verification = alt.verification = verification
+    state.budget.verified = found.graph
+    phases.check(state, found.graph, f"the modeled alternative ({alt.model})")
+    alt.status, alt.choice, alt.comparison = "compared", choice, state.measured
+    if state.result is found.graph:
+        alt.returned = "alternative"
+        return found.graph, found.recipe, alt
+    alt.kept_input, alt.returned = state.kept_input, "input"
+    state.kept_input = f"{first}; the modeled alternative ({alt.model}) was not returned either: {state.kept_input}"
+    state.verification, state.measured = checked, choice  # the report's verdict stays the pieces' whole's
+    return stitched, made, alt
+
+
+MIN_MODELED_S = 1.0  # a budget leaving less than this beside a check runs no modeled alternative
 
 
 def joined_recipe(graph: Graph, recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]],

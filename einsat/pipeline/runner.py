@@ -96,7 +96,7 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
                 parts = settings is not False and split is not None and len(state.graph.nodes) > settings.above
                 if not unsearched and parts:
                     try:  # the whole input's verification runs now, the stitched result's held back
-                        phases.reference(state, alternative=False)  # the pieces' runs have their alternatives
+                        phases.reference(state, alternative=False)  # the pieces have theirs, the whole modeled_whole
                         result = split(state.graph, options.replace(partition=settings), state)  # stitched, checked
                     finally:
                         state.planner.release("verify")

@@ -28,7 +28,7 @@ from einsat.egraph import Limits
 from einsat.ir import GraphBuilder
 from einsat.ir.registry import Op, opdef
 from einsat.ir.signature import signature_of
-from einsat.partition import Partitioning
+from einsat.partition import Partitioning, driver
 from einsat.pipeline import measure, phases
 from tests.partition.common import assert_same_function
 
@@ -109,6 +109,10 @@ def test_a_stitched_whole_measured_slower_is_not_returned_though_its_pieces_were
     # each piece's one candidate is the measured choice, as the kept verdicts below assume: the modeled
     # alternative (#37, `phases.modeled_extraction`) made the same program, so it is not timed
     monkeypatch.setattr(phases, "modeled_extraction", lambda state, seconds: state.extraction)
+    # nor is the whole's modeled alternative tried (`driver.modeled_whole`, scripted in test_measured_whole.py):
+    # what is timed here is the pieces' and their stitched whole's
+    monkeypatch.setattr(driver, "modeled_whole", lambda state, graph, options, stitched, made, tried:
+                        (stitched, made, None))
     graph = chains(square_first=False)
     model = Planted(tmp_path / "p.json", cheap_square=True)
 

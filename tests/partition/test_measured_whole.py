@@ -7,6 +7,7 @@ checks against real onnxruntime sessions: `test_measured_real.py`."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import einsat
@@ -52,7 +53,12 @@ def test_a_stitched_program_not_measured_faster_is_not_returned(tmp_path, monkey
     assert r.measured is not None and not r.measured["faster"] and r.measured_speedup == 1.0
     assert r.ops_after == graph.op_counts() and r.partition is not None
     assert "returned: the INPUT program" in str(r)
-    assert r.alternative is None  # the stitched check is single-candidate; each piece had its own (#37)
+    # the whole under the default cost model (each piece's run had its own alternative too, #37):
+    # here the pieces' whole itself, not timed again
+    alt = r.alternative
+    assert alt["status"] == "same as the measured choice" and alt["returned"] == "input"
+    assert alt["modeled"]["modeled"]["alternative"] < alt["modeled"]["modeled"]["input"]
+    assert "alternative (h100 cost model): same as the measured choice" in str(r)
 
 
 def test_a_stitched_program_measured_faster_is_returned_with_the_wholes_figures(tmp_path, monkeypatch):
@@ -109,9 +115,12 @@ def test_pieces_within_their_noise_are_kept_and_their_stitched_whole_judged(tmp_
 
 
 def test_pieces_measured_slower_return_their_inputs(tmp_path, monkeypatch):
-    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 1.5, [])
-    assert "whole" not in [t[0] for t in timed]  # the stitched pieces' inputs: the input itself, not timed
-    assert result.graph is graph and result.report.kept_input == "the extraction chose the input program itself"
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 1.5, [False])
+    # the stitched pieces' inputs: the input itself, not timed; the modeled alternative is
+    wholes = [t[1] for t in timed if t[0] == "whole"]
+    assert len(wholes) == 1 and wholes[0] is not graph and result.graph is graph
+    assert result.report.kept_input.startswith("the extraction chose the input program itself; the modeled "
+                                               "alternative (h100) was not returned either: the optimized program")
 
 
 def test_a_whole_not_faster_is_followed_by_the_whole_of_the_pieces_measured_faster(tmp_path, monkeypatch):
@@ -132,14 +141,77 @@ def test_a_whole_not_faster_is_followed_by_the_whole_of_the_pieces_measured_fast
 
 
 def test_neither_whole_faster_returns_the_input_saying_why_for_both(tmp_path, monkeypatch):
+    # the default cost model's program of the whole is the pieces' whole already timed (in this
+    # small stack both merge each layer's Q/K/V matmuls): not timed again, said so
     graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.5 if k == 0 else 0.995, [False, False])
     assert [t[0] for t in timed].count("whole") == 2 and result.graph is graph
     why = result.report.kept_input
     assert why.startswith("the optimized program was not measured faster")
     assert "nor was the whole of the pieces each measured faster: the optimized program was not measured" in why
+    alt = result.report.alternative
+    assert alt["status"] == "same as the measured choice" and alt["returned"] == "input"
+    assert alt["ops"] == next(t[1] for t in timed if t[0] == "whole").op_counts()
 
 
 def test_pieces_all_kept_without_a_faster_one_have_one_whole_timed(tmp_path, monkeypatch):
     graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.995, [False])
     assert [t[0] for t in timed].count("whole") == 1 and result.graph is graph
     assert "nor was" not in result.report.kept_input
+    assert result.report.alternative["status"] == "same as the measured choice"
+
+
+def test_a_modeled_whole_measured_faster_is_returned_where_the_pieces_whole_was_not(tmp_path, monkeypatch):
+    # each piece's result measured slower: the pieces' whole is the input; the program the default
+    # cost model makes of the whole (its own partitioned run) is measured faster and is returned,
+    # with its verdict and its report record
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 1.5, [True])
+    wholes = [t[1] for t in timed if t[0] == "whole"]
+    assert len(wholes) == 1 and result.graph is wholes[0] and result.graph is not graph
+    r = result.report
+    assert r.kept_input is None and r.measured["faster"] and r.measured_speedup == pytest.approx(2.0)
+    assert r.alternative["returned"] == "alternative" and r.alternative["status"] == "compared"
+    assert r.alternative["verdict"]["faster"] and r.alternative["choice"] is None  # the pieces' whole: the input
+    assert_same_function(graph, result.graph)
+    modeled = einsat.optimize(graph, limits=LIMITS,
+                              partition=Partitioning(above=0, piece_nodes=64, executor="serial", reuse=False))
+    assert result.graph.op_counts() == modeled.graph.op_counts() != graph.op_counts()
+    assert r.ops_after == modeled.graph.op_counts()
+
+
+def test_the_modeled_wholes_recipe_makes_its_new_weights(tmp_path, monkeypatch):
+    from einsat.optimize import run as optimize_run
+    from einsat.pipeline import Options
+    graph = stacked(layers=2, seq=8, hidden=32, heads=2)
+
+    def scripted(model, baseline, candidate, reps):  # each piece's result slower, the modeled whole faster
+        return verdict(faster=baseline is graph)
+
+    monkeypatch.setattr(measure, "check_measured", scripted)
+    result = optimize_run(graph, None, Options(cost=cpu_model(path=tmp_path / "p.json"), limits=LIMITS,
+                                               partition=SERIAL, measure=einsat.Measure(profile_s=20), recipe=True))
+    assert result.report.alternative["returned"] == "alternative"
+    new = sorted(w for w in result.graph.weights if w not in graph.weights)
+    assert len(new) >= 2 and result.recipe is not None  # a merged Q/K/V weight per layer at least
+    assert list(result.recipe.outputs) == new and set(result.recipe.inputs) <= set(graph.weights)
+    made = einsat.run(result.recipe, {i: graph.weights[i] for i in result.recipe.inputs})
+    for w in new:
+        np.testing.assert_array_equal(made[w], result.graph.weights[w], err_msg=w)
+
+
+def test_no_modeled_whole_where_the_budget_has_no_room_for_it(tmp_path, monkeypatch):
+    from einsat.partition import driver
+    monkeypatch.setattr(driver, "MIN_MODELED_S", 1e9)
+    graph = stacked(layers=2, seq=8, hidden=32, heads=2)
+    timed = []
+
+    def scripted(model, baseline, candidate, reps):
+        timed.append(baseline is graph)
+        return verdict(faster=False) if baseline is graph else verdict(faster=True)
+
+    monkeypatch.setattr(measure, "check_measured", scripted)
+    result = einsat.optimize(graph, cost=cpu_model(path=tmp_path / "p.json"), limits=LIMITS, partition=SERIAL,
+                             measure=einsat.Measure(profile_s=20), budget=600)
+    assert timed.count(True) == 1 and result.graph is graph
+    alt = result.report.alternative
+    assert alt["status"] == "skipped" and alt["why"].startswith("the budget (600 s) had no room for it")
+    assert "alternative (h100 cost model): skipped: the budget (600 s)" in str(result.report)

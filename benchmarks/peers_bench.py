@@ -292,6 +292,8 @@ def markdown(results: dict) -> str:
                 cell += " (the export written unchanged)"
             elif tool.startswith("einsat") and tr.get("returned_input"):
                 cell += " (input returned)"
+            elif tool == "einsat_cpu" and tr.get("returned") == "alternative":
+                cell += " (the modeled alternative)"
             cells.append(cell)
         modeled = r["tools"].get("einsat_default", {}).get("modeled_speedup")
         cells.append("–" if modeled is None else f"{modeled:.3f}x")
@@ -362,7 +364,10 @@ def run_einsat(src: Path, out: Path, cost: str | None, budget: float | None, rec
     return {"seconds": seconds, "returned_input": bool(report.kept_input), "kept_input": report.kept_input,
             "given_kept": bool(report.given and report.given.get("kept")),
             "modeled_speedup": None if report.kept_input or not report.cost_after else
-            report.cost_before / report.cost_after, "model": str(report.model)}
+            report.cost_before / report.cost_after, "model": str(report.model),
+            # which candidate a measured run returned: "measured choice", "alternative" (the default
+            # model's program) or "input" (None: no alternative was tried)
+            "returned": (report.alternative or {}).get("returned")}
 
 
 # -- onnxruntime ----------------------------------------------------------------------------

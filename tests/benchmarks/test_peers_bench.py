@@ -112,6 +112,8 @@ def test_markdown_states_measured_and_modeled_and_lists_failures():
             {"name": "vit_legacy", "from": "export", "family": "vit", "ops": ops, "export_ms": {"1": 20.0, "2": 11.0},
              "tools": {"ort": {"timing": _timing(0.9, 0.8), "opt_level": 0, "ops": ops,
                                "errors": {"max_abs": 1e-6, "max_rel": 2e-7}},
+                       "einsat_cpu": {"timing": _timing(1.1, 1.1), "returned_input": False, "returned": "alternative",
+                                      "ops": ops, "errors": {"max_abs": 0.0, "max_rel": 0.0}},
                        "einsat_default": {"timing": _timing(2.0, 0.5), "ops": ops,
                                           "errors": {"max_abs": 0.0, "max_rel": 0.0}}}}]
     meta = {"commit": "abc123", "dirty": False, "date": "2026-11-28 18:00 UTC", "machine": "m", "load_average": 1.0,
@@ -127,6 +129,8 @@ def test_markdown_states_measured_and_modeled_and_lists_failures():
     row = next(line for line in lines if line.startswith("| bert_legacy | 20.00"))
     assert "1.100x (1.00-1.20) / 1.200x (1.10-1.30) (level 1)" in row and "(input returned)" in row
     assert row.endswith("| 1.700x | – / – |")  # no head-to-head without einsat cpu's timing
+    row = next(line for line in lines if line.startswith("| vit_legacy | 20.00"))
+    assert "| 1.100x (1.00-1.20) / 1.100x (1.00-1.20) (the modeled alternative) |" in row
     assert "| bert_legacy | ort | 1.00e-06 | 2.00e-07 | 30 | Attention 4, Reshape 3 |" in md
     assert "- bert_legacy, slim: RuntimeError: onnxslim exited 1: boom" in md
     assert "- t5_dynamo.onnx, export script: ValueError: differs" in md

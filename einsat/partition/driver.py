@@ -284,19 +284,18 @@ def strict_whole(state: phases.State, graph: Graph, pieces: list[Piece], program
 
 def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched: Graph, made: Graph | None,
                   tried: list[Graph]) -> tuple[Graph, Graph | None, phases.Alternative | None]:
-    """Where neither stitched whole was measured faster than the input: the whole program
-    optimized again under the default modeled cost model (a partitioned run of its own: the
-    program `einsat.optimize` returns without `cost=`), verified by that run and timed against
-    the input the same way, as the run's modeled alternative (an unpartitioned measured run
-    extracts its one e-graph again under that model: `phases.alternative`). hf_gpt2's default-cost
-    file ran 1.04x its export on onnxruntime at 2 threads where the pieces' whole, measured not
-    faster, wrote the export. `tried`: the stitched wholes already timed (the alternative is not
-    timed again where it is one of them). Returns the stitched program the run's verdict is about, its recipe
-    and the alternative (None where it was not tried: a result measured faster, or a model that
-    does not measure).
-    Skipped, the reason said, where the budget has no room for that run and another check."""
+    """Where no stitched whole was measured faster than the input: the whole program optimized
+    again under the default modeled cost model (a partitioned run of its own: the program
+    `einsat.optimize` returns without `cost=`), verified by that run and timed against the input
+    the same way, as the run's modeled alternative (an unpartitioned measured run extracts its
+    one e-graph again under that model: `phases.alternative`). hf_gpt2's default-cost file ran
+    1.04x its export on onnxruntime at 2 threads where the pieces' whole, measured not faster,
+    wrote the export. `tried`: the stitched wholes already timed (the alternative is not timed
+    again where it is one of them). Returns the stitched program the run's verdict is about,
+    its recipe and the alternative (None where it was not tried: a result measured faster, or a
+    model that does not measure). Skipped, the reason said, where the budget has no room for
+    that run and another check."""
     from einsat.cost.models import DEFAULT_COST, cost_model
-    from einsat.pipeline.runner import run as pipeline_run
     if not measure.measured(state.model) or state.result is not state.graph:
         return stitched, made, None
     alt = phases.Alternative(model=str(DEFAULT_COST))
@@ -317,7 +316,7 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
     try:
         modeled_options = options.replace(cost=DEFAULT_COST, measure=None, budget=seconds, progress=None, load=None,
                                           precision="fp32", half_io=False)
-        found = pipeline_run(graph, state.examples, modeled_options, split=optimize_partitioned)
+        found = modeled_run(graph, state.examples, modeled_options)
     except EinsatError as e:  # a second candidate that cannot be had is not returned, said why
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         log.warning("the modeled alternative could not be made: %s", first)
@@ -336,9 +335,8 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
         alt.status, alt.returned = "same as the measured choice", "input"
         alt.why = "the modeled run returned a stitched program already measured"
         return stitched, made, alt
-    if verification is None or verification.feeding_differs:
-        alt.status, alt.returned = "dropped", "input"
-        alt.why = "its verification was inconclusive" if verification is not None else "it was not verified"
+    if verification is not None and verification.feeding_differs:  # (None: the caller's verify=False)
+        alt.status, alt.returned, alt.why = "dropped", "input", "its verification was inconclusive"
         return stitched, made, alt
     first, checked, choice = state.kept_input, state.verification, state.measured
     state.verification = alt.verification = verification
@@ -355,6 +353,13 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
 
 
 MIN_MODELED_S = 1.0  # a budget leaving less than this beside a check runs no modeled alternative
+
+
+def modeled_run(graph: Graph, examples: dict | None, options: Options) -> Result:
+    """The whole program's run under `options` (the default modeled cost's, `modeled_whole`),
+    partitioned as `optimize` partitions it (tests replace this)."""
+    from einsat.pipeline.runner import run as pipeline_run
+    return pipeline_run(graph, examples, options, split=optimize_partitioned)
 
 
 def joined_recipe(graph: Graph, recipes: dict[int, tuple[Graph, dict[str, str], dict[str, str]]],

@@ -74,8 +74,8 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
         The e-graph is also extracted under the default modeled cost: that program, verified, is
         timed against the input too, and of the two the faster measured faster is returned
         (`report.alternative` says which, with both verdicts; a partitioned run, whose pieces
-        each have theirs, runs the whole under the default model where no stitched whole was
-        measured faster: `einsat.partition.driver.modeled_whole`). The verdict is kept beside the
+        each have theirs, also runs the whole under the default model and weighs it against the
+        stitched result: `einsat.partition.driver.modeled_whole`). The verdict is kept beside the
         profile: a later run that extracts the same result from the same input reuses it (the
         report says when it was measured); `Measure(recheck=True)` times the two programs again.
     budget: seconds for the whole run (or a `Budget`, which the caller may also cancel), given

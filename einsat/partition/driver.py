@@ -20,9 +20,10 @@
    gains a piece a few percent, within one piece's noise), and the stitched program is timed
    against the input side by side, as `optimize` times any result: a whole not measured faster
    beyond noise is not returned. Then the pieces measured faster alone, stitched, are timed as
-   a second candidate (`strict_whole`); where neither is faster, the whole program optimized
-   under the default modeled cost model is the third (`modeled_whole`); where none is faster
-   the input is returned, and `report.kept_input` says why.
+   a second candidate (`strict_whole`). The whole program optimized under the default modeled
+   cost model is timed too (`modeled_whole`), and of the candidates measured faster the one
+   with the better measured ratio is returned; where none is faster the input is returned, and
+   `report.kept_input` says why.
 """
 
 from __future__ import annotations
@@ -284,21 +285,22 @@ def strict_whole(state: phases.State, graph: Graph, pieces: list[Piece], program
 
 def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched: Graph, made: Graph | None,
                   tried: list[Graph]) -> tuple[Graph, Graph | None, phases.Alternative | None]:
-    """Where no stitched whole was measured faster than the input: the whole program optimized
-    again under the default modeled cost model (a partitioned run of its own: the program
-    `einsat.optimize` returns without `cost=`), verified by that run and timed against the input
-    the same way, as the run's modeled alternative (an unpartitioned measured run extracts its
-    one e-graph again under that model: `phases.alternative`). hf_gpt2's default-cost file ran
-    1.04x its export on onnxruntime at 2 threads where the pieces' whole, measured not faster,
-    wrote the export. `tried`: the stitched wholes already timed (the alternative is not timed
-    again where it is one of them). Returns the stitched program the run's verdict is about,
-    its recipe and the alternative (None where it was not tried: a result measured faster, or a
-    model that does not measure). Skipped, the reason said, where the budget has no room for
-    that run and another check."""
+    """The whole program optimized again under the default modeled cost model (a partitioned run
+    of its own: the program `einsat.optimize` returns without `cost=`), verified by that run and
+    timed against the input the same way, as the run's modeled alternative (an unpartitioned
+    measured run extracts its one e-graph again under that model: `phases.alternative`), and as
+    there, of the candidates measured faster the one with the better measured ratio is returned.
+    hf_gpt2's default-cost file ran 1.04x its export on onnxruntime at 2 threads where the
+    pieces' whole, measured not faster, wrote the export; convnext_dynamo's 1.085x where the
+    pieces' whole ran 1.048x. `tried`: the stitched wholes already timed (the alternative is not
+    timed again where it is one of them). Returns the stitched program the run returns, its
+    recipe and the alternative (None under a model that does not measure). Skipped, the reason
+    said, where the budget has no room for that run and another check."""
     from einsat.cost.models import DEFAULT_COST, cost_model
-    if not measure.measured(state.model) or state.result is not state.graph:
+    if not measure.measured(state.model):
         return stitched, made, None
     alt = phases.Alternative(model=str(DEFAULT_COST))
+    kept = "input" if state.result is state.graph else "measured choice"  # what the run returns without it
     reps = state.options.measuring.check_reps or measure.CHECK_REPS
     check_s = check_estimate(state.model.graph_cost(graph), reps)
     seconds = None
@@ -310,7 +312,7 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
             alt.status, alt.why = "skipped", (f"the budget ({state.budget.seconds:g} s) had no room for it: "
                                               f"{max(0.0, state.budget.remaining()):.2f} s left")
     if alt.status == "skipped":
-        alt.returned = "input"
+        alt.returned = kept
         return stitched, made, alt
     state.notify(ProgressEvent("optimize", f"the whole program again under the modeled cost ({alt.model})"))
     try:
@@ -320,7 +322,7 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
     except EinsatError as e:  # a second candidate that cannot be had is not returned, said why
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
         log.warning("the modeled alternative could not be made: %s", first)
-        alt.status, alt.why, alt.returned = "dropped", f"its run failed ({first})", "input"
+        alt.status, alt.why, alt.returned = "dropped", f"its run failed ({first})", kept
         return stitched, made, alt
     alt.extraction = found  # its `graph` is the alternative
     modeled = cost_model(DEFAULT_COST)
@@ -328,27 +330,31 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
                          "choice": m.graph_cost(stitched), "alternative": m.graph_cost(found.graph)}
                    for key, m in (("modeled", modeled), ("measured", state.model))}
     verification = found.report.verification
+    alt.returned = kept
     if checks.identical_program(graph, found.graph):
-        alt.status, alt.why, alt.returned = "same as the input", "the modeled run returned the input program", "input"
+        alt.status, alt.why = "same as the input", "the modeled run returned the input program"
         return stitched, made, alt
     if any(checks.same_program(whole, found.graph) for whole in tried):
-        alt.status, alt.returned = "same as the measured choice", "input"
-        alt.why = "the modeled run returned a stitched program already measured"
+        alt.status, alt.why = "same as the measured choice", "the modeled run returned a stitched whole already timed"
         return stitched, made, alt
     if verification is not None and verification.feeding_differs:  # (None: the caller's verify=False)
-        alt.status, alt.returned, alt.why = "dropped", "input", "its verification was inconclusive"
+        alt.status, alt.why = "dropped", "its verification was inconclusive"
         return stitched, made, alt
-    first, checked, choice = state.kept_input, state.verification, state.measured
+    before = state.result, state.kept_input, state.verification, state.measured, state.budget.verified
+    choice = state.measured
     state.verification = alt.verification = verification
     state.budget.verified = found.graph
     phases.check(state, found.graph, f"the modeled alternative ({alt.model})")
     alt.status, alt.choice, alt.comparison = "compared", choice, state.measured
-    if state.result is found.graph:
+    if state.result is found.graph and (kept == "input" or state.measured.speedup > choice.speedup):
         alt.returned = "alternative"
         return found.graph, found.recipe, alt
-    alt.kept_input, alt.returned = state.kept_input, "input"
-    state.kept_input = f"{first}; the modeled alternative ({alt.model}) was not returned either: {state.kept_input}"
-    state.verification, state.measured = checked, choice  # the report's verdict stays the pieces' whole's
+    alt.kept_input = state.kept_input or (f"measured {state.measured.speedup:.2f}x, the stitched result "
+                                          f"{choice.speedup:.2f}x")
+    state.result, state.kept_input, state.verification, state.measured, state.budget.verified = before
+    if kept == "input":  # the report's verdict stays the stitched whole's, and says why the input is returned
+        state.kept_input = f"{state.kept_input}; the modeled alternative ({alt.model}) was not returned either: " \
+                           f"{alt.kept_input}"
     return stitched, made, alt
 
 

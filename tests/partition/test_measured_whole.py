@@ -13,6 +13,8 @@ import pytest
 import einsat
 from einsat.cost.target import cpu_model
 from einsat.egraph import Limits
+from einsat.ir.graph import Graph, Node
+from einsat.ir.registry import Op
 from einsat.partition import Partitioning
 from einsat.pipeline import measure
 from einsat.runtime.profiler import judge
@@ -98,7 +100,8 @@ def test_a_stitched_program_measured_faster_is_returned_with_the_wholes_figures(
 def scripted_run(tmp_path, monkeypatch, piece_ratio, whole_faster):
     """Each piece optimized on its own (no reuse), its comparisons scripted by `piece_ratio(k)`
     (the candidate's time over the input piece's, piece k), the whole's by `whole_faster` (one
-    verdict per whole timed, in order); returns the graph, the result and what was timed."""
+    verdict per whole timed, in order: True, 2x faster; False, 1.5x slower; a number, the whole's
+    time over the input's); returns the graph, the result and what was timed."""
     graph = stacked(layers=2, seq=8, hidden=32, heads=2)
     timed = []
     wholes = iter(whole_faster)
@@ -107,7 +110,8 @@ def scripted_run(tmp_path, monkeypatch, piece_ratio, whole_faster):
         base = [1000.0 + k for k in range(15)]
         if baseline is graph:
             timed.append(("whole", candidate))
-            return verdict(faster=next(wholes))
+            w = next(wholes)
+            return verdict(faster=w) if isinstance(w, bool) else judge(base, [v * w for v in base])
         k = int(baseline.name.rsplit("piece", 1)[1])
         timed.append((k, baseline, candidate))
         return judge(base, [v * piece_ratio(k) for v in base])
@@ -122,6 +126,7 @@ def scripted_run(tmp_path, monkeypatch, piece_ratio, whole_faster):
 def test_pieces_within_their_noise_are_kept_and_their_stitched_whole_judged(tmp_path, monkeypatch):
     # each piece's result 0.5% faster: not faster beyond noise, nor slower, so kept; the whole,
     # measured faster, is returned (before, each piece returned its input and so did the run)
+    modeled_as(monkeypatch, lambda graph: graph)  # the modeled whole: the input, not timed
     graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.995, [True])
     pieces = [t for t in timed if t[0] != "whole"]
     assert {t[0] for t in pieces} == {0, 1} and [t[0] for t in timed].count("whole") == 1
@@ -141,6 +146,7 @@ def test_pieces_measured_slower_return_their_inputs(tmp_path, monkeypatch):
 def test_a_whole_not_faster_is_followed_by_the_whole_of_the_pieces_measured_faster(tmp_path, monkeypatch):
     # piece 0's result measured 2x faster, piece 1's 0.5% (kept as not slower); the whole of both
     # is not measured faster, the whole of piece 0's result and piece 1's input is, and is returned
+    modeled_as(monkeypatch, lambda graph: graph)
     graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.5 if k == 0 else 0.995, [False, True])
     wholes = [t[1] for t in timed if t[0] == "whole"]
     assert len(wholes) == 2 and result.graph is wholes[1] and result.report.kept_input is None
@@ -245,4 +251,32 @@ def test_without_verification_the_modeled_whole_is_still_a_candidate(tmp_path, m
                              measure=einsat.Measure(profile_s=20), verify=False)
     assert result.report.alternative["returned"] == "alternative" and result.graph is not graph
     assert result.report.alternative["verification"] is None
+    assert_same_function(graph, result.graph)
+
+
+def with_identity(graph):
+    """`graph` with its first output passed on by an Identity: the same function, another program."""
+    out, pre = graph.outputs[0], graph.outputs[0] + ".pre"
+    nodes = [Node(n.op, [pre if i == out else i for i in n.inputs], [pre if o == out else o for o in n.outputs],
+                  dict(n.attrs)) for n in graph.nodes]
+    return Graph(nodes + [Node(Op.IDENTITY, [pre], [out], {})], graph.input_types(), graph.outputs,
+                 dict(graph.weights), graph.name)
+
+
+@pytest.mark.parametrize("modeled, returned", [(0.4, "alternative"), (0.6, "measured choice")])
+def test_of_a_stitched_whole_and_a_modeled_one_both_faster_the_better_ratio_is_returned(tmp_path, monkeypatch,
+                                                                                         modeled, returned):
+    # the pieces' whole measured 2x faster; the modeled whole (scripted: another program of the
+    # same function) 2.5x, returned, or 1.67x, not returned: as an unpartitioned run weighs its
+    # measured choice and its modeled alternative
+    modeled_as(monkeypatch, with_identity)
+    graph, result, timed = scripted_run(tmp_path, monkeypatch, lambda k: 0.5, [True, modeled])
+    wholes = [t[1] for t in timed if t[0] == "whole"]
+    assert len(wholes) == 2 and Op.IDENTITY in [n.op for n in wholes[1].nodes]
+    r = result.report
+    assert r.kept_input is None and r.alternative["status"] == "compared" and r.alternative["returned"] == returned
+    assert r.alternative["choice"]["speedup"] == pytest.approx(2.0)
+    assert r.alternative["verdict"]["speedup"] == pytest.approx(1 / modeled)
+    assert result.graph is wholes[1 if returned == "alternative" else 0]
+    assert r.measured_speedup == pytest.approx(1 / modeled if returned == "alternative" else 2.0)
     assert_same_function(graph, result.graph)

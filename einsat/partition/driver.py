@@ -296,7 +296,7 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
     timed again where it is one of them). Returns the stitched program the run returns, its
     recipe and the alternative (None under a model that does not measure). Skipped, the reason
     said, where the budget has no room for that run and another check."""
-    from einsat.cost.models import DEFAULT_COST, cost_model
+    from einsat.cost.models import DEFAULT_COST
     if not measure.measured(state.model):
         return stitched, made, None
     alt = phases.Alternative(model=str(DEFAULT_COST))
@@ -325,10 +325,7 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
         alt.status, alt.why, alt.returned = "dropped", f"its run failed ({first})", kept
         return stitched, made, alt
     alt.extraction = found  # its `graph` is the alternative
-    modeled = cost_model(DEFAULT_COST)
-    alt.modeled = {key: {"model": m.name, "unit": m.unit, "input": m.graph_cost(graph),
-                         "choice": m.graph_cost(stitched), "alternative": m.graph_cost(found.graph)}
-                   for key, m in (("modeled", modeled), ("measured", state.model))}
+    alt.modeled = phases.modeled_costs(state.model, graph, stitched, found.graph)
     verification = found.report.verification
     alt.returned = kept
     if checks.identical_program(graph, found.graph):

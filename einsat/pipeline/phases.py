@@ -287,7 +287,7 @@ def alternative(state: State) -> None:
     measured choice. Under a budget it takes the extract phase's share, and is skipped (the
     reason said) when what is left beyond the holds of both candidates' verification and check
     is under the extract phase's floor."""
-    from einsat.cost.models import DEFAULT_COST, cost_model
+    from einsat.cost.models import DEFAULT_COST
     from einsat.pipeline.plan import FLOORS
     planner = state.planner
     alt = state.alternative = Alternative(model=str(DEFAULT_COST))
@@ -313,14 +313,20 @@ def alternative(state: State) -> None:
             log.warning("the modeled alternative could not be extracted: %s: %s", type(e).__name__, first)
             return stop("dropped", f"its extraction failed ({type(e).__name__}: {first})")
     graph, choice = alt.graph, state.extraction.graph
-    modeled = cost_model(DEFAULT_COST)
-    alt.modeled = {key: {"model": m.name, "unit": m.unit, "input": m.graph_cost(state.graph),
-                         "choice": m.graph_cost(choice), "alternative": m.graph_cost(graph)}
-                   for key, m in (("modeled", modeled), ("measured", state.model))}
+    alt.modeled = modeled_costs(state.model, state.graph, choice, graph)
     if checks.same_program(state.graph, graph):
         return stop("same as the input", "the modeled extraction chose the input program itself")
     if checks.same_program(choice, graph):
         return stop("same as the measured choice", "the modeled extraction chose the measured choice's program")
+
+
+def modeled_costs(model, graph: Graph, choice: Graph, alternative: Graph) -> dict:
+    """`Alternative.modeled`: the input's, the measured choice's and the alternative's costs under
+    the default modeled cost model ("modeled") and the run's own (`model`, "measured")."""
+    from einsat.cost.models import DEFAULT_COST, cost_model
+    return {key: {"model": m.name, "unit": m.unit, "input": m.graph_cost(graph), "choice": m.graph_cost(choice),
+                  "alternative": m.graph_cost(alternative)}
+            for key, m in (("modeled", cost_model(DEFAULT_COST)), ("measured", model))}
 
 
 def modeled_extraction(state: State, seconds: float | None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from einsat.ir.dims import SymDim, prove_ge
+from einsat.ir.dims import SymDim, prove_eq, prove_ge
 from einsat.ir.expr import Expr, Read, var
 from einsat.ir.expr.build import iters
 from einsat.ir.expr.nodes import add
@@ -242,21 +242,13 @@ class Slice(_Layout):
         a = node.attrs
         dims = known_shape(ctx, node.inputs[0]) or (None,) * len(a["starts"])  # unknown: every axis written
         cut = [k for k, (s, e, st, d) in enumerate(zip(a["starts"], a["ends"], a["steps"], dims))
-               if not (s == 0 and st == 1 and _same(e, d))] or list(range(len(dims)))
+               if not (s == 0 and st == 1 and d is not None and prove_eq(e, d) is True)] or list(range(len(dims)))
         pick = lambda values: [values[k] for k in cut]  # noqa: E731
         ins = [node.inputs[0], int64s(ctx, pick(a["starts"]), "starts"), int64s(ctx, pick(a["ends"]), "ends"),
                int64s(ctx, pick(a["axes"]), "axes")]
         if any(st != 1 for st in pick(a["steps"])):
             ins.append(int64s(ctx, pick(a["steps"]), "steps"))
         ctx.node("Slice", ins, node.outputs)
-
-
-def _same(a, b) -> bool:
-    """Whether two dims (ints or symbolic) are the same; False where that cannot be told."""
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - a symbolic comparison without a truth value
-        return False
 
 
 @register

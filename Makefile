@@ -44,8 +44,9 @@ test-slow: $(STAMP) torch-venv chromium
 	$(PY) -m pytest $(PYTEST_PARALLEL) -q -m slow tests
 
 # The tests that compare programs or figures with saved ones (pytest's `saved_results` marker, slow
-# ones included) once more under another OpenBLAS kernel family than the one this CPU gets:
-# scripts/blas_kernel.py picks it (Sandybridge where the default has FMA; see its text) and says
+# ones included) once more under another OpenBLAS kernel family than the one `make test` ran under
+# (this CPU's, or the one OPENBLAS_CORETYPE sets where the environment sets it):
+# scripts/blas_kernel.py picks it (Sandybridge where that one has FMA; see its text) and says
 # which, so that a dependence on a kernel's rounding fails here before it fails for a user (#38).
 test-blas: $(STAMP)
 	@kernel="$$($(PY) scripts/blas_kernel.py --other)" || exit 1; \

@@ -6,7 +6,10 @@ alone, NEOVERSEN1, ARMV8... on ARM), and each kernel sums in its own order, with
 multiply-adds, so the last bits of a product differ from one machine to another. A test that
 compares with a saved program or figure must hold under all of them; `make test-blas` reruns
 those tests (pytest's `saved_results` marker) with `OPENBLAS_CORETYPE` set to another family than
-the one this machine picks, so a dependence on the kernel fails here before it fails for a user.
+the one `make test` ran under, so a dependence on the kernel fails here before it fails for a user.
+That one is the family OpenBLAS picks for this CPU or, where the environment already sets
+`OPENBLAS_CORETYPE` (as a CI machine may, to stand in for another CPU), the family it set: the
+other family is chosen against the kernel NumPy runs in this process, and differs from both.
 
     python scripts/blas_kernel.py            # what NumPy's BLAS is and which kernel it runs
     python scripts/blas_kernel.py --other    # prints another kernel family this CPU can run
@@ -107,40 +110,49 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-def other_family(default: str, machine: str, flags: set[str]) -> str:
-    """Another kernel family than `default` that a CPU with `flags` runs (see the module's text)."""
+def other_family(default: str, machine: str, flags: set[str], avoid: tuple[str, ...] = ()) -> str:
+    """Another kernel family than `default` (and than those in `avoid`) that a CPU with `flags`
+    runs (see the module's text)."""
     d = default.lower()
+    taken = {d} | {a.lower() for a in avoid}
     if machine.lower() in {"x86_64", "amd64"}:
+        options = []
         if d in FMA_FAMILIES:
-            return "Sandybridge"  # every CPU that runs FMA kernels has AVX
-        if d != "sandybridge" and {"avx2", "fma"} <= flags:
-            return "Haswell"      # a CPU OpenBLAS does not know falls back to Prescott
+            options.append("Sandybridge")  # every CPU that runs FMA kernels has AVX
+        if d not in FMA_FAMILIES and d != "sandybridge" and {"avx2", "fma"} <= flags:
+            options.append("Haswell")      # a CPU OpenBLAS does not know falls back to Prescott
         if d != "sandybridge" and "avx" in flags:
-            return "Sandybridge"
-        if d != "nehalem" and (d == "sandybridge" or "sse4_2" in flags):
-            return "Nehalem"
-        return "Prescott"
-    if machine.lower() in {"aarch64", "arm64"}:
-        return "CORTEXA57" if d == "armv8" else "ARMV8"
-    raise NoKernelChoice(f"no other OpenBLAS kernel family known for a {machine} CPU")
+            options.append("Sandybridge")
+        if d == "sandybridge" or "sse4_2" in flags:
+            options.append("Nehalem")
+        options.append("Prescott")
+    elif machine.lower() in {"aarch64", "arm64"}:
+        options = ["ARMV8", "CORTEXA57"]
+    else:
+        raise NoKernelChoice(f"no other OpenBLAS kernel family known for a {machine} CPU")
+    return next((o for o in options if o.lower() not in taken), options[-1])
 
 
-def _corename_under(family: str) -> str | None:
+def _corename_under(family: str | None) -> str | None:
+    """The core name NumPy's OpenBLAS reports in a fresh process under OPENBLAS_CORETYPE=family
+    (None: without the variable, the CPU's own family)."""
     code = "import json, sys; sys.path.insert(0, %r); import blas_kernel; print(json.dumps(blas_kernel.corename()))"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    if family is not None:
+        env["OPENBLAS_CORETYPE"] = family
     out = subprocess.run([sys.executable, "-c", code % os.path.dirname(os.path.abspath(__file__))],
-                         env={**os.environ, "OPENBLAS_CORETYPE": family}, capture_output=True, text=True)
+                         env=env, capture_output=True, text=True)
     if out.returncode != 0:
-        raise NoKernelChoice(f"NumPy under OPENBLAS_CORETYPE={family} failed: {out.stderr.strip()[-500:]}")
+        raise NoKernelChoice(f"NumPy under OPENBLAS_CORETYPE={family or '(unset)'} failed: {out.stderr.strip()[-500:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def choose() -> tuple[str, str, str]:
-    """(the default family, another one, the core name OpenBLAS reports under it), checked in a
-    fresh process; NoKernelChoice says why there is none."""
+    """(the family NumPy runs in this process, another one, the core name OpenBLAS reports under
+    it), checked in a fresh process; NoKernelChoice says why there is none. Where the environment
+    sets OPENBLAS_CORETYPE, the family in use is the one it set (what `make test` ran under), and
+    the other one must differ from the CPU's own too."""
     info = describe()
-    if os.environ.get("OPENBLAS_CORETYPE"):
-        raise NoKernelChoice(f"OPENBLAS_CORETYPE is set ({os.environ['OPENBLAS_CORETYPE']}): unset it, so that "
-                             "this machine's own kernel is known")
     if "openblas" not in (info["blas"] or "").lower() and info["corename"] is None:
         raise NoKernelChoice(f"NumPy's BLAS is {info['blas'] or 'unknown'}, not OpenBLAS: its kernel cannot be "
                              "switched with OPENBLAS_CORETYPE")
@@ -150,11 +162,14 @@ def choose() -> tuple[str, str, str]:
     if not info["corename"]:
         raise NoKernelChoice("cannot read which kernel NumPy's OpenBLAS runs (no openblas_get_corename in "
                              f"{_library_paths() or 'numpy.libs'}, no threadpoolctl)")
-    family = other_family(info["corename"], info["machine"], _cpu_flags())
+    # where the environment sets the family, the CPU's own one, read in a process without the variable
+    own = _corename_under(None) if info["OPENBLAS_CORETYPE"] else info["corename"]
+    family = other_family(info["corename"], info["machine"], _cpu_flags(), avoid=(own,) if own else ())
+    in_use = {info["corename"].lower(), (own or info["corename"]).lower()}
     taken = _corename_under(family)
-    if not taken or taken.lower() == info["corename"].lower():
+    if not taken or taken.lower() in in_use:
         raise NoKernelChoice(f"OPENBLAS_CORETYPE={family} left NumPy's OpenBLAS on {taken or 'an unknown kernel'} "
-                             f"(the default is {info['corename']})")
+                             f"(in use here: {info['corename']})")
     return info["corename"], family, taken
 
 
@@ -171,7 +186,9 @@ def main(argv=None) -> int:
     except NoKernelChoice as e:
         print(f"blas_kernel: {e}", file=sys.stderr)
         return 2
-    print(f"NumPy's OpenBLAS runs {default} kernels here; the tests run again under OPENBLAS_CORETYPE={family} "
+    where = (f"under OPENBLAS_CORETYPE={os.environ['OPENBLAS_CORETYPE']} from the environment"
+             if os.environ.get("OPENBLAS_CORETYPE") else "here")
+    print(f"NumPy's OpenBLAS runs {default} kernels {where}; the tests run again under OPENBLAS_CORETYPE={family} "
           f"(OpenBLAS reports {taken})", file=sys.stderr)
     print(family)
     return 0

@@ -61,8 +61,49 @@ def test_an_unknown_machine_is_a_clear_error():
         blas_kernel.other_family("RISCV64_GENERIC", "riscv64", set())
 
 
-def test_a_set_coretype_is_refused(monkeypatch):
-    """The default must be known: with OPENBLAS_CORETYPE already set it is not."""
-    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
-    with pytest.raises(blas_kernel.NoKernelChoice, match="unset it"):
+def _machine(monkeypatch, in_use, set_to, own, flags, takes=lambda family: family):
+    """choose() on a scripted machine: NumPy runs `in_use` in this process, the environment sets
+    OPENBLAS_CORETYPE=`set_to` (None: unset), the CPU's own family is `own`, and a fresh process
+    under OPENBLAS_CORETYPE=f reports takes(f)."""
+    if set_to is None:
+        monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_CORETYPE", set_to)
+    monkeypatch.setattr(blas_kernel, "describe", lambda: {
+        "blas": "scipy-openblas", "version": "0.3.34", "configuration": "OpenBLAS 0.3.34 DYNAMIC_ARCH",
+        "corename": in_use, "OPENBLAS_CORETYPE": set_to, "machine": "x86_64"})
+    monkeypatch.setattr(blas_kernel, "_cpu_flags", lambda: flags)
+    asked = []
+
+    def corename_under(family):
+        asked.append(family)
+        return own if family is None else takes(family)
+    monkeypatch.setattr(blas_kernel, "_corename_under", corename_under)
+    return asked
+
+
+def test_the_cpus_own_family_when_nothing_is_set(monkeypatch):
+    asked = _machine(monkeypatch, "SkylakeX", None, "SkylakeX", AVX512)
+    assert blas_kernel.choose() == ("SkylakeX", "Sandybridge", "Sandybridge")
+    assert asked == ["Sandybridge"]
+
+
+def test_a_coretype_set_by_the_environment_is_the_family_the_suite_ran_under(monkeypatch):
+    """A CI machine that sets OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU ran `make test` under
+    Haswell's kernels: the rerun takes a family other than Haswell and other than SkylakeX."""
+    asked = _machine(monkeypatch, "Haswell", "Haswell", "SkylakeX", AVX512)
+    assert blas_kernel.choose() == ("Haswell", "Sandybridge", "Sandybridge")
+    assert asked == [None, "Sandybridge"]
+
+
+def test_the_other_family_is_not_the_cpus_own_either(monkeypatch):
+    """Sandybridge set on a CPU whose own family is Nehalem: Nehalem (Sandybridge's other) is the
+    kernel a plain run gets, so the rerun takes the one after it."""
+    _machine(monkeypatch, "Sandybridge", "Sandybridge", "Nehalem", AVX)
+    assert blas_kernel.choose() == ("Sandybridge", "Prescott", "Prescott")
+
+
+def test_a_family_openblas_does_not_take_is_a_clear_error(monkeypatch):
+    _machine(monkeypatch, "Haswell", "Haswell", "SkylakeX", AVX512, takes=lambda family: "SkylakeX")
+    with pytest.raises(blas_kernel.NoKernelChoice, match="left NumPy's OpenBLAS on SkylakeX"):
         blas_kernel.choose()

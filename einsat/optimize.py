@@ -120,8 +120,10 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
     measure: how a cost model that measures its target measures (`Measure`): `threads` (the
         intra-op threads cost "cpu" profiles and measures at: the count the program will be
         deployed with, default 1; a verdict taken at one thread says nothing of sixteen; the CPU
-        profile is kept per count, and the report says which was measured), `profile_s`,
-        `check_reps`, `recheck` (see `cost`).
+        profile is kept per count, and the report says which was measured), `not_slower_at`
+        (other counts the file will also run at: a result measured faster is returned only if
+        it is not measured slower beyond noise at these too), `profile_s`, `check_reps`,
+        `recheck` (see `cost`).
     partition: how a large program is split into pieces optimized apart (`einsat.partition`):
         None (the default) partitions programs above `Partitioning().above` nodes, a
         `Partitioning` sets the piece size, reuse and parallelism, False never partitions.

@@ -8,7 +8,7 @@ the model, the search, the verification and writing the result, not Python's sta
 its phases by the pipeline's planner (`einsat.pipeline.plan`), as `einsat.optimize(budget=)`;
 `--time-limit` is gone (an error naming `--budget`, once its older spelling). `--nodes`,
 `--iterations`, `--search-seconds`, `--memory-gb` and `--extractor` are the search's work
-(`einsat.egraph.Limits`); `--threads`, `--profile-budget` and `--recheck` how `--cost cpu`
+(`einsat.egraph.Limits`); `--threads`, `--not-slower-at`, `--profile-budget` and `--recheck` how `--cost cpu`
 measures (`einsat.Measure`); `--input-shape` and `--fill-weights` how the model is read
 (the command reads it, as `einsat.Load` says). The flags become the run's `einsat.pipeline.Options`
 (`options_of`), the same record `einsat.optimize` makes of its keywords (the command calls it
@@ -94,6 +94,10 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="with --cost cpu: the intra-op threads onnxruntime profiles and measures at, the count "
                         "you will deploy with (default 1; the profile is kept per count)")
+    p.add_argument("--not-slower-at", default=None, metavar="N[,N...]",
+                   help="with --cost cpu: other intra-op thread counts the file will also run at; a result "
+                        "measured faster at --threads is returned only if it is not measured slower beyond noise "
+                        "at these too (default: none)")
     p.add_argument("--opset", type=int, default=None, metavar="N",
                    help="the ONNX opset cap of the written file, 13 to 26 (default 26, the newest onnxruntime "
                         "opens): ops are written in that opset's forms (Attention from 23, Gelu from 20, a chain "
@@ -254,7 +258,8 @@ def options_of(args: argparse.Namespace, budget=None):
     if args.threads is not None and args.threads < 1:
         raise EinsatError(f"--threads must be positive, got {args.threads}")
     from einsat.pipeline.options import Load, Measure
-    measuring = Measure(threads=args.threads, profile_s=args.profile_budget, recheck=args.recheck)
+    measuring = Measure(threads=args.threads, profile_s=args.profile_budget, recheck=args.recheck,
+                        not_slower_at=_thread_counts(args.not_slower_at))
     # (the command reads the model itself, --input-shape and --fill-weights applied: `load_model`)
     return Options(cost=args.cost, limits=_limits(args.nodes, args.memory_gb, args.iterations, args.search_seconds,
                                                   args.extractor),
@@ -381,6 +386,19 @@ def _partitioning(args: argparse.Namespace):
     if args.parallel == 1 and args.executor is None:
         changes["executor"] = "serial"
     return dataclasses.replace(Partitioning(), **changes) if changes else None
+
+
+def _thread_counts(text: str | None) -> tuple[int, ...]:
+    """--not-slower-at's "1" or "1,4" as thread counts; a clear error for anything else."""
+    if text is None:
+        return ()
+    try:
+        counts = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or any(t < 1 for t in counts):
+        raise EinsatError(f"--not-slower-at takes positive thread counts separated by commas (1 or 1,4), not {text!r}")
+    return counts
 
 
 def _limits(nodes: int | None, memory_gb: float | None = None, iterations: int | None = None,

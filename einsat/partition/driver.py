@@ -240,6 +240,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     before, after = cost.graph_cost(graph), cost.graph_cost(returned)
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
         measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
+                    "other_threads": getattr(measured, "other_threads", None),
                     "threads": cost.machine.get("threads"),
                     "predicted_ms": [before / 1e3, cost.graph_cost(stitched) / 1e3]}
     report = Report(name=graph.name, model=cost.name, model_label=cost.label, unit=cost.unit,

@@ -298,6 +298,21 @@ def choose(model: TargetCost, extract: Callable[[], object], summary: ProfileSum
     return extraction, summary
 
 
+def at_threads(model: TargetCost, threads: int) -> TargetCost:
+    """`model`'s target (onnxruntime on this CPU) at another intra-op thread count: that count's
+    own profile and kept verdicts, in the folder of `model`'s profile, named as the cache names
+    them (`Measure(not_slower_at=)`)."""
+    from einsat.cost.profile_db import machine_key
+
+    if model.target != "onnxruntime":
+        raise EinsatError(f"only onnxruntime's CPU target runs at a number of intra-op threads, not {model.target!r}")
+    if threads == model.threads:
+        return model
+    machine = {**model.machine, "threads": threads}
+    path = os.path.join(os.path.dirname(model.path), machine_key(machine) + ".json")
+    return TargetCost(model.target, machine, path, name=model.name)
+
+
 def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:
     """The input and the result timed side by side on the model's target (`compare_programs`)."""
     _, _, program_runner = _runners(model)

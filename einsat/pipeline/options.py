@@ -104,7 +104,12 @@ class Measure:
     recheck: time the two programs again even when an earlier run kept the verdict (`--recheck`);
     keep: which result the check returns: "faster" (one measured faster beyond noise; the
         default) or "not slower" (one not measured slower beyond noise: what a partitioned run
-        gives its pieces, whose stitched whole is then timed and returned only if faster).
+        gives its pieces, whose stitched whole is then timed and returned only if faster);
+    not_slower_at: other intra-op thread counts the file will also run at (`--not-slower-at`):
+        a result measured faster at `threads` is returned only if it is not measured slower
+        beyond noise at each of these too, timed side by side there by the same check (its
+        verdicts kept in that count's own profile folder). Empty by default: the check is then
+        at `threads` alone. A partitioned run asks it of each whole it times, not of its pieces.
     """
 
     threads: int | None = None
@@ -112,6 +117,7 @@ class Measure:
     check_reps: int | None = None
     recheck: bool = False
     keep: str = "faster"
+    not_slower_at: tuple[int, ...] = ()
 
     def __post_init__(self):
         _seconds("Measure(profile_s=) (--profile-budget)", self.profile_s, zero=True)
@@ -124,6 +130,13 @@ class Measure:
                               f"not {self.threads!r}")
         if self.keep not in KEEP_RULES:
             raise EinsatError(f"Measure(keep=) takes one of {', '.join(map(repr, KEEP_RULES))}, not {self.keep!r}")
+        counts = (self.not_slower_at,) if isinstance(self.not_slower_at, int) else self.not_slower_at
+        if isinstance(counts, (str, bytes)) or not hasattr(counts, "__iter__") \
+                or any(isinstance(t, bool) or not isinstance(t, int) or t < 1 for t in counts):
+            raise EinsatError(f"Measure(not_slower_at=) (--not-slower-at) takes positive numbers of intra-op threads, "
+                              f"not {self.not_slower_at!r}")
+        # (the deployment count, where named, is what the check measures at already: `never_slower` skips it)
+        object.__setattr__(self, "not_slower_at", tuple(dict.fromkeys(counts)))
 
 
 @dataclass(frozen=True)
@@ -263,8 +276,14 @@ class Options:
         """The cost model: `cost` by name or as given, at `threads` (see `with_threads`); with
         precision "tf32", the GPU's TF32 model (`tf32_cost`)."""
         from einsat.cost.models import cost_model
+        from einsat.cost.target import TargetCost
         cost = self.target_cost()
-        return with_threads(cost_model(cost), self.measuring.threads, cost)
+        model = with_threads(cost_model(cost), self.measuring.threads, cost)
+        if self.measuring.not_slower_at and not (isinstance(model, TargetCost) and model.target == "onnxruntime"):
+            raise EinsatError(f"Measure(not_slower_at=) (--not-slower-at) names other intra-op thread counts "
+                              f"cost=\"cpu\" checks onnxruntime at; the cost model {model.name!r} does not measure "
+                              "onnxruntime")
+        return model
 
     def target_cost(self):
         """`cost`, or with precision "tf32" the GPU's TF32 model it stands for (`tf32_cost`)."""

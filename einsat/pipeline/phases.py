@@ -66,7 +66,8 @@ class Alternative:
     def to_dict(self) -> dict:
         """For the report (`Report.alternative`): plain data."""
         def verdict(c):
-            return None if c is None else {**c.to_dict(), "measured_at": getattr(c, "measured_at", None)}
+            return None if c is None else {**c.to_dict(), "measured_at": getattr(c, "measured_at", None),
+                                           "other_threads": getattr(c, "other_threads", None)}
         return {"model": self.model, "status": self.status, "why": self.why, "returned": self.returned,
                 "modeled": self.modeled, "verification": None if self.verification is None else str(self.verification),
                 "verdict": verdict(self.comparison), "kept_input": self.kept_input, "choice": verdict(self.choice),
@@ -428,7 +429,7 @@ def check(state: State, candidate: Graph, what: str = "the result") -> None:
             state.checked_profile = units
             state.result, state.measured, state.kept_input = never_slower(
                 model, state.graph, candidate, state.options.measuring.check_reps or measure.CHECK_REPS,
-                state.options.measuring.recheck, state.options.measuring.keep)
+                state.options.measuring.recheck, state.options.measuring.keep, state.options.measuring.not_slower_at)
     if state.alternative is not None:
         check_alternative(state)
 
@@ -450,7 +451,7 @@ def check_alternative(state: State) -> None:
             state.checked_profile = units if state.checked_profile is None else state.checked_profile.also(units)
             returned, alt.comparison, alt.kept_input = never_slower(
                 model, state.graph, alt.graph, state.options.measuring.check_reps or measure.CHECK_REPS,
-                state.options.measuring.recheck, state.options.measuring.keep)
+                state.options.measuring.recheck, state.options.measuring.keep, state.options.measuring.not_slower_at)
         alt.status = "compared"
         choice_faster = state.result is not state.graph
         if returned is alt.graph and (not choice_faster or alt.comparison.speedup > state.measured.speedup):
@@ -465,13 +466,17 @@ def check_alternative(state: State) -> None:
     alt.returned = "input" if state.result is state.graph else "measured choice"
 
 
-def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False, keep: str = "faster"):
+def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False, keep: str = "faster",
+                 not_slower_at: tuple[int, ...] = ()):
     """(the program to return, the measured comparison or None, why the input is returned or None);
     the comparison is kept across runs (`measure.checked`; `recheck` measures again). `keep`
     (`Measure.keep`): "faster" returns `result` only when it is measured faster beyond noise,
     "not slower" unless it is measured slower beyond noise (a partitioned run's pieces: a gain of
     a few percent in each piece is within one piece's noise, and their stitched whole is judged
-    by the "faster" rule)."""
+    by the "faster" rule). Under "faster", a result measured faster is timed again at each of
+    `not_slower_at`'s intra-op thread counts (`Measure.not_slower_at`) and returned only if it is
+    not measured slower beyond noise at any of them; those verdicts ride on the comparison
+    (`other_threads`)."""
     if checks.same_program(graph, result):
         return graph, None, "the extraction chose the input program itself"
     try:
@@ -481,6 +486,10 @@ def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = 
         return graph, None, (f"the programs could not be measured on {model.target} ({type(e).__name__}: {first}): "
                              "the input is returned")
     comparison.measured_at = measured_at  # None: measured by this run
+    if comparison.faster and keep == "faster" and not_slower_at:
+        slower = other_threads(model, graph, result, reps, recheck, not_slower_at, comparison)
+        if slower is not None:
+            return graph, comparison, slower
     if comparison.faster or (keep == "not slower" and not comparison.slower):
         return result, comparison, None
     if keep == "not slower":
@@ -488,6 +497,31 @@ def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = 
                                    f"{comparison.backend} ({comparison}): the input is returned")
     return graph, comparison, (f"the optimized program was not measured faster beyond noise on {comparison.backend} "
                                f"({comparison}): the input is returned")
+
+
+def other_threads(model, graph: Graph, result: Graph, reps: int, recheck: bool, counts: tuple[int, ...],
+                  comparison) -> str | None:
+    """`result`, measured faster than `graph` at the model's thread count (`comparison`), timed
+    against it at each of `counts` (`never_slower`), the verdicts appended to
+    `comparison.other_threads`; returns why the input is returned (None: slower at none)."""
+    comparison.other_threads = []
+    for threads in counts:
+        if threads == model.threads:
+            continue
+        try:
+            there, measured_at = measure.checked(measure.at_threads(model, threads), graph, result, reps, recheck)
+        except Exception as e:  # noqa: BLE001 - as at the deployment count: not returned where it cannot be timed
+            first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            return (f"the optimized program, measured faster at {model.threads} intra-op thread(s) ({comparison}), "
+                    f"could not be measured at {threads} ({type(e).__name__}: {first}): the input is returned")
+        comparison.other_threads.append({"threads": threads, "speedup": there.speedup, "wins": there.wins,
+                                         "rounds": there.rounds, "p_value": there.p_value, "slower": there.slower,
+                                         "measured_at": measured_at})
+        if there.slower:
+            return (f"the optimized program was measured faster at {model.threads} intra-op thread(s) ({comparison}) "
+                    f"but slower beyond noise at {threads} ({there}), a count it must not be slower at "
+                    "(Measure(not_slower_at=)): the input is returned")
+    return None
 
 
 # -- write (the command line) -------------------------------------------------------------------

@@ -333,7 +333,7 @@ class Report:
             if v is None:
                 return "not timed"
             faster = "faster" if v["faster"] else "not faster"
-            return f"{v['speedup']:.3f}x, {faster} ({v['wins']}/{v['rounds']} rounds)"
+            return f"{v['speedup']:.3f}x, {faster} ({v['wins']}/{v['rounds']} rounds){other_threads_text(v)}"
         return [f"  alternative ({a['model']} cost model): measured {verdict(a['verdict'])}; measured choice "
                 f"{verdict(a['choice'])}; returned: the {a['returned'].upper()}{modeled}"]
 
@@ -364,6 +364,7 @@ class Report:
                          f"{m['speedup']:.3f}x measured (faster in {m['wins']}/{m['rounds']} interleaved rounds); "
                          f"modeled: input {p0:,.2f} -> extracted {p1:,.2f} {self.unit} "
                          f"({p0 / p1 if p1 else float('inf'):.3f}x)"
+                         + other_threads_text(m)
                          + (f"; verdict kept from {m['measured_at']} (--recheck measures again)"
                             if m.get("measured_at") else ""))
         lines += self.alternative_lines()
@@ -376,6 +377,14 @@ class Report:
     def _repr_html_(self) -> str:
         from einsat.viz.report import report_html
         return report_html(self, standalone=False)
+
+
+def other_threads_text(m: dict) -> str:
+    """"; at 1 intra-op thread: 0.990x, not slower (7/15 rounds)" for each other thread count a
+    measured result was timed at (`Measure(not_slower_at=)`), "" for none."""
+    return "".join(f";{threads_text(o['threads'])}: {o['speedup']:.3f}x, "
+                   f"{'SLOWER' if o['slower'] else 'not slower'} ({o['wins']}/{o['rounds']} rounds)"
+                   for o in m.get("other_threads") or ())
 
 
 def threads_text(threads) -> str:

@@ -172,6 +172,7 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
         else extraction
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
         measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
+                    "other_threads": getattr(measured, "other_threads", None),
                     "threads": model.machine.get("threads"),
                     "predicted_ms": [before / 1e3, model.graph_cost(source.graph) / 1e3]}
     run_budget, profiled = state.budget, state.profiled

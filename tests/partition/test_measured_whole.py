@@ -280,3 +280,27 @@ def test_of_a_stitched_whole_and_a_modeled_one_both_faster_the_better_ratio_is_r
     assert result.graph is wholes[1 if returned == "alternative" else 0]
     assert r.measured_speedup == pytest.approx(1 / modeled if returned == "alternative" else 2.0)
     assert_same_function(graph, result.graph)
+
+
+def test_other_thread_counts_judge_the_whole_not_its_pieces(tmp_path, monkeypatch):
+    """Measure(not_slower_at=(1,)) at 2 deployment threads: each piece is checked at 2 threads
+    alone (the "not slower" rule of pieces); the stitched whole, measured faster at 2, is timed at
+    1 too, and there measured slower: the input is returned, and the report says why."""
+    graph = stacked(layers=2, seq=8, hidden=32, heads=2)
+    timed = []
+
+    def scripted(model, baseline, candidate, reps):
+        base = [1000.0 + k for k in range(15)]
+        whole = baseline is graph
+        timed.append(("whole" if whole else "piece", model.threads))
+        return judge(base, [v * (0.5 if model.threads == 2 else 1.25) for v in base])
+
+    monkeypatch.setattr(measure, "check_measured", scripted)
+    modeled_as(monkeypatch, lambda graph: graph)  # the modeled whole: the input, not timed
+    result = einsat.optimize(graph, cost=cpu_model(path=tmp_path / "p.json", threads=2), limits=LIMITS,
+                             partition=SERIAL, measure=einsat.Measure(profile_s=20, not_slower_at=(1,)))
+    r = result.report
+    assert ("piece", 2) in timed and ("piece", 1) not in timed
+    assert timed[-2:] == [("whole", 2), ("whole", 1)]
+    assert result.graph is graph and "slower beyond noise at 1" in r.kept_input
+    assert [(o["threads"], o["slower"]) for o in r.measured["other_threads"]] == [(1, True)]

@@ -374,6 +374,19 @@ def _measured_per_size(model, graph: Graph, out: Graph, rows: list[dict], option
         if comparison.faster:
             return (f"at {shown(row['sizes'])} the input was measured faster than the result beyond noise "
                     f"({comparison}, the input as the candidate)")
+        for threads in options.measuring.not_slower_at:  # the other counts the file will run at
+            if threads == model.threads:
+                continue
+            try:
+                there, _ = measure.checked(measure.at_threads(model, threads), after, before, reps,
+                                           options.measuring.recheck)
+            except Exception as e:  # noqa: BLE001 - as above
+                return (f"at {shown(row['sizes'])} the programs could not be measured on {model.target} at {threads} "
+                        f"intra-op thread(s): {e}")
+            if there.faster:
+                return (f"at {shown(row['sizes'])} the input was measured faster than the result beyond noise at "
+                        f"{threads} intra-op thread(s) ({there}, the input as the candidate), a count the file must "
+                        "not be slower at (Measure(not_slower_at=))")
     return None
 
 

@@ -107,6 +107,30 @@ def test_a_returned_input_replaces_the_given_file_only_where_measured_faster_at_
         assert "the GIVEN FILE is written unchanged: einsat returned its input" in str(result.report)
 
 
+@pytest.mark.parametrize("slower_at_2_threads", [None, 16])
+def test_a_returned_input_replaces_the_given_file_only_if_not_slower_at_the_other_thread_counts(
+        tmp_path, monkeypatch, slower_at_2_threads):
+    """Measure(not_slower_at=(2,)) at 1 deployment thread: einsat's writing, faster at every size at
+    1 thread, is timed at 2 threads too, and at a size where it is slower there the given file stays."""
+    src, data, result = optimized(tmp_path, returned_input=True)
+    seen = []
+
+    def compare(graph, sizes, baseline, candidate, written, reps, threads):
+        seen.append((sizes["batch"], threads))
+        return verdict(threads == 1 or sizes["batch"] != slower_at_2_threads)
+
+    monkeypatch.setattr(given, "compare_files", compare)
+    options = Options(cost="cpu", load=Load(sizes=SIZES), measure=einsat.Measure(not_slower_at=(2,)))
+    given.keep_given(result, str(src), options)
+    g = result.report.given
+    if slower_at_2_threads is None:
+        assert seen == [(2, 1), (2, 2), (16, 1), (16, 2)] and result.given is None and not g["kept"]
+        assert [o["slower"] for row in g["per_size"] for o in row["comparison"]["other_threads"]] == [False, False]
+    else:
+        assert seen == [(2, 1), (2, 2), (16, 1), (16, 2)] and result.given == data and g["kept"]
+        assert g["per_size"][-1]["comparison"]["other_threads"][0]["slower"]
+
+
 def test_the_given_file_stands_for_the_result_only_where_it_is_the_same_program(tmp_path):
     model = onnx.load_from_string(write_model(tmp_path / "m.onnx"))
     assert given.why_not(model, cpu_options()) is None

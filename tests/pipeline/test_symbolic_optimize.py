@@ -237,3 +237,33 @@ def test_a_half_precision_run_of_a_symbolic_program_is_checked_against_fp32_at_e
         (got,) = session.run(None, xs)
         want = einsat.run(g, xs)[g.outputs[0]]
         np.testing.assert_allclose(got, want, rtol=0, atol=2e-2 * float(np.abs(want).max()))
+
+
+def test_with_other_thread_counts_the_input_beating_the_result_at_one_of_them_returns_the_input(monkeypatch, tmp_path):
+    """Measure(not_slower_at=(1,)) at 2 deployment threads: at each named size the input and the
+    result are timed at 2 threads and then at 1; the input beating the result at 1 thread at one
+    size returns the input (the timings stood in for, a Comparison per size and count)."""
+    from einsat.cost.target import cpu_model
+    from einsat.pipeline import measure
+    from einsat.pipeline import symbolic as sym_run
+    from einsat.runtime.profiler import Comparison
+
+    g = split_of_concat(B, 5)
+    result = einsat.optimize(g, load=einsat.Load(sizes={"batch": [2, 6]}))
+    calls = []
+
+    def checked(model, baseline, candidate, reps, recheck=False):
+        batch = candidate.types["a"].shape[0]
+        calls.append((batch, model.threads))
+        input_faster = (batch, model.threads) == (6, 1)
+        return Comparison(1.0, 0.5 if input_faster else 1.5, (1, 1), (1, 1), reps, reps, 0.001, (0, 0),
+                          input_faster), None
+
+    monkeypatch.setattr(measure, "checked", checked)
+    rows = [{"sizes": {"batch": 2}, "named": True}, {"sizes": {"batch": 6}, "named": True}]
+    options = einsat.pipeline.Options(measure=einsat.Measure(not_slower_at=(1,)))
+    model = cpu_model(path=tmp_path / "p.json", threads=2)
+    why = sym_run._measured_per_size(model, g, result.graph, rows, options)
+    assert calls == [(2, 2), (2, 1), (6, 2), (6, 1)]
+    assert "at batch 6 the input was measured faster" in why and "at 1 intra-op thread(s)" in why
+    assert sym_run._measured_per_size(model, g, result.graph, rows[:1], options) is None

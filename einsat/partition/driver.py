@@ -47,7 +47,7 @@ from einsat.pipeline import verification as checks
 from einsat.pipeline.events import ProgressEvent
 from einsat.pipeline.measure import ProfileSummary
 from einsat.pipeline.options import Options, Partitioning
-from einsat.pipeline.plan import VERIFY_MARGIN, check_estimate
+from einsat.pipeline.plan import VERIFY_MARGIN
 from einsat.pipeline.report import Report
 from einsat.pipeline.runner import Result
 
@@ -268,8 +268,8 @@ def strict_whole(state: phases.State, graph: Graph, pieces: list[Piece], program
     if (not measure.measured(state.model) or state.result is not state.graph or state.measured is None
             or all(a is b for a, b in zip(programs, strict))):
         return stitched, made
-    reps = state.options.measuring.check_reps or measure.CHECK_REPS
-    if state.planner.bounded and state.budget.remaining() < check_estimate(state.model.graph_cost(graph), reps):
+    if state.planner.bounded and state.budget.remaining() < phases.measured_check_estimate(
+            state.model, state.options, state.model.graph_cost(graph)):
         return stitched, made
     renames: list[dict[str, str]] = []
     whole = stitch(graph, pieces, strict, renames)
@@ -302,8 +302,7 @@ def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched:
         return stitched, made, None
     alt = phases.Alternative(model=str(DEFAULT_COST))
     kept = "input" if state.result is state.graph else "measured choice"  # what the run returns without it
-    reps = state.options.measuring.check_reps or measure.CHECK_REPS
-    check_s = check_estimate(state.model.graph_cost(graph), reps)
+    check_s = phases.measured_check_estimate(state.model, state.options, state.model.graph_cost(graph))
     seconds = None
     if state.budget.cancelled:
         alt.status, alt.why = "skipped", f"the run was stopped ({state.budget.reason}) before it"

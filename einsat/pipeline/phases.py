@@ -178,7 +178,7 @@ def reference(state: State, alternative: bool = True) -> None:
     if measure.measured(state.model):
         reps = o.measuring.check_reps or measure.CHECK_REPS
         predicted_us = state.model.graph_cost(state.graph)
-        check_s = check_estimate(predicted_us, reps)
+        check_s = measured_check_estimate(state.model, o, predicted_us)
         planner.hold("check", check_s)
         if state.extras.get("given_file") and state.model.target == "onnxruntime":
             # kept until the run ends (`Planner.release_all`): the files' comparison comes after it,
@@ -189,6 +189,18 @@ def reference(state: State, alternative: bool = True) -> None:
         if alternative:
             planner.hold(ALT_VERIFY, VERIFY_MARGIN * candidate_s)
             planner.hold(ALT_CHECK, check_s)
+
+
+def measured_check_estimate(model, options, predicted_us: float) -> float:
+    """Seconds a measured check of a whole program may take (`check_estimate`): at the model's
+    thread count, and again at each other count of `Measure(not_slower_at=)`, a program running
+    longer at fewer threads (in proportion, at most)."""
+    reps = options.measuring.check_reps or measure.CHECK_REPS
+    seconds = check_estimate(predicted_us, reps)
+    for threads in options.measuring.not_slower_at:
+        if threads != model.threads:
+            seconds += check_estimate(predicted_us * max(1.0, model.threads / threads), reps)
+    return seconds
 
 
 # -- profile, saturate --------------------------------------------------------------------------

@@ -167,3 +167,16 @@ def test_the_command_line_flag():
         args = parse(["optimize", "m.onnx", "-o", "o.onnx", "--not-slower-at", bad])
         with pytest.raises(EinsatError, match="--not-slower-at takes positive thread counts"):
             options_of(args)
+
+
+def test_a_budget_holds_seconds_for_the_checks_at_the_other_counts(tmp_path):
+    """The planner holds, for a check, its rounds at the deployment count and at each other count,
+    a program taking up to twice as long at 1 thread as at 2."""
+    from einsat.pipeline.plan import check_estimate
+    model = cpu_model(path=tmp_path / "p.json", threads=2)
+    plain = einsat.pipeline.Options(cost=model)
+    guarded = einsat.pipeline.Options(cost=model, measure=einsat.Measure(not_slower_at=(1, 2, 4)))
+    reps = measure.CHECK_REPS
+    assert phases.measured_check_estimate(model, plain, 50_000) == check_estimate(50_000, reps)
+    assert phases.measured_check_estimate(model, guarded, 50_000) == pytest.approx(
+        check_estimate(50_000, reps) + check_estimate(100_000, reps) + check_estimate(50_000, reps))

@@ -84,10 +84,9 @@ def scripted(monkeypatch, choice: float | None, alternative: float | None):
     return timed
 
 
-def run(tmp_path, monkeypatch, choice, alternative, plant=other_form, **kwargs):
-    fixed_profile(monkeypatch)
-    timed = scripted(monkeypatch, choice, alternative)
-    g = double_transpose()
+def planting(monkeypatch, g, plant=other_form) -> dict:
+    """The alternative planted: `plant(g)` (None: the measured choice itself) is what the modeled
+    extraction returns; the dict gets it as "graph" once extracted."""
     planted = {}
 
     def modeled_extraction(state, seconds):
@@ -95,6 +94,14 @@ def run(tmp_path, monkeypatch, choice, alternative, plant=other_form, **kwargs):
         return Planted(planted["graph"])
 
     monkeypatch.setattr(phases, "modeled_extraction", modeled_extraction)
+    return planted
+
+
+def run(tmp_path, monkeypatch, choice, alternative, plant=other_form, **kwargs):
+    fixed_profile(monkeypatch)
+    timed = scripted(monkeypatch, choice, alternative)
+    g = double_transpose()
+    planted = planting(monkeypatch, g, plant)
     result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json"), **kwargs)
     return g, result, planted.get("graph"), timed
 

@@ -21,7 +21,7 @@ from einsat.cost.target import cpu_model
 from einsat.errors import EinsatError
 from einsat.pipeline import measure, phases
 from einsat.runtime.profiler import judge
-from tests.pipeline.test_alternative import Planted, double_transpose, fixed_profile, is_alternative, other_form
+from tests.pipeline.test_alternative import double_transpose, fixed_profile, is_alternative, other_form, planting
 
 pytest.importorskip("onnxruntime")
 
@@ -48,13 +48,7 @@ def run(tmp_path, monkeypatch, factors, plant=other_form, threads=2, **measure_k
     fixed_profile(monkeypatch)
     timed = scripted(monkeypatch, factors)
     g = double_transpose()
-    planted = {}
-
-    def modeled_extraction(state, seconds):
-        planted["graph"] = plant(g) if plant is not None else state.extraction.graph
-        return Planted(planted["graph"])
-
-    monkeypatch.setattr(phases, "modeled_extraction", modeled_extraction)
+    planted = planting(monkeypatch, g, plant)
     result = einsat.optimize(g, cost=cpu_model(path=tmp_path / "p.json", threads=threads),
                              measure=einsat.Measure(**measure_kwargs))
     return g, result, planted.get("graph"), [(w, t) for w, t, _ in timed], timed

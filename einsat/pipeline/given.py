@@ -202,8 +202,10 @@ def compare_files(graph, sizes, baseline: bytes, candidate: bytes, written: byte
     return compare_programs(baseline, candidate, reps=reps, runner=runner, threads=threads)
 
 
-def given_lines(report) -> list[str]:
-    """The report's lines on the given file (`report.given`), empty when it was not compared."""
+def given_lines(report, other_threads=lambda comparison: "") -> list[str]:
+    """The report's lines on the given file (`report.given`), empty when it was not compared;
+    `other_threads(comparison)`: the text of a comparison's verdicts at other thread counts (the
+    report's `other_threads_text`)."""
     g = getattr(report, "given", None)
     if not g:
         return []
@@ -212,11 +214,14 @@ def given_lines(report) -> list[str]:
             return [f"  file: the GIVEN FILE is written unchanged, not timed ({g['why']})"]
         return [f"  file: einsat's writing was not timed against the given file ({g['why']})"]
     measured = "; ".join(f"{row['einsat_speedup']:.3f}x" + (f" at {shown(row['sizes'])}" if row["sizes"] else "")
-                         for row in g["per_size"])
+                         + other_threads(row["comparison"]) for row in g["per_size"])
     stopped = f"; then {g['stopped']}" if g.get("stopped") else ""
     if g["kept"] and g["returned_input"]:
+        slower = any(o["slower"] for row in g["per_size"] for o in row["comparison"].get("other_threads") or ())
+        why = ("measured slower beyond noise at another thread count it will run at (Measure(not_slower_at=))"
+               if slower else "not measured faster beyond noise")
         return [f"  file: the GIVEN FILE is written unchanged: einsat returned its input, and its writing of it was "
-                f"not measured faster beyond noise (einsat's file against the given one: {measured}{stopped})"]
+                f"{why} (einsat's file against the given one: {measured}{stopped})"]
     if g["kept"]:
         return [f"  file: the GIVEN FILE is written unchanged: measured faster than einsat's result beyond noise "
                 f"(einsat's file against it: {measured})"]

@@ -371,7 +371,7 @@ class Report:
         if self.kept_input:
             lines.append(f"  returned: the INPUT program ({self.kept_input})")
         from einsat.pipeline.given import given_lines
-        lines.extend(given_lines(self))
+        lines.extend(given_lines(self, other_threads_text))
         return lines
 
     def _repr_html_(self) -> str:

@@ -126,9 +126,13 @@ def test_a_returned_input_replaces_the_given_file_only_if_not_slower_at_the_othe
     if slower_at_2_threads is None:
         assert seen == [(2, 1), (2, 2), (16, 1), (16, 2)] and result.given is None and not g["kept"]
         assert [o["slower"] for row in g["per_size"] for o in row["comparison"]["other_threads"]] == [False, False]
+        assert "1.250x at batch 2; at 2 intra-op threads: 1.250x, not slower (15/15 rounds); 1.250x at batch 16" \
+            in str(result.report)
     else:
         assert seen == [(2, 1), (2, 2), (16, 1), (16, 2)] and result.given == data and g["kept"]
         assert g["per_size"][-1]["comparison"]["other_threads"][0]["slower"]
+        assert "at 2 intra-op threads: 0.833x, SLOWER (0/15 rounds)" in str(result.report)
+        assert "its writing of it was measured slower beyond noise at another thread count" in str(result.report)
 
 
 def test_the_given_file_stands_for_the_result_only_where_it_is_the_same_program(tmp_path):

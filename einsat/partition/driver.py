@@ -239,9 +239,7 @@ def optimize_partitioned(graph: Graph, options: Options, state: phases.State) ->
     interrupted = run.cancelled or any(r.interrupted for r in reports) or any(results[k] is None for k in own)
     before, after = cost.graph_cost(graph), cost.graph_cost(returned)
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
-        measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
-                    "other_threads": getattr(measured, "other_threads", None),
-                    "threads": cost.machine.get("threads"),
+        measured = {**measure.verdict_record(measured), "threads": cost.machine.get("threads"),
                     "predicted_ms": [before / 1e3, cost.graph_cost(stitched) / 1e3]}
     report = Report(name=graph.name, model=cost.name, model_label=cost.label, unit=cost.unit,
                     cost_before=before, cost_after=after,

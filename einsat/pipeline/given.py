@@ -138,14 +138,13 @@ def keep_given(result, source, options, left_s: float | None = None):
             if returned_input:  # is einsat's writing of the input faster (and not slower at the other counts)?
                 c = compare_files(result.input, sizes, given_bytes, written, written, reps, model.threads)
                 einsat_speedup, decides = c.speedup, not c.faster
-                others = []
-                for threads in options.measuring.not_slower_at if c.faster else ():
-                    if threads != model.threads and not decides:
-                        there = compare_files(result.input, sizes, given_bytes, written, written, reps, threads)
-                        others.append({"threads": threads, "speedup": there.speedup, "wins": there.wins,
-                                       "rounds": there.rounds, "p_value": there.p_value, "slower": there.slower})
-                        decides = there.slower
-                c.other_threads = others
+                c.other_threads = []
+                for threads in options.measuring.not_slower_at:
+                    if decides or threads == model.threads:
+                        continue
+                    there = compare_files(result.input, sizes, given_bytes, written, written, reps, threads)
+                    c.other_threads.append(measure.count_record(threads, there))
+                    decides = there.slower
             else:  # is the given file faster than einsat's result?
                 c = compare_files(result.input, sizes, written, given_bytes, written, reps, model.threads)
                 einsat_speedup, decides = 1 / c.speedup if c.speedup else 0.0, c.faster
@@ -153,7 +152,7 @@ def keep_given(result, source, options, left_s: float | None = None):
             report.given = {"compared": False, "why": f"onnxruntime could not run the two files: {e}"}
             return result
         compared.append({"sizes": sizes, "einsat_speedup": einsat_speedup,
-                         "comparison": {**c.to_dict(), "other_threads": getattr(c, "other_threads", None)}})
+                         "comparison": measure.verdict_record(c)})
         if decides:
             kept = sizes or {}
             break

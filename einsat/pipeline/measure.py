@@ -313,6 +313,21 @@ def at_threads(model: TargetCost, threads: int) -> TargetCost:
     return TargetCost(model.target, machine, path, name=model.name)
 
 
+def verdict_record(comparison: Comparison) -> dict:
+    """A verdict as the report keeps it: the comparison's figures, when it was measured if it was
+    kept from an earlier run (`measured_at`; None: measured now) and its verdicts at other thread
+    counts (`other_threads`; None: none asked)."""
+    return {**comparison.to_dict(), "measured_at": getattr(comparison, "measured_at", None),
+            "other_threads": getattr(comparison, "other_threads", None)}
+
+
+def count_record(threads: int, comparison: Comparison, measured_at: str | None = None) -> dict:
+    """One entry of a comparison's `other_threads`: its verdict at `threads` intra-op threads
+    (`Measure(not_slower_at=)`)."""
+    return {"threads": threads, "speedup": comparison.speedup, "wins": comparison.wins, "rounds": comparison.rounds,
+            "p_value": comparison.p_value, "slower": comparison.slower, "measured_at": measured_at}
+
+
 def check_measured(model: TargetCost, baseline: Graph, candidate: Graph, reps: int = CHECK_REPS) -> Comparison:
     """The input and the result timed side by side on the model's target (`compare_programs`)."""
     _, _, program_runner = _runners(model)

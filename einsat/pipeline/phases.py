@@ -66,8 +66,7 @@ class Alternative:
     def to_dict(self) -> dict:
         """For the report (`Report.alternative`): plain data."""
         def verdict(c):
-            return None if c is None else {**c.to_dict(), "measured_at": getattr(c, "measured_at", None),
-                                           "other_threads": getattr(c, "other_threads", None)}
+            return None if c is None else measure.verdict_record(c)
         return {"model": self.model, "status": self.status, "why": self.why, "returned": self.returned,
                 "modeled": self.modeled, "verification": None if self.verification is None else str(self.verification),
                 "verdict": verdict(self.comparison), "kept_input": self.kept_input, "choice": verdict(self.choice),
@@ -526,9 +525,7 @@ def other_threads(model, graph: Graph, result: Graph, reps: int, recheck: bool, 
             first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
             return (f"the optimized program, measured faster at {model.threads} intra-op thread(s) ({comparison}), "
                     f"could not be measured at {threads} ({type(e).__name__}: {first}): the input is returned")
-        comparison.other_threads.append({"threads": threads, "speedup": there.speedup, "wins": there.wins,
-                                         "rounds": there.rounds, "p_value": there.p_value, "slower": there.slower,
-                                         "measured_at": measured_at})
+        comparison.other_threads.append(measure.count_record(threads, there, measured_at))
         if there.slower:
             return (f"the optimized program was measured faster at {model.threads} intra-op thread(s) ({comparison}) "
                     f"but slower beyond noise at {threads} ({there}), a count it must not be slower at "

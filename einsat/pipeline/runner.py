@@ -171,9 +171,7 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
     source = alternative.extraction if alternative is not None and alternative.returned == "alternative" \
         else extraction
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
-        measured = {**measured.to_dict(), "measured_at": getattr(measured, "measured_at", None),
-                    "other_threads": getattr(measured, "other_threads", None),
-                    "threads": model.machine.get("threads"),
+        measured = {**measure.verdict_record(measured), "threads": model.machine.get("threads"),
                     "predicted_ms": [before / 1e3, model.graph_cost(source.graph) / 1e3]}
     run_budget, profiled = state.budget, state.profiled
     if profiled is not None and state.checked_profile is not None:

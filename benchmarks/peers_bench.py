@@ -70,6 +70,8 @@ THREADS = (1, 2)
 DEPLOY_THREADS = 2          # einsat cost="cpu" profiles and checks at this many threads
 OTHER_THREADS = tuple(t for t in THREADS if t != DEPLOY_THREADS)  # ... and must not be slower at these
 TOOLS = ("ort", "slim", "einsat_cpu", "einsat_default")
+# the table's note on a cost="cpu" file that is not its measured choice (`run_einsat`'s "returned")
+RETURNED = {"alternative": "the modeled alternative", "modeled run": "the default cost's program"}
 # the op types counted in every file: fused operators (standard and com.microsoft) and view ops
 FUSED = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "*LayerNormalization", "RMSNormalization",
          "Gelu", "FastGelu", "BiasGelu", "RotaryEmbedding", "Softmax")
@@ -296,8 +298,8 @@ def markdown(results: dict) -> str:
                 cell += " (the export written unchanged)"
             elif tool.startswith("einsat") and tr.get("returned_input"):
                 cell += " (input returned)"
-            elif tool == "einsat_cpu" and tr.get("returned") == "alternative":
-                cell += " (the modeled alternative)"
+            elif tool == "einsat_cpu" and tr.get("returned") in RETURNED:
+                cell += f" ({RETURNED[tr['returned']]})"
             cells.append(cell)
         modeled = r["tools"].get("einsat_default", {}).get("modeled_speedup")
         cells.append("–" if modeled is None else f"{modeled:.3f}x")
@@ -370,9 +372,11 @@ def run_einsat(src: Path, out: Path, cost: str | None, budget: float | None, rec
             "given_kept": bool(report.given and report.given.get("kept")),
             "modeled_speedup": None if report.kept_input or not report.cost_after else
             report.cost_before / report.cost_after, "model": str(report.model),
-            # which candidate a measured run returned: "measured choice", "alternative" (the default
-            # model's program) or "input" (None: no alternative was tried)
-            "returned": (report.alternative or {}).get("returned")}
+            # which candidate a measured run returned: "measured choice", "alternative" (its e-graph
+            # extracted under the default model; a partitioned run's: the default cost's run of the
+            # whole), "modeled run" (an unpartitioned run's: the default cost's run) or "input" (None:
+            # no alternative was tried)
+            "returned": (report.modeled_run or report.alternative or {}).get("returned")}
 
 
 # -- onnxruntime ----------------------------------------------------------------------------

@@ -73,9 +73,10 @@ def optimize(program, example_inputs=None, *, cost=DEFAULT_COST, budget=None, li
         beyond noise is not returned, the input is, and the report says so (`report.kept_input`).
         The e-graph is also extracted under the default modeled cost: that program, verified, is
         timed against the input too, and of the two the faster measured faster is returned
-        (`report.alternative` says which, with both verdicts; a partitioned run, whose pieces
-        each have theirs, also runs the whole under the default model and weighs it against the
-        stitched result: `einsat.partition.driver.modeled_whole`). The verdict is kept beside the
+        (`report.alternative` says which, with both verdicts). The whole program is then
+        optimized under the default model by a run of its own, and that program is weighed the
+        same way (`report.modeled_run`; a partitioned run, whose pieces each have theirs, weighs
+        it against the stitched result: `einsat.pipeline.phases.modeled_whole`). The verdict is kept beside the
         profile: a later run that extracts the same result from the same input reuses it (the
         report says when it was measured); `Measure(recheck=True)` times the two programs again.
     budget: seconds for the whole run (or a `Budget`, which the caller may also cancel), given

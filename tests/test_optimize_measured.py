@@ -191,6 +191,8 @@ def test_the_inputs_ops_are_measured_before_the_search_and_counted_as_this_runs(
     real = opt.saturate
 
     def spy(graph, rules, limits, cost, notify, run):
+        if cost is not model:  # the default cost's run of the whole, after the measured run's (#37)
+            return real(graph, rules, limits, cost, notify, run)
         seen["profiled"] = {s.key for s in signatures_of_graph(graph)} <= set(cost.db.entries) | set(cost.db.failures)
         seen["entries"] = len(cost.db.entries)
         return real(graph, rules, limits, cost, notify, run)

@@ -284,76 +284,13 @@ def strict_whole(state: phases.State, graph: Graph, pieces: list[Piece], program
 
 def modeled_whole(state: phases.State, graph: Graph, options: Options, stitched: Graph, made: Graph | None,
                   tried: list[Graph]) -> tuple[Graph, Graph | None, phases.Alternative | None]:
-    """The whole program optimized again under the default modeled cost model (a partitioned run
-    of its own: the program `einsat.optimize` returns without `cost=`), verified by that run and
-    timed against the input the same way, as the run's modeled alternative (an unpartitioned
-    measured run extracts its one e-graph again under that model: `phases.alternative`), and as
-    there, of the candidates measured faster the one with the better measured ratio is returned.
-    hf_gpt2's default-cost file ran 1.04x its export on onnxruntime at 2 threads where the
-    pieces' whole, measured not faster, wrote the export; convnext_dynamo's 1.085x where the
-    pieces' whole ran 1.048x. `tried`: the stitched wholes already timed (the alternative is not
-    timed again where it is one of them). Returns the stitched program the run returns, its
-    recipe and the alternative (None under a model that does not measure). Skipped, the reason
-    said, where the budget has no room for that run and another check."""
-    from einsat.cost.models import DEFAULT_COST
-    if not measure.measured(state.model):
-        return stitched, made, None
-    alt = phases.Alternative(model=str(DEFAULT_COST))
-    kept = "input" if state.result is state.graph else "measured choice"  # what the run returns without it
-    check_s = phases.measured_check_estimate(state.model, state.options, state.model.graph_cost(graph))
-    seconds = None
-    if state.budget.cancelled:
-        alt.status, alt.why = "skipped", f"the run was stopped ({state.budget.reason}) before it"
-    elif state.planner.bounded:
-        seconds = state.budget.remaining() - check_s
-        if seconds < MIN_MODELED_S:
-            alt.status, alt.why = "skipped", (f"the budget ({state.budget.seconds:g} s) had no room for it: "
-                                              f"{max(0.0, state.budget.remaining()):.2f} s left")
-    if alt.status == "skipped":
-        alt.returned = kept
-        return stitched, made, alt
-    state.notify(ProgressEvent("optimize", f"the whole program again under the modeled cost ({alt.model})"))
-    try:
-        modeled_options = options.replace(cost=DEFAULT_COST, measure=None, budget=seconds, progress=None, load=None,
-                                          precision="fp32", half_io=False)
-        found = modeled_run(graph, state.examples, modeled_options)
-    except EinsatError as e:  # a second candidate that cannot be had is not returned, said why
-        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
-        log.warning("the modeled alternative could not be made: %s", first)
-        alt.status, alt.why, alt.returned = "dropped", f"its run failed ({first})", kept
-        return stitched, made, alt
-    alt.extraction = found  # its `graph` is the alternative
-    alt.modeled = phases.modeled_costs(state.model, graph, stitched, found.graph)
-    verification = found.report.verification
-    alt.returned = kept
-    if checks.identical_program(graph, found.graph):
-        alt.status, alt.why = "same as the input", "the modeled run returned the input program"
-        return stitched, made, alt
-    if any(checks.same_program(whole, found.graph) for whole in tried):
-        alt.status, alt.why = "same as the measured choice", "the modeled run returned a stitched whole already timed"
-        return stitched, made, alt
-    if verification is not None and verification.feeding_differs:  # (None: the caller's verify=False)
-        alt.status, alt.why = "dropped", "its verification was inconclusive"
-        return stitched, made, alt
-    before = state.result, state.kept_input, state.verification, state.measured, state.budget.verified
-    choice = state.measured
-    state.verification = alt.verification = verification
-    state.budget.verified = found.graph
-    phases.check(state, found.graph, f"the modeled alternative ({alt.model})")
-    alt.status, alt.choice, alt.comparison = "compared", choice, state.measured
-    if state.result is found.graph and (kept == "input" or state.measured.speedup > choice.speedup):
-        alt.returned = "alternative"
-        return found.graph, found.recipe, alt
-    alt.kept_input = state.kept_input or (f"measured {state.measured.speedup:.2f}x, the stitched result "
-                                          f"{choice.speedup:.2f}x")
-    state.result, state.kept_input, state.verification, state.measured, state.budget.verified = before
-    if kept == "input":  # the report's verdict stays the stitched whole's, and says why the input is returned
-        state.kept_input = f"{state.kept_input}; the modeled alternative ({alt.model}) was not returned either: " \
-                           f"{alt.kept_input}"
-    return stitched, made, alt
-
-
-MIN_MODELED_S = 1.0  # a budget leaving less than this beside a check runs no modeled alternative
+    """The whole program optimized again under the default modeled cost model (`modeled_run`),
+    timed against the input as the run's modeled alternative (`phases.modeled_whole`, which an
+    unpartitioned measured run calls too). hf_gpt2's default-cost file ran 1.04x its export on
+    onnxruntime at 2 threads where the pieces' whole, measured not faster, wrote the export;
+    convnext_dynamo's 1.085x where the pieces' whole ran 1.048x. `tried`: the stitched wholes
+    already timed. Returns the stitched program the run returns, its recipe and the alternative."""
+    return phases.modeled_whole(state, graph, options, stitched, made, tried, modeled_run, "the stitched result")
 
 
 def modeled_run(graph: Graph, examples: dict | None, options: Options) -> Result:

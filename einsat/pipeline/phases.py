@@ -45,9 +45,12 @@ class Alternative:
     input", "same as the measured choice" (nothing more to do), "dropped" (its extraction or its
     verification failed: never returned) or "skipped" (the budget had no room, the run was
     stopped); `why` says why it was not compared. `returned` is the candidate the run returned:
-    "alternative", "measured choice" or "input"."""
+    "alternative", "measured choice", "input" or "modeled run". The same record holds the whole
+    program optimized again under that model (`modeled_whole`): a partitioned run's alternative,
+    an unpartitioned run's third candidate (`kind` "modeled run"), `extraction` its `Result`."""
 
     model: str
+    kind: str = "alternative"  # "modeled run": an unpartitioned measured run's third candidate (`modeled_whole`)
     status: str = "extracted"
     why: str | None = None
     extraction: Any = None
@@ -67,7 +70,8 @@ class Alternative:
         """For the report (`Report.alternative`): plain data."""
         def verdict(c):
             return None if c is None else measure.verdict_record(c)
-        return {"model": self.model, "status": self.status, "why": self.why, "returned": self.returned,
+        return {"model": self.model, "kind": self.kind, "status": self.status, "why": self.why,
+                "returned": self.returned,
                 "modeled": self.modeled, "verification": None if self.verification is None else str(self.verification),
                 "verdict": verdict(self.comparison), "kept_input": self.kept_input, "choice": verdict(self.choice),
                 "ops": None if self.graph is None else self.graph.op_counts()}
@@ -95,6 +99,7 @@ class State:
     checked_profile: Any = None         # the check's profiling of the result's fused groups (check)
     kept_input: str | None = None       # why the input is returned
     alternative: Alternative | None = None  # a measured run's modeled extraction (`alternative`)
+    modeled_run: Alternative | None = None  # and the default cost's whole run (`modeled_whole`)
     extras: dict = field(default_factory=dict)
 
     @property
@@ -475,6 +480,90 @@ def check_alternative(state: State) -> None:
         if state.kept_input is not None:
             state.kept_input += f"; the modeled alternative ({alt.model}) was not returned either: {alt.kept_input}"
     alt.returned = "input" if state.result is state.graph else "measured choice"
+
+
+MIN_MODELED_S = 1.0  # a budget leaving less than this beside a check runs no modeled run
+
+
+def modeled_whole(state: State, graph: Graph, options: Options, current: Graph, made: Graph | None,
+                  tried: list[Graph], run: Callable, what: str, kind: str = "alternative"):
+    """The whole program optimized again under the default modeled cost model, by a run of its
+    own (`run(graph, examples, options)`: the program `einsat.optimize` returns without `cost=`,
+    partitioned where it would be), verified by that run and timed against the input by the same
+    rule (`check`, `never_slower`); of the candidates measured faster the one with the better
+    measured ratio is returned. `current`: the program the run returns so far (`what`, for the
+    report), `made` its recipe; `tried`: the programs already timed (the modeled run's is not
+    timed again where it is one of them). A partitioned run calls it on its stitched whole
+    (`partition.driver.modeled_whole`, the run's alternative, `kind` "alternative"); an
+    unpartitioned one after its measured choice and the e-graph's modeled extraction (`kind`
+    "modeled run": that extraction's e-graph was grown by the measured model's generators, and
+    the default run grows another: efficientnet_dynamo's default-cost file ran 1.04x-1.06x its
+    export on onnxruntime, where the measured run and its extraction wrote the export). Returns
+    the program the run returns, its recipe and the candidate's record (None under a model that
+    does not measure). Skipped, the reason said, where the budget has no room for that run and
+    another check."""
+    from einsat.cost.models import DEFAULT_COST
+    if not measure.measured(state.model):
+        return current, made, None
+    alt = Alternative(model=str(DEFAULT_COST), kind=kind)
+    label = "the modeled alternative" if kind == "alternative" else f"the {kind}"
+    previous = state.alternative.returned if state.alternative is not None else None
+    kept = "input" if state.result is state.graph else previous or "measured choice"  # what is returned without it
+    check_s = measured_check_estimate(state.model, state.options, state.model.graph_cost(graph))
+    seconds = None
+    if state.budget.cancelled:
+        alt.status, alt.why = "skipped", f"the run was stopped ({state.budget.reason}) before it"
+    elif state.planner.bounded:
+        seconds = state.budget.remaining() - check_s
+        if seconds < MIN_MODELED_S:
+            alt.status, alt.why = "skipped", (f"the budget ({state.budget.seconds:g} s) had no room for it: "
+                                              f"{max(0.0, state.budget.remaining()):.2f} s left")
+    if alt.status == "skipped":
+        alt.returned = kept
+        return current, made, alt
+    state.notify(ProgressEvent("optimize", f"the whole program again under the modeled cost ({alt.model})"))
+    try:
+        modeled_options = options.replace(cost=DEFAULT_COST, measure=None, budget=seconds, progress=None, load=None,
+                                          precision="fp32", half_io=False)
+        found = run(graph, state.examples, modeled_options)
+    except EinsatError as e:  # a further candidate that cannot be had is not returned, said why
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        log.warning("%s could not be made: %s", label, first)
+        alt.status, alt.why, alt.returned = "dropped", f"its run failed ({first})", kept
+        return current, made, alt
+    alt.extraction = found  # its `graph` is the candidate
+    alt.modeled = modeled_costs(state.model, graph, current, found.graph)
+    verification = found.report.verification
+    alt.returned = kept
+    if checks.identical_program(graph, found.graph):
+        alt.status, alt.why = "same as the input", "the modeled run returned the input program"
+        return current, made, alt
+    if any(checks.same_program(program, found.graph) for program in tried):
+        alt.status, alt.why = "same as the measured choice", "the modeled run returned a program already timed"
+        return current, made, alt
+    if verification is not None and verification.feeding_differs:  # (None: the caller's verify=False)
+        alt.status, alt.why = "dropped", "its verification was inconclusive"
+        return current, made, alt
+    before = state.result, state.kept_input, state.verification, state.measured, state.budget.verified
+    choice = state.measured
+    state.verification = alt.verification = verification
+    state.budget.verified = found.graph
+    held, state.alternative = state.alternative, None  # `check` times this candidate alone
+    try:
+        check(state, found.graph, f"{label} ({alt.model})")
+    finally:
+        state.alternative = held
+    alt.status, alt.choice, alt.comparison = "compared", choice, state.measured
+    if state.result is found.graph and (kept == "input" or state.measured.speedup > choice.speedup):
+        alt.returned = kind
+        return found.graph, found.recipe, alt
+    alt.kept_input = state.kept_input or (f"measured {state.measured.speedup:.2f}x, {what} "
+                                          f"{choice.speedup:.2f}x")
+    state.result, state.kept_input, state.verification, state.measured, state.budget.verified = before
+    if kept == "input":  # the report's verdict stays the one before, and says why the input is returned
+        state.kept_input = f"{state.kept_input}; {label} ({alt.model}) was not returned either: " \
+                           f"{alt.kept_input}"
+    return current, made, alt
 
 
 def never_slower(model, graph: Graph, result: Graph, reps: int, recheck: bool = False, keep: str = "faster",

@@ -167,6 +167,11 @@ class Report:
     # choice and the alternative under both models), "verification", "verdict" (its side-by-side comparison
     # with the input), "kept_input", "choice" (the measured choice's comparison), "ops"; None: not extracted
     alternative: dict[str, Any] | None = None
+    # cost "cpu", unpartitioned: the whole program optimized again under the default modeled cost model (the
+    # program `einsat.optimize` returns without `cost=`), a third candidate timed after the two above, its record
+    # as `alternative`'s ("returned" "modeled run" where it is returned; a partitioned run's `alternative` is
+    # this run of its whole); None: not tried
+    modeled_run: dict[str, Any] | None = None
 
     @property
     def speedup(self) -> float:
@@ -318,24 +323,9 @@ class Report:
         return [line]
 
     def alternative_lines(self) -> list[str]:
-        """The modeled alternative (issue #37): what it was, both verdicts, and which candidate was
-        returned."""
-        a = self.alternative
-        if a is None:
-            return []
-        cost = (a.get("modeled") or {}).get("modeled")
-        modeled = (f"; modeled ({cost['model']}, {cost['unit']}): input {cost['input']:,.2f}, measured choice "
-                   f"{cost['choice']:,.2f}, alternative {cost['alternative']:,.2f}" if cost else "")
-        if a["status"] != "compared":
-            return [f"  alternative ({a['model']} cost model): {a['status']}: {a['why']}{modeled}"]
-
-        def verdict(v):
-            if v is None:
-                return "not timed"
-            faster = "faster" if v["faster"] else "not faster"
-            return f"{v['speedup']:.3f}x, {faster} ({v['wins']}/{v['rounds']} rounds){other_threads_text(v)}"
-        return [f"  alternative ({a['model']} cost model): measured {verdict(a['verdict'])}; measured choice "
-                f"{verdict(a['choice'])}; returned: the {a['returned'].upper()}{modeled}"]
+        """The modeled alternative (issue #37) and an unpartitioned run's modeled run: what each
+        was, its verdict beside the one it was weighed against, and which candidate was returned."""
+        return [line for a in (self.alternative, self.modeled_run) if a is not None for line in candidate_lines(a)]
 
     def measured_lines(self) -> list[str]:
         """The profile and the side-by-side measurement, for a model that measures its target."""
@@ -401,3 +391,22 @@ def _finite(value):
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def candidate_lines(a: dict) -> list[str]:
+    """One modeled candidate's record (`Report.alternative`, `Report.modeled_run`) as the report's line."""
+    kind = a.get("kind", "alternative")
+    before = "measured choice" if kind == "alternative" else "before it"  # the verdict it was weighed against
+    cost = (a.get("modeled") or {}).get("modeled")
+    modeled = (f"; modeled ({cost['model']}, {cost['unit']}): input {cost['input']:,.2f}, {before} "
+               f"{cost['choice']:,.2f}, {kind} {cost['alternative']:,.2f}" if cost else "")
+    if a["status"] != "compared":
+        return [f"  {kind} ({a['model']} cost model): {a['status']}: {a['why']}{modeled}"]
+
+    def verdict(v):
+        if v is None:
+            return "not timed"
+        faster = "faster" if v["faster"] else "not faster"
+        return f"{v['speedup']:.3f}x, {faster} ({v['wins']}/{v['rounds']} rounds){other_threads_text(v)}"
+    return [f"  {kind} ({a['model']} cost model): measured {verdict(a['verdict'])}; {before} "
+            f"{verdict(a['choice'])}; returned: the {a['returned'].upper()}{modeled}"]

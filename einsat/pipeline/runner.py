@@ -119,6 +119,8 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
                 phases.verify(state)
                 phases.verify_alternative(state)  # a measured run's modeled alternative (issue #37)
                 phases.check(state, state.extraction.graph)
+                if split is not None:  # the top-level run (a piece's has no `split`): the default run's program too
+                    _modeled_run(state, options, split)
         finally:
             state.planner.release_all()
     if result is not None:  # partitioned: the pieces' own reports say what they did
@@ -126,6 +128,33 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
         return _reported(result, split)
     state.times["total"] = time.perf_counter() - start
     return _reported(_result(state, watch), split)
+
+
+def _modeled_run(state: phases.State, options: Options, split: Split) -> None:
+    """A measured run's third candidate (`phases.modeled_whole`): the program `einsat.optimize`
+    returns without `cost=` (`modeled_run`), timed against the input after the measured choice
+    and the e-graph's modeled extraction; kept as `state.modeled_run`, and, where it is
+    returned, as the result (the recipe its run made in `state.extras["modeled_recipe"]`)."""
+    if not measure.measured(state.model):
+        return
+    tried = [state.extraction.graph] + ([state.alternative.graph] if state.alternative is not None
+                                        and state.alternative.graph is not None else [])
+    what = "the modeled alternative" if state.alternative is not None and \
+        state.alternative.returned == "alternative" else "the measured choice"
+    result, recipe, record = phases.modeled_whole(
+        state, state.graph, options, state.result, None, tried,
+        lambda graph, examples, opts: modeled_run(graph, examples, opts, split), what, kind="modeled run")
+    state.modeled_run = record
+    if record is not None and record.returned == "modeled run":
+        state.result, state.extras["modeled_recipe"] = result, recipe
+        if state.alternative is not None:
+            state.alternative.returned = "modeled run"
+
+
+def modeled_run(graph: Graph, examples: dict | None, options: Options, split: Split) -> Result:
+    """The whole program's run under `options` (the default modeled cost's: `_modeled_run`),
+    partitioned as `optimize` partitions it (tests replace this)."""
+    return run(graph, examples, options, split)
 
 
 MIN_SEARCH_S = 0.5  # a budget leaving less than this after loading searches nothing: the input is returned
@@ -170,9 +199,11 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
     # the candidate returned: the modeled alternative where it was measured faster (issue #37)
     source = alternative.extraction if alternative is not None and alternative.returned == "alternative" \
         else extraction
+    modeled = state.modeled_run
+    by_run = modeled is not None and modeled.returned == "modeled run"  # the default run's program (its own recipe)
     if measured is not None:  # the modeled figures of the two programs measured, beside the measurement
         measured = {**measure.verdict_record(measured), "threads": model.machine.get("threads"),
-                    "predicted_ms": [before / 1e3, model.graph_cost(source.graph) / 1e3]}
+                    "predicted_ms": [before / 1e3, model.graph_cost(modeled.graph if by_run else source.graph) / 1e3]}
     run_budget, profiled = state.budget, state.profiled
     if profiled is not None and state.checked_profile is not None:
         profiled = profiled.also(state.checked_profile)
@@ -184,11 +215,14 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
                     interrupted=run_budget.cancelled, stop=run_budget.reason, memory=watch.summary(),
                     profile={**profiled.to_dict(), "threads": model.machine.get("threads")} if profiled else None,
                     measured=measured, kept_input=state.kept_input,
-                    alternative=None if alternative is None else alternative.to_dict())
+                    alternative=None if alternative is None else alternative.to_dict(),
+                    modeled_run=None if modeled is None else modeled.to_dict())
     state.notify(ProgressEvent("done", f"modeled cost {before:,.1f} -> {after:,.1f} {model.unit}"))
     made = None
     # the input returned (never slower, or unsearched when the budget was spent loading) makes no weights
-    if state.options.recipe and result is source.graph and state.data is not None:
+    if by_run:
+        made = state.extras.get("modeled_recipe")
+    elif state.options.recipe and result is source.graph and state.data is not None:
         from einsat.egraph.weights import weight_recipe
         new = {k: c for k, c in source.weight_classes.items() if k not in graph.weights}
         made = weight_recipe(state.data, new, {k: graph.types[k] for k in graph.weights}, name=f"{graph.name}_recipe")

@@ -136,6 +136,21 @@ def test_markdown_states_measured_and_modeled_and_lists_failures():
     assert "- t5_dynamo.onnx, export script: ValueError: differs" in md
 
 
+def test_markdown_names_the_default_costs_program_where_cost_cpu_returned_it():
+    ops = {**{op: 0 for op in pb.TRACKED}, "nodes": 30}
+    rows = [{"name": "efficientnet_dynamo", "from": "export", "family": "efficientnet", "ops": ops,
+             "export_ms": {"1": 6.0, "2": 5.0},
+             "tools": {"einsat_cpu": {"timing": _timing(1.05, 1.06), "returned_input": False, "ops": ops,
+                                      "returned": "modeled run", "errors": {"max_abs": 0.0, "max_rel": 0.0}}}}]
+    meta = {"commit": "abc123", "dirty": False, "date": "2026-11-29 21:00 UTC", "machine": "m", "load_average": 1.0,
+            "versions": {"onnxruntime": "1.31.1"}, "reps": 9, "deploy_threads": 2, "budget_s": None,
+            "onnxslim": "0.1.98"}
+    row = next(line for line in pb.markdown({"meta": meta, "rows": rows}).splitlines()
+               if line.startswith("| efficientnet_dynamo | 6.00"))
+    assert "1.050x (0.95-1.15) / 1.060x (0.96-1.16) (the default cost's program) |" in row
+
+
+
 def test_head_to_head_takes_the_best_peer_per_thread_count_from_the_same_rounds():
     timings = {1: {"export": [10.0, 10.0, 10.0], "ort0": [9.0, 9.0, 9.0], "slim": [8.0, 8.0, 8.0],
                    "einsat_cpu": [8.0, 4.0, 16.0]},

@@ -16,7 +16,7 @@ from einsat.egraph import Limits
 from einsat.ir.graph import Graph, Node
 from einsat.ir.registry import Op
 from einsat.partition import Partitioning
-from einsat.pipeline import measure
+from einsat.pipeline import measure, phases
 from einsat.runtime.profiler import judge
 from tests.partition.common import assert_same_function, stacked
 
@@ -220,8 +220,7 @@ def test_the_modeled_wholes_recipe_makes_its_new_weights(tmp_path, monkeypatch):
 
 
 def test_no_modeled_whole_where_the_budget_has_no_room_for_it(tmp_path, monkeypatch):
-    from einsat.partition import driver
-    monkeypatch.setattr(driver, "MIN_MODELED_S", 1e9)
+    monkeypatch.setattr(phases, "MIN_MODELED_S", 1e9)
     graph = stacked(layers=2, seq=8, hidden=32, heads=2)
     timed = []
 

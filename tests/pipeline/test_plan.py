@@ -38,7 +38,15 @@ CALLERS = {"profile_input": "profile", "profile_candidates": "profile", "choose"
 
 
 def caller() -> str | None:
-    """The planner's phase whose code called the profiler (the nearest on the stack)."""
+    """The planner's phase whose code called the profiler (the nearest on the stack; "modeled":
+    the modeled run's check, `phases.modeled_whole`, the check's last grant)."""
+    frame = sys._getframe(2)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    if "modeled_whole" in names:
+        return "modeled"
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code.co_name in CALLERS:
@@ -153,23 +161,28 @@ def test_a_measured_run_keeps_every_phase_inside_a_small_budget(tmp_path, monkey
     model = cpu_model(path=tmp_path / "p.json")
     result = einsat.optimize(block(), cost=model, budget=budget_s, limits=Limits(nodes=3000, iterations=3),
                              measure=einsat.Measure(profile_s=1.2), partition=False)
-    r, (plan,) = result.report, planners
+    r, plan = result.report, planners[0]  # the run's own (the modeled run, a run of its own, has the next)
     took, granted = plan.took, plan.granted
     assert set(took) >= {"load", "reference", "profile", "saturate", "extract", "choose", "verify", "check"}
-    # a modeled alternative other than the measured choice (#37) is checked too: a second grant of the check's
-    alternative = r.alternative["status"] == "compared"
+    # a modeled alternative other than the measured choice (#37) is checked too: a second grant of the check's,
+    # and the default cost's run of the whole (its own budget: what was left less a check's seconds) a third
+    alternative, modeled = r.alternative["status"] == "compared", r.modeled_run["status"] == "compared"
     assert r.alternative["status"] in ("compared", "same as the measured choice", "same as the input"), r.alternative
+    assert r.modeled_run["status"] in ("compared", "same as the measured choice", "same as the input", "skipped"), \
+        r.modeled_run
+    assert len(planners) == 1 + (r.modeled_run["status"] != "skipped")
     assert [phase for phase, *_ in plan.log if phase != "extract"] == \
-        ["profile", "saturate", "choose", "check"] + ["check"] * alternative
+        ["profile", "saturate", "choose", "check"] + ["check"] * alternative + ["check"] * modeled
     # each phase was given a share of what was left then (what later phases need held back), never more
     for phase, given, left in plan.log:
         assert given <= max(left, 0.0) * SHARES[phase] + FLOORS.get(phase, 0.0) + 1e-9, (phase, given, left)
     assert granted["profile"] <= 1.2 and plan.held == {} and plan.budget.reserved == 0
     # profiling left signatures to the roofline, and the measured choice timed some of them
     assert r.profile["left"] > 0 and r.profile["chosen"] > 0, (calls, r.profile)
-    grants = {**granted, "check": plan.grants["check"][0], "alternative": plan.grants["check"][-1] if alternative
-              else 0.0}
-    for phase in ("profile", "choose", "check", "alternative"):  # the scripted timings: each phase's profiling took
+    grants = {**granted, "check": plan.grants["check"][0], "alternative": plan.grants["check"][1] if alternative
+              else 0.0, "modeled": plan.grants["check"][-1] if modeled else 0.0}
+    # the scripted timings: each phase's profiling took at most its grant
+    for phase in ("profile", "choose", "check", "alternative", "modeled"):
         spent = sum(seconds for p, _, seconds, *_ in calls if p == phase)
         assert spent <= (grants[phase] or 0.0) + PER_SIG + 0.1, (phase, spent, grants[phase], calls)
     assert all(b is not None and b <= granted["profile"] + 1e-9 for p, b, *_ in calls if p == "profile")

@@ -188,3 +188,61 @@ def test_a_transpose_moving_only_axes_of_size_one_is_written_as_a_reshape_and_jo
     (t,) = [n for n in model.graph.node if n.op_type == "Transpose"]
     assert [list(a.ints) for a in t.attribute] == [[0, 1, 3, 2]]
     _matches_on_onnxruntime(g, model)
+
+
+def test_an_eops_grid_of_the_shape_its_body_has_is_not_expanded():
+    """An eOperator's expression writes its grid as an Expand of its body (`ir.expr.onnx`): where
+    the body has the grid's shape already (an element-wise op of a whole input) no Expand is
+    written, nor the constant it read."""
+    from einsat.ir.expr import Call, Expr, Iter, fingerprint
+    from einsat.ir.expr.build import read
+    b = GraphBuilder("eop")
+    x = b.input("x", (3, 4), F)
+    g = b.build(b.eop(x, expr=fingerprint(Expr((Iter("i", 0, 3), Iter("j", 0, 4)), (),
+                                               Call("relu", (read(0, "i", "j"),))))))
+    model = to_onnx(g)
+    assert [n.op_type for n in model.graph.node] == ["Relu"]
+    assert not model.graph.initializer  # the grid's shape was read by the Expand alone
+    _matches_on_onnxruntime(g, model)
+
+
+def _expand(x: str, out: str, shape) -> tuple[onnx.NodeProto, onnx.TensorProto]:
+    target = numpy_helper.from_array(np.asarray(shape, np.int64), f"{out}_shape")
+    return helper.make_node("Expand", [x, target.name], [out]), target
+
+
+def _run(nodes, initializers, outputs) -> list[np.ndarray]:
+    graph = helper.make_graph(nodes, "views", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, (2, 6))],
+                              [helper.make_tensor_value_info(o, onnx.TensorProto.FLOAT, None) for o in outputs],
+                              initializer=initializers)
+    opsets = [helper.make_opsetid("", 20), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
+    x = np.random.default_rng(0).standard_normal((2, 6)).astype(F)
+    return ort_run(model, {"x": x})
+
+
+def test_shapes_of_element_wise_gather_and_reduction_values_let_an_expansion_go():
+    """The shapes the export's own values have follow from their ops' rules: an Expand to that
+    shape writes its input unchanged and goes; one that broadcasts, or follows an op of another
+    domain (whose rule tidy does not know), stays; the outputs are the same on onnxruntime."""
+    axes = numpy_helper.from_array(np.asarray([1], np.int64), "axes")
+    rows = numpy_helper.from_array(np.asarray([[0], [1]], np.int64), "rows")
+    cols = numpy_helper.from_array(np.asarray([0, -1, 0], np.int64), "cols")
+    e1, s1 = _expand("g", "e1", (2, 6))          # a Gelu's value: its input's shape
+    e2, s2 = _expand("r", "e2", (2,))            # a ReduceSum's over constant axes, keepdims=0
+    e3, s3 = _expand("gathered", "e3", (2, 3))   # a Gather's: the indices' shape, from an Add's broadcast
+    wide, s4 = _expand("gathered", "wide", (4, 2, 3))  # a real broadcast
+    e4, s5 = _expand("f", "e4", (2, 6))          # after com.microsoft's FastGelu: shape unknown
+    nodes = [helper.make_node("Gelu", ["x"], ["g"]), e1,
+             helper.make_node("ReduceSum", ["e1", "axes"], ["r"], keepdims=0), e2,
+             helper.make_node("Add", ["rows", "cols"], ["i"]), helper.make_node("Gather", ["e2", "i"], ["gathered"]),
+             e3, wide, helper.make_node("FastGelu", ["x"], ["f"], domain="com.microsoft"), e4]
+    inits = [axes, rows, cols, s1, s2, s3, s4, s5]
+    outputs = ["e3", "wide", "e4"]
+    kept = minimal_views([onnx.NodeProto.FromString(n.SerializeToString()) for n in nodes], outputs, inits,
+                         {"x": (2, 6)}, ["x"])
+    assert [n.output[0] for n in kept if n.op_type == "Expand"] == ["wide", "e4"]
+    assert [n.input[0] for n in kept if n.op_type == "ReduceSum"] == ["g"]  # e1 read as g itself
+    assert [n.output[0] for n in kept if n.op_type == "Gather"] == ["e3"]  # the output written by the Gather
+    for want, got in zip(_run(nodes, inits, outputs), _run(kept, inits, outputs)):
+        np.testing.assert_array_equal(got, want)

@@ -23,7 +23,7 @@ from einsat.errors import EinsatError, OnnxError, describe_node
 from einsat.ir.dims import FloorDiv, SymDim
 from einsat.ir.graph import Graph, fresh_name
 from einsat.ir.onnx.opset import written_opset
-from einsat.ir.onnx.tidy import minimal_views
+from einsat.ir.onnx.tidy import minimal_views, read_names
 from einsat.ir.types import TensorType
 
 # The opset cap: ops write the newest form this opset allows (`ctx.opset`), and the model declares
@@ -263,6 +263,8 @@ def to_onnx(graph: Graph, opset: int | None = None, contrib: bool = False) -> on
     outputs = set(graph.outputs)
     shapes = {name: t.shape for name, t in {**graph.types, **ctx._declared}.items() if t.is_static}
     nodes = minimal_views(ctx.nodes, graph.outputs, weights + ctx.initializers, shapes, graph.inputs)
+    read = read_names(nodes) | outputs  # the export's constants that only a view dropped read are not written
+    constants = [t for t in ctx.initializers if t.name in read]
     written = {o for n in nodes for o in n.output}
     intermediates = [value_info(o, graph.types[o]) for n in graph.nodes for o in n.outputs
                      if o not in outputs and o in written]
@@ -270,7 +272,7 @@ def to_onnx(graph: Graph, opset: int | None = None, contrib: bool = False) -> on
         nodes, graph.name,
         [value_info(i, graph.types[i]) for i in graph.inputs],
         [value_info(o, graph.types[o]) for o in graph.outputs],
-        initializer=weights + ctx.initializers,
+        initializer=weights + constants,
         value_info=intermediates,
     )
     ctx.domains[""] = written_opset(helper.make_model(g, opset_imports=[helper.make_opsetid("", cap)]), cap)

@@ -19,7 +19,11 @@ them from the emitted nodes, by local rewrites that keep every value's contents:
   only, unless that shape copies a dim with a 0); a view left without readers is dropped.
 
 Shapes come from the einsat types of the values (`shapes`) and, for values the export made
-(an expansion's), from Reshape's and Transpose's own rules; an unknown shape is left alone.
+(an expansion's), from the ops' own rules: Reshape's, Transpose's and Expand's, an element-wise
+op's (its input's shape, or its inputs' broadcast), Gather's and a reduction's over constant
+axes. An eOperator's expression writes its grid as an Expand of its body (`ir.expr.onnx`), which
+is often that shape already: wav2vec2_dynamo's default-cost file had eight such Expands, of a
+Gelu's, a Gather's or an Add's value. An unknown shape is left alone.
 """
 
 from __future__ import annotations
@@ -32,6 +36,15 @@ import onnx
 from onnx import AttributeProto, helper, numpy_helper
 
 VIEWS = ("Identity", "Transpose", "Reshape", "Expand", "Slice", "Pad")
+# ONNX ops (the default domain) whose output has the shape of their first input
+SAME_SHAPE = frozenset({"Abs", "Cast", "Ceil", "Clip", "Cos", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid",
+                        "HardSwish", "IsInf", "IsNaN", "LeakyRelu", "Log", "LogSoftmax", "Mish", "Neg", "Not",
+                        "Reciprocal", "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin", "Softmax", "Softplus",
+                        "Softsign", "Sqrt", "Tanh"})
+# and those whose output has their inputs' broadcast shape
+BROADCAST = frozenset({"Add", "And", "Div", "Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual", "Max",
+                       "Mean", "Min", "Mod", "Mul", "Or", "Pow", "PRelu", "Sub", "Sum", "Where", "Xor"})
+REDUCTIONS = frozenset({"ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum"})
 
 
 def _attr(node: onnx.NodeProto, name: str, default=None):
@@ -51,6 +64,11 @@ def _subgraph_reads(nodes) -> set[str]:
                 out |= {i for m in g.node for i in m.input}
                 out |= _subgraph_reads(g.node)
     return out
+
+
+def read_names(nodes) -> set[str]:
+    """Every value name `nodes` read, inside their control-flow bodies too."""
+    return {i for n in nodes for i in n.input if i} | _subgraph_reads(nodes)
 
 
 class _Tidy:
@@ -75,10 +93,51 @@ class _Tidy:
         return r
 
     def infer(self, n: onnx.NodeProto) -> None:
-        """The output shape of a Reshape or Transpose the einsat types do not know."""
-        out = n.output[0]
-        if out in self.shapes or not n.input:
+        """The output shape of a node the einsat types do not know, where its rule gives it."""
+        if not n.output or n.output[0] in self.shapes or not n.input:
             return
+        if n.op_type in VIEWS:
+            self.infer_view(n)
+        elif n.domain not in ("", "ai.onnx"):
+            return
+        elif n.op_type in SAME_SHAPE:
+            if (x := self.shape(n.input[0])) is not None:
+                self.shapes[n.output[0]] = x
+        elif n.op_type in BROADCAST:
+            shapes = [self.shape(i) for i in n.input]
+            if shapes and all(x is not None for x in shapes):
+                try:
+                    self.shapes[n.output[0]] = tuple(int(d) for d in np.broadcast_shapes(*shapes))
+                except ValueError:
+                    return
+        elif n.op_type == "Gather":
+            data, indices = self.shape(n.input[0]), self.shape(n.input[1]) if len(n.input) > 1 else None
+            if data is not None and indices is not None and data:
+                axis = _attr(n, "axis", 0) % len(data)
+                self.shapes[n.output[0]] = tuple(data[:axis]) + tuple(indices) + tuple(data[axis + 1:])
+        elif n.op_type in REDUCTIONS:
+            self.infer_reduction(n)
+
+    def infer_reduction(self, n: onnx.NodeProto) -> None:
+        """A reduction over axes given as a constant input or an attribute (none given: left alone)."""
+        x = self.shape(n.input[0])
+        if x is None:
+            return
+        if len(n.input) > 1 and n.input[1]:
+            if n.input[1] not in self.constants:
+                return
+            axes = [int(a) for a in np.asarray(self.constants[n.input[1]]).reshape(-1)]
+        else:
+            axes = _attr(n, "axes")
+        if not axes:
+            return
+        axes = {a % len(x) for a in axes}
+        keep = _attr(n, "keepdims", 1)
+        self.shapes[n.output[0]] = tuple(1 if k in axes else d for k, d in enumerate(x) if keep or k not in axes)
+
+    def infer_view(self, n: onnx.NodeProto) -> None:
+        """The output shape of a Reshape, Transpose or Expand."""
+        out = n.output[0]
         x = self.shape(n.input[0])
         if n.op_type == "Transpose" and x is not None:
             perm = _attr(n, "perm") or list(range(len(x)))[::-1]
@@ -140,7 +199,7 @@ class _Tidy:
         while changed:
             changed = False
             for n in self.nodes:
-                if n is not None and n.op_type in VIEWS:
+                if n is not None:
                     self.infer(n)
             producer = {o: k for k, n in enumerate(self.nodes) if n is not None for o in n.output}
             for k, n in enumerate(self.nodes):

@@ -492,9 +492,10 @@ def modeled_whole(state: State, graph: Graph, options: Options, current: Graph, 
     partitioned where it would be), verified by that run and timed against the input by the same
     rule (`check`, `never_slower`); of the candidates measured faster the one with the better
     measured ratio is returned. `current`: the program the run returns so far (`what`, for the
-    report), `made` its recipe; `tried`: the programs already timed (the modeled run's is not
-    timed again where it is one of them). A partitioned run calls it on its stitched whole
-    (`partition.driver.modeled_whole`, the run's alternative, `kind` "alternative"); an
+    report, unless it is the modeled alternative), `made` its recipe; `tried`: the programs
+    already timed (the modeled run's is not timed again where it is one of them). A partitioned
+    run calls it on its stitched whole (`partition.driver.modeled_whole`, the run's alternative,
+    `kind` "alternative"); an
     unpartitioned one after its measured choice and the e-graph's modeled extraction (`kind`
     "modeled run": that extraction's e-graph was grown by the measured model's generators, and
     the default run grows another: efficientnet_dynamo's default-cost file ran 1.04x-1.06x its
@@ -557,6 +558,7 @@ def modeled_whole(state: State, graph: Graph, options: Options, current: Graph, 
     if state.result is found.graph and (kept == "input" or state.measured.speedup > choice.speedup):
         alt.returned = kind
         return found.graph, found.recipe, alt
+    what = "the modeled alternative" if kept == "alternative" else what
     alt.kept_input = state.kept_input or (f"measured {state.measured.speedup:.2f}x, {what} "
                                           f"{choice.speedup:.2f}x")
     state.result, state.kept_input, state.verification, state.measured, state.budget.verified = before

@@ -133,22 +133,18 @@ def run(program, example_inputs, options: Options, split: Split | None = None) -
 def _modeled_run(state: phases.State, options: Options, split: Split) -> None:
     """A measured run's third candidate (`phases.modeled_whole`): the program `einsat.optimize`
     returns without `cost=` (`modeled_run`), timed against the input after the measured choice
-    and the e-graph's modeled extraction; kept as `state.modeled_run`, and, where it is
-    returned, as the result (the recipe its run made in `state.extras["modeled_recipe"]`)."""
+    and the e-graph's modeled extraction; kept as `state.modeled_run` (its `extraction` the
+    run's `Result`, recipe included), and, where it is returned, as the result."""
     if not measure.measured(state.model):
         return
     tried = [state.extraction.graph] + ([state.alternative.graph] if state.alternative is not None
                                         and state.alternative.graph is not None else [])
-    what = "the modeled alternative" if state.alternative is not None and \
-        state.alternative.returned == "alternative" else "the measured choice"
-    result, recipe, record = phases.modeled_whole(
+    state.result, _, state.modeled_run = phases.modeled_whole(
         state, state.graph, options, state.result, None, tried,
-        lambda graph, examples, opts: modeled_run(graph, examples, opts, split), what, kind="modeled run")
-    state.modeled_run = record
-    if record is not None and record.returned == "modeled run":
-        state.result, state.extras["modeled_recipe"] = result, recipe
-        if state.alternative is not None:
-            state.alternative.returned = "modeled run"
+        lambda graph, examples, opts: modeled_run(graph, examples, opts, split), "the measured choice",
+        kind="modeled run")
+    if state.modeled_run.returned == "modeled run" and state.alternative is not None:
+        state.alternative.returned = "modeled run"
 
 
 def modeled_run(graph: Graph, examples: dict | None, options: Options, split: Split) -> Result:
@@ -221,7 +217,7 @@ def _result(state: phases.State, watch: MemoryWatch) -> Result:
     made = None
     # the input returned (never slower, or unsearched when the budget was spent loading) makes no weights
     if by_run:
-        made = state.extras.get("modeled_recipe")
+        made = modeled.extraction.recipe
     elif state.options.recipe and result is source.graph and state.data is not None:
         from einsat.egraph.weights import weight_recipe
         new = {k: c for k, c in source.weight_classes.items() if k not in graph.weights}
